@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds (once) and caches a minimal Debian bookworm root with systemd and cloud-init, used
+# read-only by the node e2e tests (systemd-nspawn --volatile=overlay) and as the lower layer of
+# the overlays the renderer tests apply cloud-config into. Prints the root's path on stdout.
+#
+# The cache key is a hash of the recipe below, so changing the package list or the image tweaks
+# builds a new root next to the old one instead of mutating a root a test may be using.
+#
+# Env: OSCAR_CACHE (default ~/.cache/oscar), OSCAR_DEBIAN_MIRROR (default: the bookworm mirror
+# configured in /etc/apt/sources.list.d, else deb.debian.org).
+set -euo pipefail
+
+suite=bookworm
+# python3-cffi-backend: without it debootstrap fails configuring python3-cryptography (cloud-init).
+# curl + ca-certificates: the provision bootstrap downloads with curl. procps/iproute2: tests
+# inspect processes and addresses inside the node.
+include=systemd,systemd-sysv,dbus,cloud-init,python3-cffi-backend,ca-certificates,curl,procps,iproute2
+
+# Image tweaks applied after debootstrap (part of the recipe hash).
+# - Only the NoCloud data source (plus None): skips probing of every cloud's metadata service,
+#   which otherwise costs seconds per boot and may time out without a network.
+# - An empty /etc/machine-id makes systemd generate a transient id per boot, like a fresh image.
+# - No apt package cache kept in the image.
+customize() {
+  local root=$1
+  mkdir -p "$root/etc/cloud/cloud.cfg.d"
+  printf 'datasource_list: [ NoCloud, None ]\n' >"$root/etc/cloud/cloud.cfg.d/90-oscar-datasource.cfg"
+  : >"$root/etc/machine-id"
+  rm -f "$root/var/lib/dbus/machine-id"
+  rm -f "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin
+  rm -rf "$root"/var/lib/apt/lists/*
+}
+
+recipe_version=1
+recipe_hash=$(
+  {
+    echo "$recipe_version $suite $include"
+    declare -f customize
+  } | sha256sum | cut -c1-12
+)
+
+cache=${OSCAR_CACHE:-$HOME/.cache/oscar}
+dir=$cache/node-root
+root=$dir/$suite-$recipe_hash
+
+if [[ -e $root/.oscar-complete ]]; then
+  echo "$root"
+  exit 0
+fi
+
+log() { echo "node-root: $*" >&2; }
+
+if [[ $(id -u) -ne 0 ]]; then
+  log "building the root needs root (debootstrap)"
+  exit 1
+fi
+command -v debootstrap >/dev/null || {
+  log "debootstrap missing; run hack/deps.sh"
+  exit 1
+}
+
+mirror_from_sources() {
+  # First deb822 "URIs:" whose stanza lists the suite; then a one-line "deb URI suite" entry.
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -r $f ]] || continue
+    awk -v suite="$suite" '
+      /^[[:space:]]*$/ { if (uri != "" && hit) { print uri; exit } uri = ""; hit = 0; next }
+      /^URIs:/ { uri = $2 }
+      /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == suite) hit = 1 }
+      END { if (uri != "" && hit) print uri }
+    ' "$f" | head -n1
+  done | head -n1
+  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+    awk -v suite="$suite" '$1 == "deb" && $3 == suite { print $2; exit }' || true
+}
+mirror=${OSCAR_DEBIAN_MIRROR:-$(mirror_from_sources | head -n1 || true)}
+mirror=${mirror:-http://deb.debian.org/debian}
+
+mkdir -p "$dir"
+# Serialise concurrent builders (parallel test processes): the second one waits, then finds the
+# completed root.
+exec 9>"$dir/.lock"
+flock 9
+if [[ -e $root/.oscar-complete ]]; then
+  echo "$root"
+  exit 0
+fi
+
+tmp=$(mktemp -d "$dir/.building-$suite-$recipe_hash.XXXXXX")
+cleanup() { [[ -n ${tmp:-} && -d $tmp ]] && rm -rf --one-file-system "$tmp"; }
+trap cleanup EXIT
+
+log "building $root from $mirror (takes a few minutes, once)"
+start=$(date +%s)
+if ! debootstrap --variant=minbase --include="$include" "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1; then
+  log "debootstrap failed; last lines of $tmp.log:"
+  tail -n 30 "$tmp.log" >&2
+  exit 1
+fi
+customize "$tmp"
+chmod 0755 "$tmp" # mktemp -d made it 0700; as the node's "/" that would lock out non-root services
+echo "$recipe_version $suite $include" >"$tmp/.oscar-complete"
+rm -rf --one-file-system "$root" # a half-renamed leftover cannot exist, but a manual edit may
+mv -T "$tmp" "$root"
+tmp=
+rm -f "$dir"/.building-*.log
+log "built in $(($(date +%s) - start)) s: $(du -sh --one-file-system "$root" | cut -f1)"
+echo "$root"
