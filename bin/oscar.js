@@ -1,5 +1,3 @@
 #!/usr/bin/env node
-// The installed entry point: runs the compiled CLI (npm's `prepare` builds dist/).
-import { main } from '../dist/cli/main.js';
-
-await main(process.argv);
+// The installed entry point: runs the compiled CLI (npm's `prepare` script builds dist/).
+import '../dist/cli/oscar.js';

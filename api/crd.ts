@@ -1,0 +1,171 @@
+/**
+ * Derives the CustomResourceDefinition manifests from the typebox schema in api/schema.ts,
+ * so the API server, the CLI and the controller all enforce one definition.
+ */
+import { stringify } from 'yaml';
+import {
+  GROUP,
+  OSC_KIND,
+  OSC_NODE_KIND,
+  OperatingSystemConfigNodeStatus,
+  OperatingSystemConfigSpec,
+  OperatingSystemConfigStatus,
+  VERSION,
+} from './schema.js';
+
+type Json = Record<string, unknown>;
+
+/** A plain-JSON copy of a typebox schema, with typebox's own markers removed. */
+function toOpenApi(schema: unknown): Json {
+  return JSON.parse(JSON.stringify(schema), (_key, value: unknown) => {
+    if (value && typeof value === 'object' && !Array.isArray(value)) {
+      const node = value as Json;
+      if (Array.isArray(node.required) && node.required.length === 0) delete node.required;
+    }
+    return value;
+  }) as Json;
+}
+
+function rootSchema(description: string, properties: Json, required: string[] = []): Json {
+  return {
+    type: 'object',
+    description,
+    ...(required.length > 0 ? { required } : {}),
+    properties: {
+      apiVersion: {
+        type: 'string',
+        description: 'APIVersion defines the versioned schema of this representation of an object.',
+      },
+      kind: {
+        type: 'string',
+        description:
+          'Kind is a string value representing the REST resource this object represents.',
+      },
+      metadata: { type: 'object', description: 'Standard object metadata.' },
+      ...properties,
+    },
+  };
+}
+
+export interface CrdManifest {
+  fileName: string;
+  object: Json;
+}
+
+export function operatingSystemConfigCrd(): Json {
+  const plural = 'operatingsystemconfigs';
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: OSC_KIND,
+        listKind: `${OSC_KIND}List`,
+        plural,
+        singular: 'operatingsystemconfig',
+        shortNames: ['osc'],
+        categories: ['oscar'],
+      },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: 'Type', type: 'string', jsonPath: '.spec.type' },
+            { name: 'Purpose', type: 'string', jsonPath: '.spec.purpose' },
+            { name: 'Checksum', type: 'string', jsonPath: '.status.checksumShort' },
+            {
+              name: 'Ready',
+              type: 'string',
+              jsonPath: '.status.conditions[?(@.type=="Ready")].status',
+            },
+            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+          ],
+          schema: {
+            openAPIV3Schema: rootSchema(
+              'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS into a Secret and its agent keeps nodes in sync in place.',
+              {
+                spec: toOpenApi(OperatingSystemConfigSpec),
+                status: toOpenApi(OperatingSystemConfigStatus),
+              },
+              ['spec'],
+            ),
+          },
+        },
+      ],
+    },
+  };
+}
+
+export function operatingSystemConfigNodeCrd(): Json {
+  const plural = 'operatingsystemconfignodes';
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: OSC_NODE_KIND,
+        listKind: `${OSC_NODE_KIND}List`,
+        plural,
+        singular: 'operatingsystemconfignode',
+        shortNames: ['oscnode'],
+        categories: ['oscar'],
+      },
+      scope: 'Cluster',
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: 'Desired', type: 'string', jsonPath: '.status.desiredChecksum', priority: 1 },
+            { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksum' },
+            {
+              name: 'Degraded',
+              type: 'string',
+              jsonPath: '.status.conditions[?(@.type=="Degraded")].status',
+            },
+            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+          ],
+          schema: {
+            openAPIV3Schema: rootSchema(
+              "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent. Named after the node.",
+              { status: toOpenApi(OperatingSystemConfigNodeStatus) },
+            ),
+          },
+        },
+      ],
+    },
+  };
+}
+
+export function crdManifests(): CrdManifest[] {
+  return [
+    { fileName: `${GROUP}_operatingsystemconfigs.yaml`, object: operatingSystemConfigCrd() },
+    {
+      fileName: `${GROUP}_operatingsystemconfignodes.yaml`,
+      object: operatingSystemConfigNodeCrd(),
+    },
+  ];
+}
+
+const HEADER = '# Generated from api/schema.ts by `npm run gen:crd`. Do not edit by hand.\n';
+
+export function renderCrdYaml(object: Json): string {
+  return HEADER + stringify(object, { lineWidth: 0 });
+}
+
+/** All CRDs as one multi-document YAML stream (what `oscar crd` prints). */
+export function renderAllCrdsYaml(): string {
+  return crdManifests()
+    .map((m) => stringify(m.object, { lineWidth: 0 }))
+    .join('---\n');
+}

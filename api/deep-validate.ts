@@ -1,0 +1,299 @@
+/**
+ * The checks an OpenAPI schema cannot express: systemd's naming and syntax rules, path hygiene,
+ * the octal-permissions trap, references between units and files, content that must decode.
+ * Runs on a spec that may also have failed the schema, so it guards every access.
+ */
+import { fieldError, type FieldError } from './field-error.js';
+import { decodeInline } from './resolve.js';
+import { LIMITS } from './schema.js';
+import { dropInPath, unitPath } from './resolved.js';
+import { hasKey, parseUnitFile } from './systemd/unit-file.js';
+import { validateDropInName, validateUnitName } from './systemd/unit-name.js';
+import { formatBytes } from './bytes.js';
+
+/**
+ * Directories the OS owns wholesale: writing a file *at* one of these paths would replace the
+ * directory. (Files *inside* them are fine, except under the kernel's virtual file systems.)
+ */
+export const PROTECTED_PATHS = new Set([
+  '/',
+  '/bin',
+  '/boot',
+  '/dev',
+  '/etc',
+  '/etc/systemd',
+  '/etc/systemd/system',
+  '/home',
+  '/lib',
+  '/lib64',
+  '/media',
+  '/mnt',
+  '/opt',
+  '/proc',
+  '/root',
+  '/run',
+  '/sbin',
+  '/srv',
+  '/sys',
+  '/tmp',
+  '/usr',
+  '/usr/bin',
+  '/usr/lib',
+  '/usr/local',
+  '/usr/local/bin',
+  '/usr/sbin',
+  '/usr/share',
+  '/var',
+  '/var/lib',
+  '/var/log',
+]);
+
+/** Virtual file systems: nothing written there survives or means what it seems to. */
+const VIRTUAL_ROOTS = ['/proc/', '/sys/', '/dev/'];
+
+type Obj = Record<string, unknown>;
+
+function isObj(value: unknown): value is Obj {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function list(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+/** A message for a path, or undefined when the path is acceptable. */
+export function checkFilePath(path: string): string | undefined {
+  if (!path.startsWith('/')) return `must be an absolute path starting with "/" (got "${path}")`;
+  if (path.includes('\0')) return 'must not contain a NUL byte';
+  if (path.length > 1 && path.endsWith('/')) {
+    return `must name a file, not a directory: remove the trailing "/" ("${path.replace(/\/+$/, '')}")`;
+  }
+  if (path.includes('//'))
+    return `must be normalised: replace "//" with "/" ("${path.replace(/\/+/g, '/')}")`;
+  const segments = path.split('/').slice(1);
+  if (segments.includes('..'))
+    return 'must not contain ".." segments: write the path it resolves to';
+  if (segments.includes('.')) return 'must not contain "." segments: write the path without them';
+  if (PROTECTED_PATHS.has(path)) {
+    return `"${path}" is a directory the operating system owns; name a file inside it instead`;
+  }
+  if (VIRTUAL_ROOTS.some((root) => path.startsWith(root))) {
+    return `"${path}" is on a kernel virtual file system; configure it another way (sysctl files in /etc/sysctl.d, udev rules in /etc/udev/rules.d)`;
+  }
+  return undefined;
+}
+
+/** A message for permissions, or undefined when they are a valid octal string. */
+export function checkPermissions(value: unknown): string | undefined {
+  if (typeof value === 'number') {
+    // 0644 unquoted is 420 in YAML 1.1 (octal) and 644 in YAML 1.2 (decimal): guess which mode was meant.
+    const digits = String(value);
+    const meant = /^[0-7]{3,4}$/.test(digits) ? digits : value.toString(8);
+    return (
+      `must be a quoted octal string, not the number ${value}: YAML reads an unquoted 0644 as the integer 420 (octal) ` +
+      `or 644 (decimal), neither of which is the mode you meant; write permissions: "${meant.padStart(4, '0')}"`
+    );
+  }
+  if (typeof value !== 'string') return 'must be a quoted octal string such as "0644"';
+  if (!/^0?[0-7]{3,4}$/.test(value)) {
+    return `"${value}" is not an octal mode: use 3 or 4 octal digits (0-7) up to "07777", such as "0644" or "0755"`;
+  }
+  if (parseInt(value, 8) > 0o7777) return `"${value}" is above "07777"`;
+  return undefined;
+}
+
+function checkDuplicates(
+  items: unknown[],
+  key: string,
+  base: string,
+  what: string,
+  out: FieldError[],
+): void {
+  const first = new Map<string, number>();
+  items.forEach((item, i) => {
+    if (!isObj(item) || typeof item[key] !== 'string') return;
+    const value = item[key];
+    const seen = first.get(value);
+    if (seen === undefined) first.set(value, i);
+    else {
+      out.push(
+        fieldError(
+          `${base}[${i}].${key}`,
+          `duplicate ${what} "${value}" (also at ${base}[${seen}]); merge them into one entry`,
+        ),
+      );
+    }
+  });
+}
+
+function checkUnitSyntax(
+  content: string,
+  path: string,
+  out: FieldError[],
+): ReturnType<typeof parseUnitFile> {
+  const parsed = parseUnitFile(content);
+  for (const error of parsed.errors) {
+    out.push(fieldError(path, `line ${error.line}: ${error.message}`));
+  }
+  return parsed;
+}
+
+function checkUnits(spec: Obj, declaredFiles: Set<string>, out: FieldError[]): void {
+  const units = list(spec.units);
+  checkDuplicates(units, 'name', 'spec.units', 'unit name', out);
+  units.forEach((raw, i) => {
+    if (!isObj(raw)) return;
+    const base = `spec.units[${i}]`;
+    const name = raw.name;
+    if (typeof name === 'string') {
+      const problem = validateUnitName(name);
+      if (problem) out.push(fieldError(`${base}.name`, problem));
+      if (declaredFiles.has(unitPath(name))) {
+        out.push(
+          fieldError(
+            `${base}.name`,
+            `spec.files also writes ${unitPath(name)}; declare the unit's content here and remove that file`,
+          ),
+        );
+      }
+    }
+    let hasReload = false;
+    let hasContent = false;
+    if (typeof raw.content === 'string' && raw.content.length > 0) {
+      hasContent = true;
+      const parsed = checkUnitSyntax(raw.content, `${base}.content`, out);
+      if (parsed.sections.length === 0 && parsed.errors.length === 0) {
+        out.push(
+          fieldError(
+            `${base}.content`,
+            'has no [Section]; a unit file needs at least [Unit] or [Service]',
+          ),
+        );
+      }
+      hasReload = hasKey(parsed, 'Service', 'ExecReload');
+    }
+    const dropIns = list(raw.dropIns);
+    checkDuplicates(dropIns, 'name', `${base}.dropIns`, 'drop-in name', out);
+    dropIns.forEach((d, j) => {
+      if (!isObj(d)) return;
+      if (typeof d.name === 'string') {
+        const problem = validateDropInName(d.name);
+        if (problem) out.push(fieldError(`${base}.dropIns[${j}].name`, problem));
+        if (typeof name === 'string' && declaredFiles.has(dropInPath(name, d.name))) {
+          out.push(
+            fieldError(
+              `${base}.dropIns[${j}].name`,
+              `spec.files also writes ${dropInPath(name, d.name)}; keep only one of them`,
+            ),
+          );
+        }
+      }
+      if (typeof d.content === 'string') {
+        const parsed = checkUnitSyntax(d.content, `${base}.dropIns[${j}].content`, out);
+        hasReload ||= hasKey(parsed, 'Service', 'ExecReload');
+      }
+    });
+    list(raw.filePaths).forEach((p, j) => {
+      if (typeof p === 'string' && !declaredFiles.has(p)) {
+        out.push(
+          fieldError(
+            `${base}.filePaths[${j}]`,
+            `"${p}" is not declared in spec.files; add the file or remove it from filePaths`,
+          ),
+        );
+      }
+    });
+    if (raw.onChange === 'reload' && hasContent && !hasReload) {
+      out.push(
+        fieldError(
+          `${base}.onChange`,
+          '"reload" needs ExecReload= in the unit\'s [Service] section (or a drop-in); add it, or use onChange: restart',
+        ),
+      );
+    }
+    if (raw.mask === true && raw.enable === true) {
+      out.push(
+        fieldError(`${base}.enable`, 'a masked unit cannot be enabled; remove enable or mask'),
+      );
+    }
+    if (raw.mask === true && hasContent) {
+      out.push(
+        fieldError(`${base}.content`, 'a masked unit has no content; remove content or mask'),
+      );
+    }
+  });
+}
+
+function checkFiles(spec: Obj, out: FieldError[]): void {
+  const files = list(spec.files);
+  checkDuplicates(files, 'path', 'spec.files', 'file path', out);
+  files.forEach((raw, i) => {
+    if (!isObj(raw)) return;
+    const base = `spec.files[${i}]`;
+    if (typeof raw.path === 'string') {
+      const problem = checkFilePath(raw.path);
+      if (problem) out.push(fieldError(`${base}.path`, problem));
+    }
+    if (raw.permissions !== undefined) {
+      const problem = checkPermissions(raw.permissions);
+      if (problem) out.push(fieldError(`${base}.permissions`, problem));
+    }
+    const content = raw.content;
+    if (!isObj(content)) return;
+    const sources = ['inline', 'secretRef', 'configMapRef'].filter((k) => content[k] !== undefined);
+    if (sources.length !== 1) {
+      out.push(
+        fieldError(
+          `${base}.content`,
+          sources.length === 0
+            ? 'set one of inline, secretRef, configMapRef'
+            : `set exactly one of inline, secretRef, configMapRef (got ${sources.join(' and ')})`,
+        ),
+      );
+    }
+    const inline = content.inline;
+    if (isObj(inline) && typeof inline.data === 'string') {
+      if (inline.data.length > LIMITS.inlineDataBytes) return; // the schema already said so
+      const encoding = typeof inline.encoding === 'string' ? inline.encoding : '';
+      try {
+        const bytes = decodeInline(inline.data, encoding);
+        if (bytes.length > LIMITS.secretBytes) {
+          out.push(
+            fieldError(
+              `${base}.content.inline.data`,
+              `decodes to ${formatBytes(bytes.length)}, above the 1 MiB a Kubernetes Secret can hold; ship it in the image instead`,
+            ),
+          );
+        }
+      } catch (error) {
+        out.push(fieldError(`${base}.content.inline.data`, (error as Error).message));
+      }
+    }
+  });
+}
+
+function checkPackages(spec: Obj, out: FieldError[]): void {
+  const packages = list(spec.packages);
+  checkDuplicates(packages, 'name', 'spec.packages', 'package', out);
+  if (spec.type === 'flatcar' && packages.length > 0) {
+    out.push(
+      fieldError(
+        'spec.packages',
+        'flatcar has no package manager: remove spec.packages (ship binaries as files or use a systemd-sysext image)',
+      ),
+    );
+  }
+}
+
+export function deepValidate(spec: Obj): FieldError[] {
+  const out: FieldError[] = [];
+  const declaredFiles = new Set(
+    list(spec.files)
+      .map((f) => (isObj(f) ? f.path : undefined))
+      .filter((p): p is string => typeof p === 'string'),
+  );
+  checkFiles(spec, out);
+  checkUnits(spec, declaredFiles, out);
+  checkPackages(spec, out);
+  return out;
+}

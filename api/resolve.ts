@@ -1,0 +1,192 @@
+/**
+ * Resolve: a validated OperatingSystemConfig spec plus the data of the Secrets and ConfigMaps it
+ * references → the ResolvedConfig every other part of oscar consumes. Pure: the caller looks the
+ * references up (the controller from its informer caches, the CLI from files) and passes them in.
+ */
+import { gunzipSync } from 'node:zlib';
+import { DEFAULTS } from './defaults.js';
+import { fieldError, type FieldError } from './field-error.js';
+import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from './resolved.js';
+import { parseMode } from './resolved.js';
+import type { File, OperatingSystemConfigSpec, Unit } from './schema.js';
+
+/** The data of referenced objects, by object name then key. */
+export interface References {
+  secrets: ReadonlyMap<string, Readonly<Record<string, Buffer>>>;
+  configMaps: ReadonlyMap<string, Readonly<Record<string, Buffer>>>;
+}
+
+export const NO_REFERENCES: References = { secrets: new Map(), configMaps: new Map() };
+
+export type ResolveResult =
+  { ok: true; config: ResolvedConfig } | { ok: false; errors: FieldError[] };
+
+/** The names of the Secrets and ConfigMaps a spec references (the controller watches these). */
+export function referencedObjects(spec: OperatingSystemConfigSpec): {
+  secrets: string[];
+  configMaps: string[];
+} {
+  const secrets = new Set<string>();
+  const configMaps = new Set<string>();
+  for (const file of spec.files ?? []) {
+    if (file.content.secretRef) secrets.add(file.content.secretRef.name);
+    if (file.content.configMapRef) configMaps.add(file.content.configMapRef.name);
+  }
+  return { secrets: [...secrets].sort(), configMaps: [...configMaps].sort() };
+}
+
+/** Decodes inline data; throws with a message fit for a field error. */
+export function decodeInline(data: string, encoding: string | undefined): Buffer {
+  switch (encoding ?? '') {
+    case '':
+      return Buffer.from(data, 'utf8');
+    case 'b64':
+      return decodeBase64Strict(data);
+    case 'gzip+b64': {
+      const zipped = decodeBase64Strict(data);
+      try {
+        return gunzipSync(zipped);
+      } catch (error) {
+        throw new Error(
+          `data is not valid gzip after base64 decoding (${(error as Error).message}); produce it with "gzip -c FILE | base64 -w0"`,
+          { cause: error },
+        );
+      }
+    }
+    default:
+      throw new Error(`unknown encoding "${encoding ?? ''}"; use "", "b64" or "gzip+b64"`);
+  }
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** Node's decoder skips garbage silently; oscar refuses it so no byte is lost unnoticed. */
+function decodeBase64Strict(data: string): Buffer {
+  const compact = data.replace(/\s+/g, '');
+  if (compact.length % 4 !== 0 || !BASE64.test(compact)) {
+    throw new Error(
+      'data is not valid base64 (only A-Z a-z 0-9 + / with "=" padding, length a multiple of 4); encode it with "base64 -w0 FILE"',
+    );
+  }
+  return Buffer.from(compact, 'base64');
+}
+
+function splitOwner(owner: string): { user: string; group: string } {
+  const [user = 'root', group] = owner.split(':');
+  return { user, group: group ?? user };
+}
+
+function resolveFile(file: File, index: number, refs: References): ResolvedFile | FieldError {
+  const path = `spec.files[${index}].content`;
+  let content: Buffer;
+  const { inline, secretRef, configMapRef } = file.content;
+  if (inline) {
+    try {
+      content = decodeInline(inline.data, inline.encoding);
+    } catch (error) {
+      return fieldError(`${path}.inline.data`, (error as Error).message);
+    }
+  } else if (secretRef) {
+    const data = refs.secrets.get(secretRef.name);
+    const value = data?.[secretRef.key];
+    if (!data) {
+      return fieldError(
+        `${path}.secretRef`,
+        `Secret "${secretRef.name}" not found in the OperatingSystemConfig's namespace; create it or fix the name`,
+      );
+    }
+    if (!value) {
+      return fieldError(
+        `${path}.secretRef.key`,
+        `Secret "${secretRef.name}" has no key "${secretRef.key}" (it has: ${Object.keys(data).sort().join(', ') || 'no keys'})`,
+      );
+    }
+    content = value;
+  } else if (configMapRef) {
+    const data = refs.configMaps.get(configMapRef.name);
+    const value = data?.[configMapRef.key];
+    if (!data) {
+      return fieldError(
+        `${path}.configMapRef`,
+        `ConfigMap "${configMapRef.name}" not found in the OperatingSystemConfig's namespace; create it or fix the name`,
+      );
+    }
+    if (!value) {
+      return fieldError(
+        `${path}.configMapRef.key`,
+        `ConfigMap "${configMapRef.name}" has no key "${configMapRef.key}" (it has: ${Object.keys(data).sort().join(', ') || 'no keys'})`,
+      );
+    }
+    content = value;
+  } else {
+    return fieldError(path, 'set exactly one of inline, secretRef, configMapRef');
+  }
+  const { user, group } = splitOwner(file.owner ?? DEFAULTS.file.owner);
+  return {
+    path: file.path,
+    mode: parseMode(file.permissions ?? DEFAULTS.file.permissions),
+    user,
+    group,
+    content,
+  };
+}
+
+function resolveUnit(unit: Unit): ResolvedUnit {
+  const resolved: ResolvedUnit = {
+    name: unit.name,
+    enable: unit.mask ? false : (unit.enable ?? DEFAULTS.unit.enable),
+    mask: unit.mask ?? DEFAULTS.unit.mask,
+    command: unit.command ?? DEFAULTS.unit.command,
+    onChange: unit.onChange ?? DEFAULTS.unit.onChange,
+    dropIns: (unit.dropIns ?? []).map((d) => ({ name: d.name, content: d.content })),
+    filePaths: [...new Set(unit.filePaths ?? [])].sort(),
+  };
+  if (unit.content !== undefined && unit.content !== '') resolved.content = unit.content;
+  return resolved;
+}
+
+/**
+ * Resolves a spec that passed validation. Order is normalised (units by name, files by path) so
+ * equal configurations resolve equal, whatever order they were declared in.
+ */
+export function resolve(
+  spec: OperatingSystemConfigSpec,
+  refs: References = NO_REFERENCES,
+): ResolveResult {
+  const errors: FieldError[] = [];
+  const files: ResolvedFile[] = [];
+  (spec.files ?? []).forEach((file, index) => {
+    const result = resolveFile(file, index, refs);
+    if ('content' in result) files.push(result);
+    else errors.push(result);
+  });
+  if (errors.length > 0) return { ok: false, errors };
+
+  const config: ResolvedConfig = {
+    type: spec.type,
+    purpose: spec.purpose,
+    units: (spec.units ?? []).map(resolveUnit).sort(byName),
+    files: files.sort((a, b) => compare(a.path, b.path)),
+    packages: (spec.packages ?? [])
+      .map((p) => (p.version ? { name: p.name, version: p.version } : { name: p.name }))
+      .sort(byName),
+  };
+  for (const unit of config.units) unit.dropIns.sort(byName);
+  if (spec.format) config.format = spec.format;
+  if (spec.cri) {
+    config.cri = {
+      name: spec.cri.name ?? DEFAULTS.cri.name,
+      cgroupDriver: spec.cri.cgroupDriver ?? DEFAULTS.cri.cgroupDriver,
+    };
+  }
+  return { ok: true, config };
+}
+
+/** Code-point order, independent of locale, so every process sorts alike. */
+export function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function byName(a: { name: string }, b: { name: string }): number {
+  return compare(a.name, b.name);
+}

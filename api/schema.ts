@@ -1,0 +1,576 @@
+/**
+ * The single definition of oscar's API (group oscar.dev, version v1alpha1).
+ *
+ * From these typebox schemas come: the TypeScript types (Static<>), the CRD manifests
+ * (api/crd.ts, via hack/gen-crd.ts) and the runtime validator (api/validate.ts). Everything
+ * here must stay a *structural* OpenAPI schema the API server accepts: no unions, no
+ * `additionalProperties: false`, a `type` on every node, a description on every field.
+ *
+ * Defaults are deliberately NOT in the schema: the API server would then store objects that
+ * differ from what the operator wrote. oscar applies them when it resolves (api/defaults.ts).
+ */
+import { Type, type Static } from 'typebox';
+
+export const GROUP = 'oscar.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const OSC_KIND = 'OperatingSystemConfig';
+export const OSC_NODE_KIND = 'OperatingSystemConfigNode';
+
+/** Limits shared by the CRD (so CEL cost estimates are bounded) and the deep validation. */
+export const LIMITS = {
+  units: 256,
+  files: 1024,
+  dropIns: 32,
+  filePaths: 64,
+  packages: 512,
+  pathLength: 4096,
+  unitNameLength: 255,
+  /** A unit or drop-in body; systemd itself refuses unit files above a few MiB. */
+  unitContentBytes: 256 * 1024,
+  /** One file's inline data as written in the OSC (the base64 text when encoded). */
+  inlineDataBytes: 1024 * 1024,
+  /** A whole OSC document: the API server refuses requests above ~1.5 MiB (etcd's limit). */
+  documentBytes: 1536 * 1024,
+  /** A Kubernetes Secret's data limit: the rendered output must fit in it. */
+  secretBytes: 1024 * 1024,
+  /** Cloud user-data budgets are this small (AWS: 16 KiB); provision output above it warns. */
+  provisionUserDataBytes: 16 * 1024,
+} as const;
+
+export const UNIT_SUFFIXES = [
+  'service',
+  'socket',
+  'device',
+  'mount',
+  'automount',
+  'swap',
+  'target',
+  'path',
+  'timer',
+  'slice',
+  'scope',
+] as const;
+
+export const PURPOSES = ['provision', 'reconcile'] as const;
+export const FORMATS = ['cloud-config', 'ignition', 'script'] as const;
+export const UNIT_COMMANDS = ['start', 'restart', 'stop'] as const;
+export const ON_CHANGE = ['restart', 'reload', 'none', 'stopStart'] as const;
+export const ENCODINGS = ['', 'b64', 'gzip+b64'] as const;
+export const CRI_NAMES = ['containerd'] as const;
+export const CGROUP_DRIVERS = ['systemd', 'cgroupfs'] as const;
+
+export type Purpose = (typeof PURPOSES)[number];
+export type Format = (typeof FORMATS)[number];
+export type UnitCommand = (typeof UNIT_COMMANDS)[number];
+export type OnChange = (typeof ON_CHANGE)[number];
+export type Encoding = (typeof ENCODINGS)[number];
+
+interface CelRule {
+  rule: string;
+  message: string;
+  reason?: string;
+  fieldPath?: string;
+}
+
+interface KubeOptions {
+  description: string;
+  'x-kubernetes-validations'?: CelRule[];
+  'x-kubernetes-list-type'?: 'atomic' | 'set' | 'map';
+  'x-kubernetes-list-map-keys'?: string[];
+  'x-kubernetes-preserve-unknown-fields'?: boolean;
+  [key: string]: unknown;
+}
+
+/** A string enum as a structural schema (typebox's Enum has no `type`, which CRDs require). */
+function StringEnum<const T extends readonly string[]>(values: T, options: KubeOptions) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
+}
+
+// systemd allows a backslash in unit names (escapes such as \x2d), so the class includes it.
+const UNIT_NAME_PATTERN = `^[A-Za-z0-9:_.\\\\-]+(@[A-Za-z0-9:_.\\\\-]*)?\\.(${UNIT_SUFFIXES.join('|')})$`;
+
+const ObjectKeyRef = (what: 'Secret' | 'ConfigMap') =>
+  Type.Object(
+    {
+      name: Type.String({
+        description: `Name of the ${what} in the OperatingSystemConfig's namespace.`,
+        minLength: 1,
+        maxLength: 253,
+      }),
+      key: Type.String({
+        description: `Key in the ${what}'s data whose bytes become the file's content.`,
+        minLength: 1,
+        maxLength: 253,
+      }),
+    },
+    {
+      description: `The file's content comes from a key of a ${what} in the same namespace; oscar resolves it when it renders and re-renders when it changes.`,
+    },
+  );
+
+export const InlineContent = Type.Object(
+  {
+    encoding: Type.Optional(
+      StringEnum(ENCODINGS, {
+        description:
+          'How `data` is encoded: "" (plain text, the default), "b64" (base64) or "gzip+b64" (gzip, then base64).',
+      }),
+    ),
+    data: Type.String({
+      description: 'The file content, encoded as `encoding` says.',
+      maxLength: LIMITS.inlineDataBytes,
+    }),
+  },
+  { description: 'The file content, written directly in the OperatingSystemConfig.' },
+);
+
+export const FileContent = Type.Object(
+  {
+    inline: Type.Optional(InlineContent),
+    secretRef: Type.Optional(ObjectKeyRef('Secret')),
+    configMapRef: Type.Optional(ObjectKeyRef('ConfigMap')),
+  },
+  {
+    description:
+      'Where the file content comes from: exactly one of inline, secretRef, configMapRef.',
+    'x-kubernetes-validations': [
+      {
+        rule: '[has(self.inline), has(self.secretRef), has(self.configMapRef)].filter(x, x).size() == 1',
+        message: 'set exactly one of content.inline, content.secretRef, content.configMapRef',
+      },
+    ],
+  },
+);
+
+export const File = Type.Object(
+  {
+    path: Type.String({
+      description:
+        'Absolute, normalised path of the file on the node (no "..", no "//", no trailing "/").',
+      minLength: 2,
+      maxLength: LIMITS.pathLength,
+      pattern: '^/',
+      'x-kubernetes-validations': [
+        {
+          rule: "!self.endsWith('/') && !self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/.') && !self.endsWith('/..')",
+          message:
+            'path must be absolute and normalised: no "//", no "." or ".." segments, no trailing "/"',
+        },
+      ],
+    }),
+    permissions: Type.Optional(
+      Type.Unsafe<string>({
+        description:
+          'File mode as a quoted octal string such as "0644" (default "0644"). Unquoted YAML numbers are refused: YAML reads 0644 as the integer 420.',
+        'x-kubernetes-int-or-string': true,
+        'x-kubernetes-validations': [
+          {
+            rule: 'type(self) == string',
+            message:
+              'permissions must be a quoted octal string such as "0644": unquoted, YAML reads 0644 as the integer 420 (or 644 as decimal), which is not the mode you meant',
+          },
+          {
+            rule: "type(self) != string || self.matches('^0?[0-7]{3,4}$')",
+            message:
+              'permissions must be an octal string of 3 or 4 digits between "000" and "07777"',
+          },
+        ],
+      }),
+    ),
+    owner: Type.Optional(
+      Type.String({
+        description: 'Owner as "user:group" (names or numeric ids); default "root:root".',
+        maxLength: 130,
+        pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?(:[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?)?$',
+      }),
+    ),
+    content: FileContent,
+  },
+  { description: 'A file oscar writes on the node.' },
+);
+
+export const DropIn = Type.Object(
+  {
+    name: Type.String({
+      description: 'File name of the drop-in, ending in ".conf".',
+      minLength: 6,
+      maxLength: 255,
+      pattern: '^[^/]+\\.conf$',
+    }),
+    content: Type.String({
+      description: 'The drop-in, in systemd unit file syntax.',
+      maxLength: LIMITS.unitContentBytes,
+    }),
+  },
+  { description: 'A drop-in written to /etc/systemd/system/<unit>.d/<name>.' },
+);
+
+export const Unit = Type.Object(
+  {
+    name: Type.String({
+      description:
+        'The systemd unit name, with its type suffix: "kubelet.service", "foo@.service" (a template).',
+      minLength: 3,
+      maxLength: LIMITS.unitNameLength,
+      pattern: UNIT_NAME_PATTERN,
+    }),
+    enable: Type.Optional(
+      Type.Boolean({ description: 'Enable the unit (systemctl enable); default true.' }),
+    ),
+    mask: Type.Optional(
+      Type.Boolean({
+        description: 'Mask the unit so nothing can start it (content must then be empty).',
+      }),
+    ),
+    command: Type.Optional(
+      StringEnum(UNIT_COMMANDS, {
+        description:
+          'What to do with the unit once written: "start" (default), "restart" or "stop".',
+      }),
+    ),
+    content: Type.Optional(
+      Type.String({
+        description:
+          'The unit file itself. Omit it to manage an existing unit of the OS through dropIns only.',
+        maxLength: LIMITS.unitContentBytes,
+      }),
+    ),
+    dropIns: Type.Optional(
+      Type.Array(DropIn, {
+        description: 'Drop-ins for the unit.',
+        maxItems: LIMITS.dropIns,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
+      }),
+    ),
+    filePaths: Type.Optional(
+      Type.Array(
+        Type.String({
+          description: 'Path of a file declared in spec.files.',
+          maxLength: LIMITS.pathLength,
+        }),
+        {
+          description:
+            'Files (paths from spec.files) whose change must restart (or reload) this unit in place.',
+          maxItems: LIMITS.filePaths,
+          'x-kubernetes-list-type': 'set',
+        },
+      ),
+    ),
+    onChange: Type.Optional(
+      StringEnum(ON_CHANGE, {
+        description:
+          'How the agent applies a change to this unit or its files in place: "restart" (default), "reload" (needs ExecReload=), "stopStart", or "none".',
+      }),
+    ),
+  },
+  {
+    description: 'A systemd unit oscar manages on the node.',
+    'x-kubernetes-validations': [
+      {
+        rule: '!has(self.mask) || !self.mask || !has(self.content) || size(self.content) == 0',
+        message: 'a masked unit has no content: drop content or mask',
+      },
+    ],
+  },
+);
+
+export const Package = Type.Object(
+  {
+    name: Type.String({
+      description: "Package name in the OS's package manager.",
+      minLength: 1,
+      maxLength: 253,
+      pattern: '^[A-Za-z0-9][A-Za-z0-9+._-]*$',
+    }),
+    version: Type.Optional(
+      Type.String({
+        description: 'Exact version to install; the newest available when omitted.',
+        maxLength: 253,
+        pattern: '^[A-Za-z0-9.+~:_-]+$',
+      }),
+    ),
+  },
+  { description: "A package installed by the OS's package manager (apt, zypper)." },
+);
+
+export const Cri = Type.Object(
+  {
+    name: Type.Optional(
+      StringEnum(CRI_NAMES, { description: 'The container runtime; default "containerd".' }),
+    ),
+    cgroupDriver: Type.Optional(
+      StringEnum(CGROUP_DRIVERS, {
+        description: 'The runtime\'s cgroup driver; default "systemd".',
+      }),
+    ),
+  },
+  {
+    description:
+      "The container runtime: the renderer adds the runtime's configuration file and unit drop-in.",
+  },
+);
+
+export const OperatingSystemConfigSpec = Type.Object(
+  {
+    type: Type.String({
+      description:
+        'The operating system, which picks the renderer: "ubuntu", "debian", "opensuse", "flatcar", "generic", or a type a provider registered.',
+      minLength: 1,
+      maxLength: 63,
+      pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+    }),
+    purpose: StringEnum(PURPOSES, {
+      description:
+        '"provision": the user data a new machine boots with; "reconcile": the full state the agent keeps applying in place. Immutable.',
+      'x-kubernetes-validations': [
+        {
+          rule: 'self == oldSelf',
+          message: 'purpose is immutable: create a new OperatingSystemConfig instead',
+        },
+      ],
+    }),
+    format: Type.Optional(
+      StringEnum(FORMATS, {
+        description:
+          'Overrides the renderer\'s default output format: "cloud-config", "ignition" or "script".',
+      }),
+    ),
+    units: Type.Optional(
+      Type.Array(Unit, {
+        description: 'systemd units to write, enable and start.',
+        maxItems: LIMITS.units,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
+      }),
+    ),
+    files: Type.Optional(
+      Type.Array(File, {
+        description: 'Files to write.',
+        maxItems: LIMITS.files,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['path'],
+      }),
+    ),
+    packages: Type.Optional(
+      Type.Array(Package, {
+        description: "Packages to install with the OS's package manager.",
+        maxItems: LIMITS.packages,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
+      }),
+    ),
+    cri: Type.Optional(Cri),
+  },
+  {
+    description: 'What the node must carry: units, files, packages and the container runtime.',
+    'x-kubernetes-validations': [
+      {
+        rule: "self.type != 'flatcar' || !has(self.packages) || size(self.packages) == 0",
+        message:
+          'flatcar has no package manager: remove spec.packages (ship binaries as files or use a systemd-sysext image)',
+        fieldPath: '.packages',
+      },
+    ],
+  },
+);
+
+export const Condition = Type.Object(
+  {
+    type: Type.String({ description: 'Type of the condition, such as Ready.', maxLength: 316 }),
+    status: StringEnum(['True', 'False', 'Unknown'] as const, {
+      description: 'Status of the condition: True, False or Unknown.',
+    }),
+    observedGeneration: Type.Optional(
+      Type.Integer({
+        description: 'The .metadata.generation the condition was set for.',
+        minimum: 0,
+      }),
+    ),
+    lastTransitionTime: Type.String({
+      description: 'When the condition last changed status.',
+      format: 'date-time',
+    }),
+    reason: Type.String({
+      description: 'A CamelCase reason for the last transition.',
+      maxLength: 1024,
+    }),
+    message: Type.String({
+      description: 'A human readable message on the transition.',
+      maxLength: 32768,
+    }),
+  },
+  { description: 'A standard Kubernetes condition (metav1.Condition).' },
+);
+
+const Conditions = Type.Array(Condition, {
+  description: "The latest observations of the object's state.",
+  'x-kubernetes-list-type': 'map',
+  'x-kubernetes-list-map-keys': ['type'],
+});
+
+export const OperatingSystemConfigStatus = Type.Object(
+  {
+    observedGeneration: Type.Optional(
+      Type.Integer({ description: 'The generation the controller last processed.', minimum: 0 }),
+    ),
+    conditions: Type.Optional(Conditions),
+    secretRef: Type.Optional(
+      Type.Object(
+        {
+          name: Type.String({ description: 'Name of the Secret in the same namespace.' }),
+        },
+        { description: 'The Secret holding the rendered output.' },
+      ),
+    ),
+    checksum: Type.Optional(
+      Type.String({ description: 'sha256 of the canonical resolved configuration.' }),
+    ),
+    checksumShort: Type.Optional(
+      Type.String({ description: 'The first 12 characters of checksum, for display.' }),
+    ),
+    format: Type.Optional(Type.String({ description: 'Format of the rendered user data.' })),
+    size: Type.Optional(
+      Type.Integer({ description: 'Size in bytes of the rendered user data.', minimum: 0 }),
+    ),
+    warnings: Type.Optional(
+      Type.Array(Type.String({ description: 'A warning.' }), {
+        description: 'Warnings from rendering, such as a provision payload above 16 KiB.',
+        'x-kubernetes-list-type': 'atomic',
+      }),
+    ),
+    nodes: Type.Optional(
+      Type.Object(
+        {
+          total: Type.Integer({ description: 'Nodes that follow this config.', minimum: 0 }),
+          updated: Type.Integer({
+            description: 'Nodes that applied the current checksum.',
+            minimum: 0,
+          }),
+          degraded: Type.Integer({ description: 'Nodes that failed to apply.', minimum: 0 }),
+        },
+        { description: 'Per-node rollout counts, from OperatingSystemConfigNode objects.' },
+      ),
+    ),
+  },
+  { description: 'What the controller observed and rendered.' },
+);
+
+const ObjectMeta = Type.Object(
+  {
+    name: Type.String({ description: 'Name of the object.' }),
+    namespace: Type.Optional(Type.String({ description: 'Namespace of the object.' })),
+  },
+  { description: 'Standard object metadata.', 'x-kubernetes-preserve-unknown-fields': true },
+);
+
+export const OperatingSystemConfig = Type.Object(
+  {
+    apiVersion: Type.String({ description: `Always "${API_VERSION}".` }),
+    kind: Type.String({ description: `Always "${OSC_KIND}".` }),
+    metadata: ObjectMeta,
+    spec: OperatingSystemConfigSpec,
+    status: Type.Optional(OperatingSystemConfigStatus),
+  },
+  {
+    description:
+      'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS and keeps nodes in sync.',
+  },
+);
+
+export const RestartedUnit = Type.Object(
+  {
+    name: Type.String({ description: 'The unit.' }),
+    action: Type.String({
+      description: 'What the agent did: restart, reload, stopStart, start, stop.',
+    }),
+    time: Type.String({ description: 'When.', format: 'date-time' }),
+  },
+  { description: 'A unit the agent restarted, reloaded or started.' },
+);
+
+export const OperatingSystemConfigNodeStatus = Type.Object(
+  {
+    oscRef: Type.Optional(
+      Type.Object(
+        {
+          namespace: Type.String({ description: 'Namespace of the OperatingSystemConfig.' }),
+          name: Type.String({ description: 'Name of the OperatingSystemConfig.' }),
+          secretName: Type.Optional(Type.String({ description: 'The reconcile Secret followed.' })),
+        },
+        { description: 'The configuration this node follows.' },
+      ),
+    ),
+    desiredChecksum: Type.Optional(
+      Type.String({ description: 'Checksum of the configuration the agent last received.' }),
+    ),
+    appliedChecksum: Type.Optional(
+      Type.String({ description: 'Checksum of the configuration last applied successfully.' }),
+    ),
+    conditions: Type.Optional(Conditions),
+    lastError: Type.Optional(
+      Type.Object(
+        {
+          message: Type.String({ description: 'What failed.' }),
+          unit: Type.Optional(Type.String({ description: 'The failing unit, if any.' })),
+          journal: Type.Optional(
+            Type.Array(Type.String({ description: 'A journal line.' }), {
+              description: "The failing unit's last journal lines.",
+              'x-kubernetes-list-type': 'atomic',
+            }),
+          ),
+          time: Type.String({ description: 'When it failed.', format: 'date-time' }),
+        },
+        { description: 'The last failure to apply.' },
+      ),
+    ),
+    restartedUnits: Type.Optional(
+      Type.Array(RestartedUnit, {
+        description: 'Units touched by the last apply.',
+        'x-kubernetes-list-type': 'atomic',
+      }),
+    ),
+    lastAppliedTime: Type.Optional(
+      Type.String({ description: 'When the last apply finished.', format: 'date-time' }),
+    ),
+    needsReplacement: Type.Optional(
+      Type.Boolean({
+        description:
+          'The desired change cannot be made in place (another OS type, a runtime switch): replace the machine.',
+      }),
+    ),
+  },
+  { description: "What the node's agent observed and applied." },
+);
+
+export const OperatingSystemConfigNode = Type.Object(
+  {
+    apiVersion: Type.String({ description: `Always "${API_VERSION}".` }),
+    kind: Type.String({ description: `Always "${OSC_NODE_KIND}".` }),
+    metadata: ObjectMeta,
+    status: Type.Optional(OperatingSystemConfigNodeStatus),
+  },
+  {
+    description:
+      "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent.",
+  },
+);
+
+export type InlineContent = Static<typeof InlineContent>;
+export type FileContent = Static<typeof FileContent>;
+export type File = Static<typeof File>;
+export type DropIn = Static<typeof DropIn>;
+export type Unit = Static<typeof Unit>;
+export type Package = Static<typeof Package>;
+export type Cri = Static<typeof Cri>;
+export type OperatingSystemConfigSpec = Static<typeof OperatingSystemConfigSpec>;
+export type OperatingSystemConfigStatus = Static<typeof OperatingSystemConfigStatus>;
+export type OperatingSystemConfig = Static<typeof OperatingSystemConfig>;
+export type Condition = Static<typeof Condition>;
+export type OperatingSystemConfigNodeStatus = Static<typeof OperatingSystemConfigNodeStatus>;
+export type OperatingSystemConfigNode = Static<typeof OperatingSystemConfigNode>;
+export type RestartedUnit = Static<typeof RestartedUnit>;
+
+/** Used by the CRD generator to walk the schema: every node is plain JSON Schema. */
+export type SchemaNode = Record<string, unknown>;
