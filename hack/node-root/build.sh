@@ -19,12 +19,16 @@ include=systemd,systemd-sysv,dbus,cloud-init,python3-cffi-backend,ca-certificate
 # Image tweaks applied after debootstrap (part of the recipe hash).
 # - Only the NoCloud data source (plus None): skips probing of every cloud's metadata service,
 #   which otherwise costs seconds per boot and may time out without a network.
+# - locale: C.UTF-8 (see below).
 # - An empty /etc/machine-id makes systemd generate a transient id per boot, like a fresh image.
 # - No apt package cache kept in the image.
 customize() {
   local root=$1
   mkdir -p "$root/etc/cloud/cloud.cfg.d"
   printf 'datasource_list: [ NoCloud, None ]\n' >"$root/etc/cloud/cloud.cfg.d/90-oscar-datasource.cfg"
+  # minbase has no `locales`, so cloud-init's default locale (en_US.UTF-8) fails update-locale and
+  # the node boots "degraded"; real images generate their locale, this one uses the built-in C.UTF-8.
+  printf 'locale: C.UTF-8\n' >"$root/etc/cloud/cloud.cfg.d/91-oscar-locale.cfg"
   : >"$root/etc/machine-id"
   rm -f "$root/var/lib/dbus/machine-id"
   rm -f "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin

@@ -1,0 +1,386 @@
+// Boots a real systemd node from the cached root in systemd-nspawn and talks to it through the
+// container's own systemd PID (nsenter), because machinectl / systemctl -M / systemd-run -M do not
+// work on these hosts (PID 1 is not systemd). See docs in /work/shared/NODE-TESTING.md.
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { run, type RunOptions, type RunResult } from './exec.js';
+
+export interface Bind {
+  /** Host path. */
+  src: string;
+  /** Path inside the node. */
+  dst: string;
+  /** Read-only (default true: a test rarely wants the node writing into the host). */
+  ro?: boolean;
+}
+
+export interface NoCloudSeed {
+  /** user-data as cloud-init reads it (e.g. "#cloud-config\n..."). */
+  userData: string;
+  /** meta-data; default "instance-id: <name>\nlocal-hostname: <name>\n". */
+  metaData?: string;
+}
+
+export interface BootOptions {
+  /** Root file system (from nodeRoot()); never modified: the node runs on a volatile overlay. */
+  root: string;
+  /** Machine name and hostname: [a-z0-9-], at most 64 characters, unique among running nodes. */
+  name: string;
+  binds?: readonly Bind[];
+  /** Own network namespace with only loopback. Default: share the host's (reaches host loopback). */
+  privateNetwork?: boolean;
+  /** cloud-init NoCloud seed, bound to /var/lib/cloud/seed/nocloud. */
+  seed?: NoCloudSeed;
+  /** How long to wait for the container's systemd and its bus. Default 60 s. */
+  startTimeoutMs?: number;
+}
+
+export interface ExecOptions extends Pick<RunOptions, 'input' | 'timeoutMs'> {
+  /** Extra environment for the command (on top of a clean PATH/LANG, not the host's env). */
+  env?: Record<string, string>;
+}
+
+export interface Node {
+  readonly name: string;
+  /** PID of systemd-nspawn on the host. */
+  readonly pid: number;
+  /** Host PID of the container's systemd (its PID 1). */
+  readonly systemdPid: number;
+  /** nspawn's stdout+stderr, including the node's console. */
+  readonly logPath: string;
+  /** Host path through which a path inside the node can be read (/proc/<systemd pid>/root/...). */
+  hostPath(pathInNode: string): string;
+  /** Runs a command inside the node (all its namespaces); resolves whatever the exit code. */
+  exec(cmd: readonly string[], opts?: ExecOptions): Promise<RunResult>;
+  /** exec that rejects, with the output, when the command does not exit 0. */
+  execOk(cmd: readonly string[], opts?: ExecOptions): Promise<RunResult>;
+  systemctl(...args: string[]): Promise<RunResult>;
+  /** `systemctl show -p` as a record, e.g. show('x.service', ['MainPID', 'ActiveState']). */
+  show(unit: string, props: readonly string[]): Promise<Record<string, string>>;
+  /** The journal of one unit (or the whole boot), as text. */
+  journal(unit?: string): Promise<string>;
+  /**
+   * Waits until the system is up (`is-system-running --wait`). Resolves 'running'; rejects when
+   * it settles in any other state, with the failed units and their journals in the message.
+   */
+  waitRunning(timeoutMs?: number): Promise<string>;
+  /** `cloud-init status --wait --long`; rejects unless the status is done. */
+  waitCloudInit(timeoutMs?: number): Promise<string>;
+  /** Host PIDs of processes still in the node's PID namespace (empty after stop()). */
+  processes(): number[];
+  /** SIGTERM to nspawn (the node halts), wait; SIGKILL the group if it does not. Idempotent. */
+  stop(timeoutMs?: number): Promise<void>;
+}
+
+const nodeEnv = {
+  PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+  LANG: 'C.UTF-8',
+  TERM: 'dumb',
+  SYSTEMD_PAGER: '',
+  SYSTEMD_COLORS: '0',
+};
+
+const live = new Set<number>();
+let exitHookInstalled = false;
+
+/** Last resort for a test process that dies without calling stop(): no orphaned nodes. */
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const pid of live) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Host PIDs whose PID namespace is `nsLink` (e.g. "pid:[4026532301]"). */
+function pidsInNamespace(nsLink: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/ns/pid`) === nsLink) pids.push(Number(entry));
+    } catch {
+      // exited while we looked, or not ours to read
+    }
+  }
+  return pids;
+}
+
+/** The systemd child of the nspawn process, once its private bus socket exists. */
+async function findContainerSystemd(
+  nspawnPid: number,
+  deadline: number,
+  logPath: string,
+): Promise<number> {
+  for (;;) {
+    const r = await run('pgrep', ['-P', String(nspawnPid), '-x', 'systemd']);
+    const pid = Number(r.stdout.trim().split('\n')[0]);
+    if (r.code === 0 && pid > 0 && existsSync(`/proc/${pid}/root/run/systemd/private`)) return pid;
+    if (!alive(nspawnPid)) {
+      throw new Error(`systemd-nspawn exited during boot; log ${logPath}:\n${tail(logPath)}`);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `the node's systemd did not come up in time; log ${logPath}:\n${tail(logPath)}`,
+      );
+    }
+    await sleep(50);
+  }
+}
+
+function tail(path: string, lines = 40): string {
+  try {
+    return readFileSync(path, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+function checkOptions(opts: BootOptions): void {
+  if (!/^[a-z0-9][a-z0-9-]{0,63}$/.test(opts.name)) {
+    throw new Error(
+      `bootNode: name '${opts.name}' must match [a-z0-9][a-z0-9-]{0,63} (it is the hostname)`,
+    );
+  }
+  if (
+    !existsSync(join(opts.root, 'sbin', 'init')) &&
+    !existsSync(join(opts.root, 'lib', 'systemd', 'systemd'))
+  ) {
+    throw new Error(
+      `bootNode: root '${opts.root}' has no systemd; use nodeRoot() from test/support/tools.ts`,
+    );
+  }
+  for (const [i, b] of (opts.binds ?? []).entries()) {
+    for (const [field, p] of [
+      ['src', b.src],
+      ['dst', b.dst],
+    ] as const) {
+      if (!p.startsWith('/') || p.includes(':')) {
+        throw new Error(
+          `bootNode: binds[${i}].${field} '${p}' must be an absolute path without ':'`,
+        );
+      }
+    }
+    if (!existsSync(b.src)) throw new Error(`bootNode: binds[${i}].src '${b.src}' does not exist`);
+  }
+}
+
+/** Boots a node and returns once its systemd answers on its bus (not yet fully booted). */
+export async function bootNode(opts: BootOptions): Promise<Node> {
+  checkOptions(opts);
+  const work = await mkdtemp(join(tmpdir(), `oscar-node-${opts.name}-`));
+  const logPath = join(work, 'nspawn.log');
+  const args = [
+    '-D',
+    opts.root,
+    '-b',
+    '-M',
+    opts.name,
+    '--register=no', // no machined here
+    '--keep-unit', // without it: "Failed to open system bus"
+    '--console=passive',
+    '--volatile=overlay', // writes go to a tmpfs; the cached root stays pristine
+  ];
+  if (opts.privateNetwork === true) args.push('--private-network');
+  if (opts.seed !== undefined) {
+    const seedDir = join(work, 'seed');
+    await mkdir(seedDir);
+    await writeFile(join(seedDir, 'user-data'), opts.seed.userData);
+    await writeFile(
+      join(seedDir, 'meta-data'),
+      opts.seed.metaData ?? `instance-id: ${opts.name}\nlocal-hostname: ${opts.name}\n`,
+    );
+    args.push(`--bind-ro=${seedDir}:/var/lib/cloud/seed/nocloud`);
+  }
+  for (const b of opts.binds ?? [])
+    args.push(`${b.ro === false ? '--bind' : '--bind-ro'}=${b.src}:${b.dst}`);
+
+  const logFd = openSync(logPath, 'w');
+  // detached: setsid, so the node is its own process group (and never gets our tty's signals)
+  const child = spawn('systemd-nspawn', args, { detached: true, stdio: ['ignore', logFd, logFd] });
+  closeSync(logFd);
+  const pid = child.pid;
+  if (pid === undefined) {
+    await rm(work, { recursive: true, force: true });
+    throw new Error(
+      'bootNode: systemd-nspawn did not start (is systemd-container installed? run hack/deps.sh)',
+    );
+  }
+  live.add(pid);
+  installExitHook();
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', () => {
+      live.delete(pid);
+      resolve();
+    });
+  });
+  child.unref();
+
+  let stopped = false;
+  const stop = async (timeoutMs = 30_000): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    if (alive(pid)) {
+      try {
+        process.kill(pid, 'SIGTERM'); // nspawn forwards it: the node's systemd halts cleanly
+      } catch {
+        // already gone
+      }
+      const killed = await Promise.race([
+        exited.then(() => false),
+        sleep(timeoutMs).then(() => true),
+      ]);
+      if (killed) {
+        try {
+          process.kill(-pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+        await exited;
+      }
+    }
+    live.delete(pid);
+    await rm(work, { recursive: true, force: true });
+  };
+
+  let systemdPid: number;
+  let pidNs: string;
+  try {
+    systemdPid = await findContainerSystemd(
+      pid,
+      Date.now() + (opts.startTimeoutMs ?? 60_000),
+      logPath,
+    );
+    pidNs = readlinkSync(`/proc/${systemdPid}/ns/pid`);
+  } catch (err) {
+    await stop(5_000); // never leave a half-booted node behind
+    throw err;
+  }
+
+  const exec = (cmd: readonly string[], o: ExecOptions = {}): Promise<RunResult> => {
+    if (cmd.length === 0) return Promise.reject(new Error('exec: empty command'));
+    return run('nsenter', ['-t', String(systemdPid), '-a', '--', ...cmd], {
+      env: { ...nodeEnv, ...o.env },
+      input: o.input,
+      timeoutMs: o.timeoutMs ?? 120_000,
+    });
+  };
+  const execOk = async (cmd: readonly string[], o: ExecOptions = {}): Promise<RunResult> => {
+    const r = await exec(cmd, o);
+    if (r.code !== 0) {
+      throw new Error(
+        `in node ${opts.name}: ${cmd.join(' ')} exited ${r.code ?? r.signal ?? '?'}\n${r.stdout}${r.stderr}`,
+      );
+    }
+    return r;
+  };
+  const systemctl = (...a: string[]): Promise<RunResult> => exec(['systemctl', '--no-pager', ...a]);
+  const journal = async (unit?: string): Promise<string> => {
+    const r = await exec([
+      'journalctl',
+      '--no-pager',
+      '-b',
+      '-o',
+      'short-monotonic',
+      ...(unit ? ['-u', unit] : []),
+    ]);
+    return r.stdout + r.stderr;
+  };
+  const failedReport = async (): Promise<string> => {
+    const failed = await systemctl('--failed', '--no-legend', '--plain');
+    const units = failed.stdout
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/)[0] ?? '')
+      .filter((u) => u !== '');
+    const journals = await Promise.all(
+      units.map(async (u) => `--- journal of ${u}\n${await journal(u)}`),
+    );
+    return `failed units:\n${failed.stdout}${journals.join('\n')}`;
+  };
+
+  return {
+    name: opts.name,
+    pid,
+    systemdPid,
+    logPath,
+    hostPath: (p) => `/proc/${systemdPid}/root${p.startsWith('/') ? p : `/${p}`}`,
+    exec,
+    execOk,
+    systemctl,
+    show: async (unit, props) => {
+      const r = await systemctl('show', unit, ...props.map((p) => `--property=${p}`));
+      if (r.code !== 0) throw new Error(`systemctl show ${unit} failed: ${r.stderr}`);
+      const out: Record<string, string> = {};
+      for (const line of r.stdout.split('\n')) {
+        const i = line.indexOf('=');
+        if (i > 0) out[line.slice(0, i)] = line.slice(i + 1);
+      }
+      return out;
+    },
+    journal,
+    waitRunning: async (timeoutMs = 120_000) => {
+      const r = await exec(['systemctl', 'is-system-running', '--wait'], { timeoutMs });
+      const state = r.stdout.trim();
+      if (state === 'running') return state;
+      throw new Error(
+        `node ${opts.name} settled in state '${state || r.stderr.trim()}'\n${await failedReport()}`,
+      );
+    },
+    waitCloudInit: async (timeoutMs = 180_000) => {
+      const r = await exec(['cloud-init', 'status', '--wait', '--long'], { timeoutMs });
+      // --wait prints progress dots before the report
+      const text = r.stdout.replace(/^\.+\n?/, '');
+      if (r.code === 0 && /^status: done$/m.test(text)) return text;
+      const log = await exec(['cat', '/var/log/cloud-init.log']);
+      throw new Error(
+        `cloud-init in node ${opts.name} did not finish: exit ${r.code ?? r.signal ?? '?'}\n${text}${r.stderr}\n` +
+          `--- /var/log/cloud-init.log (tail)\n${log.stdout.split('\n').slice(-60).join('\n')}`,
+      );
+    },
+    processes: () => pidsInNamespace(pidNs),
+    stop,
+  };
+}
+
+/** A machine name unlikely to collide with another test process's node: PREFIX-<pid>-<random>. */
+export function uniqueNodeName(prefix: string): string {
+  const suffix = `${process.pid.toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  return `${prefix
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, '-')
+    .slice(0, 40)}-${suffix}`;
+}
+
+/** Boots, runs `fn`, and always stops the node (also when `fn` or the boot throws). */
+export async function withNode<T>(opts: BootOptions, fn: (node: Node) => Promise<T>): Promise<T> {
+  const node = await bootNode(opts);
+  try {
+    return await fn(node);
+  } finally {
+    await node.stop();
+  }
+}
+
+/** Reads a file from inside a running node via its host path. */
+export function readNodeFile(node: Node, pathInNode: string): Promise<string> {
+  return readFile(node.hostPath(pathInNode), 'utf8');
+}
