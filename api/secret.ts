@@ -1,0 +1,96 @@
+/**
+ * The rendered Secrets: their names, labels, annotations and keys — the contract between the
+ * controller that writes them and the agents (and Cluster API providers) that read them.
+ */
+import { createHash } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { parseCanonical, sha256Hex } from './canonical.js';
+import type { ResolvedConfig } from './resolved.js';
+import { GROUP, type Purpose } from './schema.js';
+
+export const LABEL_OSC = `${GROUP}/osc`;
+export const LABEL_PURPOSE = `${GROUP}/purpose`;
+export const ANNOTATION_CHECKSUM = `${GROUP}/checksum`;
+
+/** Keys of every rendered Secret: the OS-format user data, as Cluster API bootstrap data. */
+export const KEY_VALUE = 'value';
+export const KEY_FORMAT = 'format';
+/** Keys of a reconcile Secret: the canonical resolved config, plain or gzipped (exactly one). */
+export const KEY_CONFIG = 'config.json';
+export const KEY_CONFIG_GZIP = 'config.json.gz';
+
+/** Canonical configs above this are gzipped in the Secret. */
+export const GZIP_THRESHOLD_BYTES = 64 * 1024;
+
+/**
+ * The Secret's name: derived from the OSC so it is predictable (a Cluster API Machine names it as
+ * its bootstrap dataSecretName), shortened with a hash when it would exceed 253 characters.
+ */
+export function secretNameFor(oscName: string, purpose: Purpose): string {
+  const name = `oscar-${oscName}-${purpose}`;
+  if (name.length <= 253) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 10);
+  return `${name.slice(0, 253 - 11)}-${hash}`;
+}
+
+/** The reconcile Secret's config keys for a canonical text (gzip above the threshold). */
+export function encodeConfigData(canonicalText: string): Record<string, Buffer> {
+  const bytes = Buffer.from(canonicalText, 'utf8');
+  if (bytes.length <= GZIP_THRESHOLD_BYTES) return { [KEY_CONFIG]: bytes };
+  return { [KEY_CONFIG_GZIP]: gzipSync(bytes, { level: 6 }) };
+}
+
+export class CorruptPayloadError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'CorruptPayloadError';
+  }
+}
+
+/**
+ * Reads a reconcile Secret's data, verifies it against the checksum annotation and parses it.
+ * Throws CorruptPayloadError for anything off (missing key, bad gzip, checksum mismatch, bad
+ * JSON): the caller keeps its last good state.
+ */
+export function decodeConfigData(
+  data: Readonly<Record<string, Buffer | undefined>>,
+  expectedChecksum: string | undefined,
+): { config: ResolvedConfig; checksum: string; text: string } {
+  if (!expectedChecksum) {
+    throw new CorruptPayloadError(`the Secret has no ${ANNOTATION_CHECKSUM} annotation`);
+  }
+  const plain = data[KEY_CONFIG];
+  const zipped = data[KEY_CONFIG_GZIP];
+  let bytes: Buffer;
+  if (plain && !zipped) bytes = plain;
+  else if (zipped && !plain) {
+    try {
+      bytes = gunzipSync(zipped);
+    } catch (error) {
+      throw new CorruptPayloadError(
+        `${KEY_CONFIG_GZIP} is not valid gzip: ${(error as Error).message}`,
+        {
+          cause: error,
+        },
+      );
+    }
+  } else {
+    throw new CorruptPayloadError(
+      `the Secret must hold exactly one of ${KEY_CONFIG}, ${KEY_CONFIG_GZIP}`,
+    );
+  }
+  const text = bytes.toString('utf8');
+  const checksum = sha256Hex(text);
+  if (checksum !== expectedChecksum) {
+    throw new CorruptPayloadError(
+      `checksum mismatch: content hashes to ${checksum.slice(0, 12)}…, annotation says ${expectedChecksum.slice(0, 12)}…`,
+    );
+  }
+  try {
+    return { config: parseCanonical(text), checksum, text };
+  } catch (error) {
+    throw new CorruptPayloadError(`the config does not parse: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}
