@@ -217,20 +217,25 @@ describe('validateDropInName', () => {
 });
 
 describe('against real names', () => {
-  it('accepts the name of every unit installed on this machine', () => {
-    const dir = '/usr/lib/systemd/system';
-    let names: string[];
-    try {
-      names = readdirSync(dir).filter(
-        (n) => !n.endsWith('.wants') && !n.endsWith('.d') && !n.endsWith('.requires'),
-      );
-    } catch {
-      if (process.env.CI === 'true') throw new Error(`${dir} is missing`);
-      return;
-    }
-    expect(names.length).toBeGreaterThan(0);
-    expect(names.filter((n) => validateUnitName(n) !== undefined)).toEqual([]);
-  });
+  const dir = '/usr/lib/systemd/system';
+  let names: string[] = [];
+  try {
+    names = readdirSync(dir).filter(
+      (n) => !n.endsWith('.wants') && !n.endsWith('.requires') && !n.endsWith('.d'),
+    );
+  } catch {
+    // handled below: a failure under CI=true, a skip with this reason elsewhere
+  }
+  const missing = names.length === 0 ? `no unit files in ${dir}` : undefined;
+
+  it.skipIf(missing !== undefined && process.env.CI !== 'true')(
+    'accepts the name of every unit installed on this machine',
+    () => {
+      if (missing !== undefined) throw new Error(missing);
+      expect(names.filter((n) => validateUnitName(n) !== undefined)).toEqual([]);
+      expect(names.some(isTemplateUnit)).toBe(true);
+    },
+  );
 });
 
 describe('properties', () => {
