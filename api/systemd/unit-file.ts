@@ -58,6 +58,7 @@ const HASH = 0x23;
 const SEMICOLON = 0x3b;
 const LBRACKET = 0x5b;
 const RBRACKET = 0x5d;
+const EQUALS = 0x3d;
 const BOM = 0xfeff;
 
 // systemd strips " \t\n\r"; \n and \r never survive line splitting, so only space and tab remain.
@@ -190,28 +191,39 @@ class Parser {
     this.errors.push({ line, message });
   }
 
-  /** Handle one logical line (continuations already joined); mirrors systemd's parse_line(). */
-  logical(raw: string, line: number): void {
-    const l = strip(raw);
-    if (l.length === 0) return;
-    if (l.charCodeAt(0) === LBRACKET) {
-      this.header(l, line);
+  /**
+   * Handle one logical line, `s[from, to)` with continuations already joined; mirrors systemd's
+   * parse_line(). Works on indexes so the common line costs two slices (key and value).
+   */
+  logical(s: string, from: number, to: number, line: number): void {
+    while (from < to && isBlank(s.charCodeAt(from))) from++;
+    while (to > from && isBlank(s.charCodeAt(to - 1))) to--;
+    if (from === to) return;
+    if (s.charCodeAt(from) === LBRACKET) {
+      this.header(s.slice(from, to), line);
       return;
     }
-    const eq = l.indexOf('=');
-    if (eq < 0) {
-      this.error(line, missingEqualsMessage(l));
+    // Bounded scan: indexOf could run past the line and turn many '='-less lines quadratic.
+    let eq = from;
+    while (eq < to && s.charCodeAt(eq) !== EQUALS) eq++;
+    if (eq === to) {
+      this.error(line, missingEqualsMessage(s.slice(from, to)));
       return;
     }
-    if (eq === 0) {
+    if (eq === from) {
+      const l = s.slice(from, to);
       this.error(
         line,
         `${q(l)} has no key before "="; write ${cut(`Key${l}`)}, or start the line with "#" to make it a comment`,
       );
       return;
     }
-    const key = strip(l.slice(0, eq));
-    const value = strip(l.slice(eq + 1));
+    let keyEnd = eq;
+    while (isBlank(s.charCodeAt(keyEnd - 1))) keyEnd--;
+    let valueStart = eq + 1;
+    while (valueStart < to && isBlank(s.charCodeAt(valueStart))) valueStart++;
+    const key = s.slice(from, keyEnd);
+    const value = s.slice(valueStart, to);
     if (hasBlank(key)) {
       // systemd accepts the syntax but ignores the line as an unknown key; no real key has a blank.
       const sp = key.search(/[ \t]/);
@@ -235,7 +247,7 @@ class Parser {
         const hint = KEY_SECTION[key];
         this.error(
           line,
-          `${q(l)} appears before any section header, so systemd ignores it; add a header such as [${hint ?? 'Unit'}] above it`,
+          `${q(s.slice(from, to))} appears before any section header, so systemd ignores it; add a header such as [${hint ?? 'Unit'}] above it`,
         );
         this.orphanReported = true;
       }
@@ -306,10 +318,10 @@ export function parseUnitFile(text: string): ParsedUnitFile {
   let continuationLine = 0;
 
   while (pos < n) {
-    // One physical line: up to the next \n, \r or \0.
+    // One physical line, text[start, end): up to the next \n, \r or \0.
+    const start = pos;
     let end = pos;
     while (end < n && !isEol(text.charCodeAt(end))) end++;
-    const raw = text.slice(pos, end);
     // Consume the line ending like systemd's read_line(): a run of distinct markers counts as one
     // ending (\r\n and \n\r are one, \n\n is two), and \0 always ends it.
     pos = end;
@@ -325,23 +337,31 @@ export function parseUnitFile(text: string): ParsedUnitFile {
     lineNo++;
 
     // Comment lines are skipped everywhere, including in the middle of a continuation.
-    let i = 0;
-    while (i < raw.length && isBlank(raw.charCodeAt(i))) i++;
-    const first = raw.charCodeAt(i);
+    let i = start;
+    while (i < end && isBlank(text.charCodeAt(i))) i++;
+    const first = i < end ? text.charCodeAt(i) : -1;
     if (first === HASH || first === SEMICOLON) continue;
 
-    const joined = continuation === undefined ? raw : continuation + raw;
     if (continuation === undefined) continuationLine = lineNo;
-    // The previous part of a continuation ends in the space that replaced its backslash, so the
-    // trailing run of backslashes always lies within `raw`.
-    if (trailingBackslashes(raw) % 2 === 1) {
-      continuation = `${joined.slice(0, -1)} `;
+    // Odd trailing backslashes: the last one escapes the line end and becomes a space. An earlier
+    // part of a continuation ends in that space, so the run always lies within this line.
+    let backslashes = 0;
+    while (end - backslashes > start && text.charCodeAt(end - backslashes - 1) === BACKSLASH) {
+      backslashes++;
+    }
+    if (backslashes % 2 === 1) {
+      continuation = `${continuation ?? ''}${text.slice(start, end - 1)} `;
       continue;
     }
-    continuation = undefined;
-    p.logical(joined, continuationLine);
+    if (continuation === undefined) {
+      p.logical(text, start, end, lineNo);
+    } else {
+      const joined = continuation + text.slice(start, end);
+      continuation = undefined;
+      p.logical(joined, 0, joined.length, continuationLine);
+    }
   }
-  if (continuation !== undefined) p.logical(continuation, continuationLine);
+  if (continuation !== undefined) p.logical(continuation, 0, continuation.length, continuationLine);
   return { sections: p.sections, errors: p.errors };
 }
 
