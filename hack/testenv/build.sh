@@ -27,8 +27,9 @@ if [[ -x "$bin/kube-apiserver" && -x "$bin/etcd" && -x "$bin/kubectl" ]]; then
 fi
 
 if ! command -v go >/dev/null 2>&1; then
+  # Exit 3 = a required tool is missing (the test setup reports it as such).
   echo "build.sh: 'go' is not on PATH; install Go >= $(awk '$1 == "go" {print $2}' go.mod) to build the test API server" >&2
-  exit 1
+  exit 3
 fi
 
 mkdir -p "$out"

@@ -1,0 +1,110 @@
+// Helpers for integration tests: the cluster global-setup.ts started, kubeconfigs
+// for the admin and for limited identities, a fresh namespace per test, kubectl.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { promisify } from 'node:util';
+import { KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
+import { beforeEach, inject, onTestFinished } from 'vitest';
+import {
+  attachTestEnv,
+  writeKubeconfigFor,
+  writeTokenKubeconfigFor,
+  type Identity,
+  type TestEnv,
+  type TestEnvInfo,
+} from '../../../hack/testenv/testenv.js';
+
+const execFileP = promisify(execFile);
+
+/** Why there is no cluster (a missing tool outside CI), or null. */
+export const clusterUnavailable: string | null = inject('testenvUnavailable');
+
+/**
+ * Call at the top of a test file: outside CI, when a tool is missing, every test of
+ * the file is skipped with the reason. (With CI=true global setup fails instead.)
+ */
+export function skipWithoutCluster(): void {
+  beforeEach((ctx) => {
+    if (clusterUnavailable !== null) ctx.skip(clusterUnavailable);
+  });
+}
+
+export function testEnvInfo(): TestEnvInfo {
+  const info = inject('testenv');
+  if (info === null) {
+    throw new Error(clusterUnavailable ?? 'the integration global setup provided no cluster');
+  }
+  return info;
+}
+
+/** Full handle (stop/start/restart the API server) from inside a test worker. */
+export function testEnv(): Promise<TestEnv> {
+  return attachTestEnv(testEnvInfo().stateFile);
+}
+
+function loadKubeConfig(path: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  return kc;
+}
+
+/** KubeConfig for the admin (group system:masters). */
+export function adminKubeConfig(): KubeConfig {
+  return loadKubeConfig(testEnvInfo().kubeconfigPath);
+}
+
+/** KubeConfig for any user/groups, authenticated by a fresh client certificate. */
+export async function kubeConfigFor(identity: Identity, namespace?: string): Promise<KubeConfig> {
+  return loadKubeConfig(await writeKubeconfigFor(testEnvInfo(), identity, namespace));
+}
+
+/** KubeConfig for a static-token user: "viewer", "nobody", "node-1" (see DEFAULT_TOKEN_USERS). */
+export async function tokenKubeConfig(name: string, namespace?: string): Promise<KubeConfig> {
+  return loadKubeConfig(await writeTokenKubeconfigFor(testEnvInfo(), name, namespace));
+}
+
+/** A DNS-label name that no other test uses. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`.toLowerCase().slice(0, 63);
+}
+
+/**
+ * Creates a namespace for the current test and deletes it when the test ends.
+ * (The test cluster runs no namespace controller: deleted namespaces stay
+ * Terminating with their contents; no test should rely on their cleanup.)
+ */
+export async function createTestNamespace(prefix = 'test'): Promise<string> {
+  const name = uniqueName(prefix);
+  const objects = KubernetesObjectApi.makeApiClient(adminKubeConfig());
+  const ns = { apiVersion: 'v1', kind: 'Namespace', metadata: { name } };
+  await objects.create(ns);
+  onTestFinished(async () => {
+    await objects.delete(ns);
+  });
+  return name;
+}
+
+export interface KubectlResult {
+  stdout: string;
+  stderr: string;
+  code: number;
+}
+
+/** Runs the kubectl built with the API server (same release); never throws on a non-zero exit. */
+export async function kubectl(
+  args: readonly string[],
+  opts: { kubeconfig?: string; input?: string } = {},
+): Promise<KubectlResult> {
+  const info = testEnvInfo();
+  const full = ['--kubeconfig', opts.kubeconfig ?? info.kubeconfigPath, ...args];
+  const child = execFileP(info.kubectlPath, full, { maxBuffer: 16 * 1024 * 1024 });
+  child.child.stdin?.end(opts.input ?? '');
+  try {
+    const { stdout, stderr } = await child;
+    return { stdout, stderr, code: 0 };
+  } catch (err) {
+    const e = err as Error & { stdout?: string; stderr?: string; code?: number | string };
+    if (typeof e.code !== 'number') throw err;
+    return { stdout: e.stdout ?? '', stderr: e.stderr ?? '', code: e.code };
+  }
+}
