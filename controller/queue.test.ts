@@ -1,0 +1,241 @@
+import { describe, expect, it } from 'vitest';
+import { FakeClock } from './clock.js';
+import { WorkQueue } from './queue.js';
+
+/** A handler whose calls the test resolves or rejects by hand. */
+function controllable() {
+  const calls: string[] = [];
+  const pending = new Map<string, { resolve: () => void; reject: (e: Error) => void }[]>();
+  let active = 0;
+  let maxActive = 0;
+  const handler = (key: string): Promise<undefined> => {
+    calls.push(key);
+    active++;
+    maxActive = Math.max(maxActive, active);
+    return new Promise<undefined>((resolve, reject) => {
+      const list = pending.get(key) ?? [];
+      list.push({
+        resolve: () => {
+          active--;
+          resolve(undefined);
+        },
+        reject: (e) => {
+          active--;
+          reject(e);
+        },
+      });
+      pending.set(key, list);
+    });
+  };
+  const settle = async (key: string, ok = true): Promise<void> => {
+    const next = pending.get(key)?.shift();
+    if (!next) throw new Error(`no pending call for ${key}`);
+    if (ok) next.resolve();
+    else next.reject(new Error('boom'));
+    await flush();
+  };
+  return { calls, handler, settle, maxActive: () => maxActive, active: () => active };
+}
+
+const flush = async (): Promise<void> => {
+  for (let i = 0; i < 5; i++) await Promise.resolve();
+};
+
+describe('WorkQueue', () => {
+  it('deduplicates a key that is already waiting', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ concurrency: 1, baseDelayMs: 10, maxDelayMs: 100, clock });
+    const h = controllable();
+    q.add('a');
+    q.add('a');
+    q.add('b');
+    q.add('a');
+    expect(q.depth).toBe(2);
+    q.start(h.handler);
+    await flush();
+    expect(h.calls).toEqual(['a']);
+    await h.settle('a');
+    expect(h.calls).toEqual(['a', 'b']);
+    await h.settle('b');
+    expect(h.calls).toEqual(['a', 'b']);
+  });
+
+  it('never runs the same key twice at once, but re-runs it once if it changed meanwhile', async () => {
+    const q = new WorkQueue({
+      concurrency: 4,
+      baseDelayMs: 10,
+      maxDelayMs: 100,
+      clock: new FakeClock(),
+    });
+    const h = controllable();
+    q.start(h.handler);
+    q.add('a');
+    await flush();
+    q.add('a');
+    q.add('a');
+    await flush();
+    expect(h.calls).toEqual(['a']);
+    expect(h.active()).toBe(1);
+    await h.settle('a');
+    expect(h.calls).toEqual(['a', 'a']);
+    await h.settle('a');
+    expect(h.calls).toEqual(['a', 'a']);
+    expect(h.maxActive()).toBe(1);
+  });
+
+  it('bounds concurrency', async () => {
+    const q = new WorkQueue({
+      concurrency: 2,
+      baseDelayMs: 10,
+      maxDelayMs: 100,
+      clock: new FakeClock(),
+    });
+    const h = controllable();
+    q.start(h.handler);
+    for (const k of ['a', 'b', 'c', 'd']) q.add(k);
+    await flush();
+    expect(h.calls).toEqual(['a', 'b']);
+    expect(q.depth).toBe(2);
+    await h.settle('b');
+    expect(h.calls).toEqual(['a', 'b', 'c']);
+    await h.settle('a');
+    await h.settle('c');
+    await h.settle('d');
+    expect(h.maxActive()).toBe(2);
+    expect(q.depth).toBe(0);
+  });
+
+  it('retries failures with exponential backoff up to the cap, and forgets on success', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ concurrency: 1, baseDelayMs: 100, maxDelayMs: 350, clock });
+    const h = controllable();
+    q.start(h.handler);
+    q.add('a');
+    await flush();
+    await h.settle('a', false); // failure 1 → retry after 100
+    expect(q.failuresOf('a')).toBe(1);
+    clock.advance(99);
+    await flush();
+    expect(h.calls.length).toBe(1);
+    clock.advance(1);
+    await flush();
+    expect(h.calls.length).toBe(2);
+    await h.settle('a', false); // failure 2 → 200
+    clock.advance(199);
+    await flush();
+    expect(h.calls.length).toBe(2);
+    clock.advance(1);
+    await flush();
+    expect(h.calls.length).toBe(3);
+    await h.settle('a', false); // failure 3 → 400, capped at 350
+    clock.advance(349);
+    await flush();
+    expect(h.calls.length).toBe(3);
+    clock.advance(1);
+    await flush();
+    expect(h.calls.length).toBe(4);
+    await h.settle('a', true);
+    expect(q.failuresOf('a')).toBe(0);
+    expect(q.backoffFor('a')).toBe(100);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('a change during a failing pass runs at once instead of waiting for the backoff', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ concurrency: 1, baseDelayMs: 1000, maxDelayMs: 5000, clock });
+    const h = controllable();
+    q.start(h.handler);
+    q.add('a');
+    await flush();
+    q.add('a');
+    await h.settle('a', false);
+    expect(h.calls).toEqual(['a', 'a']);
+  });
+
+  it('addAfter keeps the earliest due time per key', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ concurrency: 1, baseDelayMs: 10, maxDelayMs: 100, clock });
+    const h = controllable();
+    q.start(h.handler);
+    q.addAfter('a', 500);
+    q.addAfter('a', 200);
+    q.addAfter('a', 800);
+    expect(clock.pendingTimers()).toBe(1);
+    clock.advance(199);
+    await flush();
+    expect(h.calls).toEqual([]);
+    clock.advance(1);
+    await flush();
+    expect(h.calls).toEqual(['a']);
+    await h.settle('a');
+    clock.advance(1000);
+    await flush();
+    expect(h.calls).toEqual(['a']);
+  });
+
+  it('honours requeueAfter from the handler', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ concurrency: 1, baseDelayMs: 10, maxDelayMs: 100, clock });
+    let n = 0;
+    q.start(() => {
+      n++;
+      return Promise.resolve(n === 1 ? { requeueAfterMs: 300 } : undefined);
+    });
+    q.add('a');
+    await flush();
+    expect(n).toBe(1);
+    clock.advance(300);
+    await flush();
+    expect(n).toBe(2);
+    clock.advance(1000);
+    await flush();
+    expect(n).toBe(2);
+  });
+
+  it('shutdown waits for passes in flight and refuses new work', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ concurrency: 2, baseDelayMs: 10, maxDelayMs: 100, clock });
+    const h = controllable();
+    q.start(h.handler);
+    q.add('a');
+    q.add('b');
+    q.add('c');
+    q.addAfter('d', 50);
+    await flush();
+    let done = false;
+    const stopped = q.shutdown().then(() => {
+      done = true;
+    });
+    await flush();
+    expect(done).toBe(false);
+    await h.settle('a');
+    expect(done).toBe(false);
+    await h.settle('b');
+    await stopped;
+    expect(done).toBe(true);
+    q.add('e');
+    clock.advance(100);
+    await flush();
+    expect(h.calls).toEqual(['a', 'b']);
+  });
+
+  it('reports its depth', async () => {
+    const depths: number[] = [];
+    const q = new WorkQueue({
+      concurrency: 1,
+      baseDelayMs: 10,
+      maxDelayMs: 100,
+      clock: new FakeClock(),
+      onDepth: (d) => depths.push(d),
+    });
+    q.add('a');
+    q.add('b');
+    const h = controllable();
+    q.start(h.handler);
+    await flush();
+    expect(depths).toEqual([1, 2, 1]);
+    await h.settle('a');
+    await h.settle('b');
+    expect(depths.at(-1)).toBe(0);
+  });
+});
