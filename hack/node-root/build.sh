@@ -20,7 +20,8 @@ include=systemd,systemd-sysv,dbus,cloud-init,python3-cffi-backend,ca-certificate
 # - Only the NoCloud data source (plus None): skips probing of every cloud's metadata service,
 #   which otherwise costs seconds per boot and may time out without a network.
 # - locale: C.UTF-8 (see below).
-# - An empty /etc/machine-id makes systemd generate a transient id per boot, like a fresh image.
+# - An empty /etc/machine-id makes systemd generate a transient id per boot, like a fresh image;
+#   no /etc/hostname (it would be the build host's); a localhost-only /etc/hosts.
 # - No apt package cache kept in the image.
 customize() {
   local root=$1
@@ -30,6 +31,10 @@ customize() {
   # the node boots "degraded"; real images generate their locale, this one uses the built-in C.UTF-8.
   printf 'locale: C.UTF-8\n' >"$root/etc/cloud/cloud.cfg.d/91-oscar-locale.cfg"
   : >"$root/etc/machine-id"
+  # debootstrap copies the build host's hostname; without the file the node is named after its
+  # machine name (systemd-nspawn -M) or whatever cloud-init's meta-data says.
+  rm -f "$root/etc/hostname"
+  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
   rm -f "$root/var/lib/dbus/machine-id"
   rm -f "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin
   rm -rf "$root"/var/lib/apt/lists/*
@@ -109,5 +114,17 @@ rm -rf --one-file-system "$root" # a half-renamed leftover cannot exist, but a m
 mv -T "$tmp" "$root"
 tmp=
 rm -f "$dir"/.building-*.log
+
+# Roots of older recipes are dead weight (~260 MB each): remove those no running node or overlay
+# uses (a use shows up as an overlay lowerdir in some process's mountinfo).
+for old in "$dir"/"$suite"-*; do
+  [[ -d $old && $old != "$root" ]] || continue
+  if grep -qsF "lowerdir=$old" /proc/[0-9]*/mountinfo; then
+    log "keeping $old (in use)"
+    continue
+  fi
+  log "removing old root $old"
+  rm -rf --one-file-system "$old"
+done
 log "built in $(($(date +%s) - start)) s: $(du -sh --one-file-system "$root" | cut -f1)"
 echo "$root"

@@ -3,7 +3,8 @@
 // If this fails, every other node e2e test would fail for reasons unrelated to oscar.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stat } from 'node:fs/promises';
-import { bootNode, readNodeFile, uniqueNodeName, type Node } from '../support/nspawn.js';
+import { run } from '../support/exec.js';
+import { bootNode, nodeInits, readNodeFile, uniqueNodeName, type Node } from '../support/nspawn.js';
 import { nodeRoot, requireTools } from '../support/tools.js';
 
 const userData = `#cloud-config
@@ -72,6 +73,9 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
     expect(status.stdout).toMatch(/^status: done$/m);
     const ds = await node.execOk(['cloud-init', 'query', 'platform']);
     expect(ds.stdout.trim()).toBe('nocloud');
+    // meta-data's local-hostname (bootNode's default: the machine name), not the build host's name
+    const hostname = await node.execOk(['hostname']);
+    expect(hostname.stdout.trim()).toBe(node.name);
   });
 
   it('write_files created the file with the requested mode and content', async (ctx) => {
@@ -103,12 +107,30 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
     if (node === undefined) return ctx.skip(skipReason);
     const n = node;
     expect(n.processes().length).toBeGreaterThan(1); // systemd, journald, sleep, ...
+    expect(nodeInits(n.name)).toEqual([n.systemdPid]);
     const t0 = performance.now();
     await n.stop();
     timings.stop = performance.now() - t0;
     expect(n.processes()).toEqual([]);
+    expect(nodeInits(n.name)).toEqual([]);
     expect(() => process.kill(n.pid, 0)).toThrow();
     expect(() => process.kill(n.systemdPid, 0)).toThrow();
     node = undefined;
+  });
+});
+
+describe('node boot failure', () => {
+  it('a boot that does not come up in time is torn down, leaving no process', async (ctx) => {
+    if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))
+      return ctx.skip('nspawn tools missing');
+    const root = nodeRoot();
+    if (root === undefined) return ctx.skip('no node root');
+    const name = uniqueNodeName('smoke-timeout');
+    await expect(bootNode({ root, name, startTimeoutMs: 1 })).rejects.toThrow(
+      /did not come up in time/,
+    );
+    const left = await run('pgrep', ['-f', `-M ${name} `]);
+    expect(left.stdout).toBe(''); // no systemd-nspawn
+    expect(nodeInits(name)).toEqual([]); // and no orphaned container (its init outlives nspawn)
   });
 });

@@ -92,14 +92,51 @@ function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.on('exit', () => {
-    for (const pid of live) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+    for (const pid of live) killTree(pid);
   });
+}
+
+/** All descendants of `pid` (children first found, deepest last), from /proc/<pid>/stat. */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    // "pid (comm) state ppid ...": comm may contain spaces and parentheses, so cut at the last ')'
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const list = children.get(ppid) ?? [];
+    list.push(Number(entry));
+    children.set(ppid, list);
+  }
+  const out: number[] = [];
+  const queue = [pid];
+  for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      queue.push(c);
+    }
+  }
+  return out;
+}
+
+/**
+ * SIGKILLs nspawn and everything below it. Killing only nspawn orphans the container: its init is
+ * a child in its own session, is not killed with nspawn, and keeps the whole node running.
+ * Killing a PID namespace's init kills every process in that namespace.
+ */
+function killTree(pid: number): void {
+  for (const p of [...descendants(pid), pid]) {
+    try {
+      process.kill(p, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
 }
 
 function alive(pid: number): boolean {
@@ -109,6 +146,28 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+const markerVar = 'OSCAR_NODE';
+
+/**
+ * Host PIDs of node inits (the container's systemd) booted by bootNode with this name, found by
+ * the OSCAR_NODE=<name> variable in their environment. Empty once the node is fully stopped; lets
+ * a test prove that even a failed boot left nothing running.
+ */
+export function nodeInits(name: string): number[] {
+  const needle = `\0${markerVar}=${name}\0`;
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (`\0${readFileSync(`/proc/${entry}/environ`, 'latin1')}`.includes(needle))
+        pids.push(Number(entry));
+    } catch {
+      // exited while we looked, or a kernel thread
+    }
+  }
+  return pids;
 }
 
 /** Host PIDs whose PID namespace is `nsLink` (e.g. "pid:[4026532301]"). */
@@ -199,6 +258,7 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
     '--keep-unit', // without it: "Failed to open system bus"
     '--console=passive',
     '--volatile=overlay', // writes go to a tmpfs; the cached root stays pristine
+    `--setenv=${markerVar}=${opts.name}`, // in the node's PID 1 environment: finds orphans by name
   ];
   if (opts.privateNetwork === true) args.push('--private-network');
   if (opts.seed !== undefined) {
@@ -250,11 +310,7 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
         sleep(timeoutMs).then(() => true),
       ]);
       if (killed) {
-        try {
-          process.kill(-pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
+        killTree(pid);
         await exited;
       }
     }
