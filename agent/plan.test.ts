@@ -1,0 +1,528 @@
+// Tests index into fixtures they just built; a wrong index fails the test anyway.
+/* eslint-disable @typescript-eslint/no-non-null-assertion */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
+import type { Action, ObservedDisk } from './plan.js';
+import { entriesOf, formatPlan, plan, restartedUnits } from './plan.js';
+import { applyToModel, diskOf, nodeFrom } from './testing/node-model.js';
+
+function file(path: string, data: string, extra: Partial<ResolvedFile> = {}): ResolvedFile {
+  return { path, mode: 0o644, user: 'root', group: 'root', content: Buffer.from(data), ...extra };
+}
+
+function unit(name: string, extra: Partial<ResolvedUnit> = {}): ResolvedUnit {
+  return {
+    name,
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'restart',
+    content: `[Service]\nExecStart=/bin/${name}\n`,
+    dropIns: [],
+    filePaths: [],
+    ...extra,
+  };
+}
+
+function config(units: ResolvedUnit[], files: ResolvedFile[] = []): ResolvedConfig {
+  return { type: 'debian', purpose: 'reconcile', units, files, packages: [] };
+}
+
+/** structuredClone turns Buffers into plain Uint8Arrays; keep them Buffers. */
+function clone(c: ResolvedConfig): ResolvedConfig {
+  const copy = structuredClone(c);
+  copy.files = c.files.map((f) => ({ ...f, content: Buffer.from(f.content) }));
+  return copy;
+}
+
+const disk = (c: ResolvedConfig | undefined, extra: Record<string, string> = {}): ObservedDisk =>
+  diskOf(nodeFrom(c, extra));
+
+const brief = (actions: Action[]): string[] =>
+  actions.map((a) =>
+    'unit' in a && a.kind !== 'writeFile' && a.kind !== 'removeFile'
+      ? `${a.kind} ${a.unit}`
+      : 'path' in a
+        ? `${a.kind} ${a.path}`
+        : a.kind,
+  );
+
+const base = config(
+  [
+    unit('a.service', { filePaths: ['/etc/a.conf'] }),
+    unit('b.service', {
+      onChange: 'reload',
+      dropIns: [{ name: '10-x.conf', content: '[Service]\nEnvironment=X=1\n' }],
+    }),
+    unit('c.service'),
+  ],
+  [file('/etc/a.conf', 'a=1\n'), file('/etc/other.conf', 'o\n')],
+);
+
+describe('plan: table', () => {
+  it('a fresh node gets every file, unit, one daemon-reload, enable and start', () => {
+    expect(brief(plan(undefined, base, disk(undefined)))).toEqual([
+      'writeFile /etc/a.conf',
+      'writeFile /etc/other.conf',
+      'writeFile /etc/systemd/system/a.service',
+      'writeFile /etc/systemd/system/b.service',
+      'writeFile /etc/systemd/system/b.service.d/10-x.conf',
+      'writeFile /etc/systemd/system/c.service',
+      'daemonReload',
+      'enable a.service',
+      'enable b.service',
+      'enable c.service',
+      'start a.service',
+      'start b.service',
+      'start c.service',
+    ]);
+  });
+
+  it('nothing changed: nothing to do', () => {
+    expect(plan(base, base, disk(base))).toEqual([]);
+  });
+
+  it('a file in filePaths changed: write it and restart only its unit, no daemon-reload', () => {
+    const next = clone(base);
+    next.files[0] = file('/etc/a.conf', 'a=2\n');
+    const actions = plan(base, next, disk(base));
+    expect(brief(actions)).toEqual(['writeFile /etc/a.conf', 'restart a.service']);
+    expect(actions[0]?.reason).toBe('content changed');
+    expect(actions[1]?.reason).toBe('/etc/a.conf changed');
+  });
+
+  it('a file no unit lists changed: written, nothing restarted', () => {
+    const next = clone(base);
+    next.files[1] = file('/etc/other.conf', 'o2\n', { mode: 0o600 });
+    const actions = plan(base, next, disk(base));
+    expect(brief(actions)).toEqual(['writeFile /etc/other.conf']);
+    expect(actions[0]?.reason).toBe('content changed, mode 0644 → 0600');
+  });
+
+  it('a drop-in changed with onChange reload: daemon-reload then reload', () => {
+    const next = clone(base);
+    next.units[1]!.dropIns[0]!.content = '[Service]\nEnvironment=X=2\n';
+    expect(brief(plan(base, next, disk(base)))).toEqual([
+      'writeFile /etc/systemd/system/b.service.d/10-x.conf',
+      'daemonReload',
+      'reload b.service',
+    ]);
+  });
+
+  it('onChange none writes but never restarts; stopStart stops and starts', () => {
+    const last = config([
+      unit('n.service', { onChange: 'none' }),
+      unit('s.service', { onChange: 'stopStart' }),
+    ]);
+    const next = clone(last);
+    next.units[0]!.content = '[Service]\nExecStart=/bin/n2\n';
+    next.units[1]!.content = '[Service]\nExecStart=/bin/s2\n';
+    expect(brief(plan(last, next, disk(last)))).toEqual([
+      'writeFile /etc/systemd/system/n.service',
+      'writeFile /etc/systemd/system/s.service',
+      'daemonReload',
+      'stopStart s.service',
+    ]);
+  });
+
+  it('a removed unit is stopped and disabled before its files go; files oscar did not write stay', () => {
+    const next = clone(base);
+    next.units = next.units.filter((u) => u.name !== 'c.service');
+    const observed = disk(base, { '/etc/systemd/system/foreign.service': 'x' });
+    const actions = plan(base, next, observed);
+    expect(brief(actions)).toEqual([
+      'stop c.service',
+      'disable c.service',
+      'removeFile /etc/systemd/system/c.service',
+      'daemonReload',
+    ]);
+  });
+
+  it('a removed file oscar wrote is removed; one it did not write is never touched', () => {
+    const next = clone(base);
+    next.files = next.files.filter((f) => f.path !== '/etc/other.conf');
+    expect(brief(plan(base, next, disk(base, { '/etc/keep': 'k' })))).toEqual([
+      'removeFile /etc/other.conf',
+    ]);
+  });
+
+  it('a file gone from the config and already gone from disk needs no action', () => {
+    const next = clone(base);
+    next.files = next.files.filter((f) => f.path !== '/etc/other.conf');
+    const observed = disk(base);
+    (observed.files as Map<string, unknown>).delete('/etc/other.conf');
+    expect(plan(base, next, observed)).toEqual([]);
+  });
+
+  it('drift on disk is repaired and restarts the unit that lists the file', () => {
+    const observed = disk(base);
+    (observed.files as Map<string, unknown>).set('/etc/a.conf', {
+      content: Buffer.from('tampered'),
+      mode: 0o644,
+      user: 'root',
+      group: 'root',
+    });
+    const actions = plan(base, base, observed);
+    expect(brief(actions)).toEqual(['writeFile /etc/a.conf', 'restart a.service']);
+    expect(actions[0]?.reason).toBe('drift on disk: content differ');
+  });
+
+  it('drift in mode or owner is repaired; unknown ownership (undefined) is not compared', () => {
+    const observed = disk(base);
+    const m = observed.files as Map<
+      string,
+      { content: Buffer; mode: number; user?: string; group?: string }
+    >;
+    m.set('/etc/other.conf', {
+      content: Buffer.from('o\n'),
+      mode: 0o666,
+      user: 'root',
+      group: 'root',
+    });
+    expect(brief(plan(base, base, observed))).toEqual(['writeFile /etc/other.conf']);
+    m.set('/etc/other.conf', {
+      content: Buffer.from('o\n'),
+      mode: 0o644,
+      user: 'nobody',
+      group: 'root',
+    });
+    expect(brief(plan(base, base, observed))).toEqual(['writeFile /etc/other.conf']);
+    m.set('/etc/other.conf', { content: Buffer.from('o\n'), mode: 0o644 });
+    expect(plan(base, base, observed)).toEqual([]);
+  });
+
+  it('a missing file is written again', () => {
+    const observed = disk(base);
+    (observed.files as Map<string, unknown>).delete('/etc/systemd/system/c.service');
+    expect(brief(plan(base, base, observed))).toEqual([
+      'writeFile /etc/systemd/system/c.service',
+      'daemonReload',
+      'restart c.service',
+    ]);
+  });
+
+  it('enable, disable, mask and unmask follow the config', () => {
+    const last = config([
+      unit('e.service', { enable: false }),
+      unit('d.service'),
+      unit('m.service'),
+    ]);
+    const next = config([
+      unit('e.service'),
+      unit('d.service', { enable: false }),
+      unit('m.service', { mask: true, enable: false, content: undefined }),
+    ]);
+    expect(brief(plan(last, next, disk(last)))).toEqual([
+      'stop m.service',
+      'disable m.service',
+      'removeFile /etc/systemd/system/m.service',
+      'daemonReload',
+      'disable d.service',
+      'enable e.service',
+      'mask m.service',
+      'start e.service',
+    ]);
+    expect(brief(plan(next, last, disk(next)))).toEqual([
+      'unmask m.service',
+      'writeFile /etc/systemd/system/m.service',
+      'daemonReload',
+      'enable d.service',
+      'disable e.service',
+      'enable m.service',
+      'start d.service',
+      'start m.service',
+    ]);
+  });
+
+  it('command stop stops the unit; going back to start starts it', () => {
+    const last = config([unit('x.service')]);
+    const next = config([unit('x.service', { command: 'stop' })]);
+    expect(brief(plan(last, next, disk(last)))).toEqual(['stop x.service']);
+    expect(brief(plan(next, last, disk(next)))).toEqual(['start x.service']);
+  });
+
+  it('a new unit is started only when enabled; command restart restarts it', () => {
+    const next = config([
+      unit('on.service'),
+      unit('off.service', { enable: false }),
+      unit('re.service', { command: 'restart' }),
+    ]);
+    const actions = brief(plan(undefined, next, disk(undefined)));
+    expect(actions).toContain('start on.service');
+    expect(actions).toContain('restart re.service');
+    expect(actions.filter((a) => a.includes('off.service'))).toEqual([
+      'writeFile /etc/systemd/system/off.service',
+    ]);
+  });
+
+  it('a changed unit that is not enabled is restarted only if it runs (try-restart)', () => {
+    const last = config([unit('x.service', { enable: false })]);
+    const next = config([
+      unit('x.service', { enable: false, content: '[Service]\nExecStart=/bin/y\n' }),
+    ]);
+    expect(brief(plan(last, next, disk(last)))).toEqual([
+      'writeFile /etc/systemd/system/x.service',
+      'daemonReload',
+      'tryRestart x.service',
+    ]);
+  });
+
+  it('a socket-activated service is restarted through its socket', () => {
+    const last = config(
+      [unit('web.socket'), unit('web.service', { enable: false, filePaths: ['/etc/web.conf'] })],
+      [file('/etc/web.conf', '1')],
+    );
+    const next = clone(last);
+    next.files[0] = file('/etc/web.conf', '2');
+    expect(brief(plan(last, next, disk(last)))).toEqual([
+      'writeFile /etc/web.conf',
+      'stop web.service',
+      'restart web.socket',
+    ]);
+    const socketChanged = clone(last);
+    socketChanged.units[1]!.content = '[Socket]\nListenStream=81\n';
+    expect(brief(plan(last, socketChanged, disk(last))).slice(-2)).toEqual([
+      'stop web.service',
+      'restart web.socket',
+    ]);
+  });
+
+  it('a unit of the OS managed only through drop-ins: its drop-ins come and go, its file is never touched', () => {
+    const last = config([
+      unit('containerd.service', {
+        content: undefined,
+        dropIns: [{ name: '10-oscar.conf', content: '[Service]\nLimitNOFILE=1\n' }],
+      }),
+    ]);
+    const next = config([]);
+    expect(brief(plan(last, next, disk(last)))).toEqual([
+      'removeFile /etc/systemd/system/containerd.service.d/10-oscar.conf',
+      'daemonReload',
+      'tryRestart containerd.service',
+    ]);
+  });
+
+  it('formatPlan prints one line per action with its reason and a summary', () => {
+    const next = clone(base);
+    next.files[0] = file('/etc/a.conf', 'a=2\n');
+    const text = formatPlan(plan(base, next, disk(base)));
+    expect(text).toBe(
+      '  1. write /etc/a.conf (0644 root:root, 4 B) — content changed\n' +
+        '  2. restart a.service — /etc/a.conf changed\n' +
+        '2 action(s); restarts a.service\n',
+    );
+    expect(formatPlan([])).toMatch(/nothing to do/);
+  });
+});
+
+// ---- properties -------------------------------------------------------------------------
+
+const FILES = ['/etc/f1', '/etc/f2', '/etc/d/f3', '/var/lib/f4'];
+const UNITS = ['a.service', 'b.service', 'c.service', 'web.socket', 'web.service', 't.timer'];
+const DROPINS = ['10-a.conf', '20-b.conf'];
+
+const arbFile = (path: string): fc.Arbitrary<ResolvedFile> =>
+  fc.record({
+    path: fc.constant(path),
+    mode: fc.constantFrom(0o644, 0o600, 0o755),
+    user: fc.constantFrom('root', 'nobody'),
+    group: fc.constant('root'),
+    content: fc.constantFrom('x', 'y', '').map((s) => Buffer.from(s)),
+  });
+
+const arbConfig: fc.Arbitrary<ResolvedConfig> = fc
+  .tuple(fc.subarray(FILES), fc.subarray(UNITS))
+  .chain(([paths, names]) =>
+    fc.record({
+      files: fc.tuple(...paths.map(arbFile)),
+      units: fc.tuple(
+        ...names.map((name) =>
+          fc
+            .record({
+              mask: fc.integer({ min: 0, max: 9 }).map((n) => n < 3),
+              enable: fc.boolean(),
+              command: fc.constantFrom('start', 'start', 'restart', 'stop'),
+              onChange: fc.constantFrom('restart', 'reload', 'none', 'stopStart'),
+              content: fc.option(fc.constantFrom('v1', 'v2'), { nil: undefined }),
+              dropIns: fc
+                .subarray(DROPINS)
+                .chain((ds) =>
+                  fc.tuple(
+                    ...ds.map((d) =>
+                      fc.constantFrom('p', 'q').map((c) => ({ name: d, content: c })),
+                    ),
+                  ),
+                ),
+              filePaths: fc.subarray(paths),
+            })
+            .map((u): ResolvedUnit => ({
+              name,
+              enable: u.mask ? false : u.enable,
+              mask: u.mask,
+              command: u.command,
+              onChange: u.onChange,
+              ...(u.mask || u.content === undefined ? {} : { content: u.content }),
+              dropIns: u.dropIns,
+              filePaths: [...u.filePaths].sort(),
+            })),
+        ),
+      ),
+    }),
+  )
+  .map(({ files, units }) => config(units, files));
+
+/** By the rules: units in both configs, runnable in both, whose own files or filePaths changed. */
+function expectedRestarts(last: ResolvedConfig, next: ResolvedConfig): Set<string> {
+  const le = entriesOf(last);
+  const ne = entriesOf(next);
+  const differs = (p: string): boolean => {
+    const a = le.get(p);
+    const b = ne.get(p);
+    if (!a || !b) return a !== b;
+    return (
+      !a.content.equals(b.content) || a.mode !== b.mode || a.user !== b.user || a.group !== b.group
+    );
+  };
+  const paths = new Set([...le.keys(), ...ne.keys()]);
+  const out = new Set<string>();
+  const changedUnit = (u: ResolvedUnit, lu: ResolvedUnit | undefined): boolean =>
+    [...paths].some(
+      (p) => (le.get(p)?.unit === u.name || ne.get(p)?.unit === u.name) && differs(p),
+    ) || [...new Set([...u.filePaths, ...(lu?.filePaths ?? [])])].some(differs);
+  for (const u of next.units) {
+    const lu = last.units.find((x) => x.name === u.name);
+    if (u.command === 'restart' && u.enable && !u.mask) {
+      // oscar starts it (new, unmasked, was stopped, or enabled now): command restart restarts
+      const changed = changedUnit(u, lu);
+      const enabledNow = lu !== undefined && !lu.enable;
+      if (
+        !lu ||
+        lu.mask ||
+        lu.command === 'stop' ||
+        (enabledNow && (!changed || u.onChange === 'none'))
+      ) {
+        out.add(u.name);
+      }
+    }
+    if (!lu || lu.mask || u.mask || lu.command === 'stop' || u.command === 'stop') continue;
+    if (u.onChange !== 'restart' && u.onChange !== 'stopStart') continue;
+    if (changedUnit(u, lu)) out.add(u.name);
+  }
+  for (const lu of last.units) {
+    if (
+      !next.units.some((u) => u.name === lu.name) &&
+      !lu.mask &&
+      lu.content === undefined &&
+      lu.dropIns.length > 0
+    ) {
+      out.add(lu.name); // an OS unit whose drop-ins oscar removed (try-restart)
+    }
+  }
+  // socket activation: the socket restarts instead of the service
+  const names = new Set(next.units.map((u) => u.name));
+  const masked = next.units.some(
+    (u) => u.name.startsWith('web.') && (u.mask || u.command === 'stop'),
+  );
+  if (names.has('web.socket') && names.has('web.service') && !masked && out.has('web.service')) {
+    out.delete('web.service');
+    out.add('web.socket');
+  }
+  return out;
+}
+
+describe('plan: properties', () => {
+  it('plan(x, x, disk(x)) is empty', () => {
+    fc.assert(
+      fc.property(arbConfig, (x) => {
+        expect(plan(x, x, disk(x))).toEqual([]);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('applying the plan to a model node yields exactly the desired state, and converges', () => {
+    fc.assert(
+      fc.property(fc.option(arbConfig, { nil: undefined }), arbConfig, (last, next) => {
+        const node = nodeFrom(last, { '/etc/foreign': 'not oscar' });
+        applyToModel(node, plan(last, next, diskOf(node)));
+        const want = entriesOf(next);
+        const got = new Map(node.files);
+        expect(got.get('/etc/foreign')?.content.toString()).toBe('not oscar');
+        got.delete('/etc/foreign');
+        // files: exactly the desired entries, plus unit files of the OS that oscar never owned
+        expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
+        for (const [p, e] of want) {
+          const f = got.get(p)!;
+          expect([f.content.toString(), f.mode, f.user, f.group]).toEqual([
+            e.content.toString(),
+            e.mode,
+            e.user,
+            e.group,
+          ]);
+        }
+        for (const u of next.units) {
+          expect(node.masked.has(u.name)).toBe(u.mask);
+          expect(node.enabled.has(u.name)).toBe(u.enable && !u.mask);
+          if (u.mask || u.command === 'stop') expect(node.active.has(u.name)).toBe(false);
+          else if (u.enable && u.name !== 'web.service') expect(node.active.has(u.name)).toBe(true);
+        }
+        for (const lu of last?.units ?? []) {
+          if (next.units.some((u) => u.name === lu.name)) continue;
+          expect(node.masked.has(lu.name)).toBe(false);
+          if (lu.content !== undefined) expect(node.active.has(lu.name)).toBe(false);
+        }
+        // converged: planning again finds nothing to do
+        expect(plan(next, next, diskOf(node))).toEqual([]);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('the restarted units are exactly the changed units (by the rules), each at most once', () => {
+    fc.assert(
+      fc.property(arbConfig, arbConfig, (last, next) => {
+        const node = nodeFrom(last);
+        const actions = plan(last, next, diskOf(node));
+        applyToModel(node, actions);
+        expect(new Set(restartedUnits(actions))).toEqual(expectedRestarts(last, next));
+        for (const n of node.restarts.values()) expect(n).toBe(1);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('a unit whose files did not change is never touched', () => {
+    fc.assert(
+      fc.property(
+        arbConfig,
+        fc.constantFrom(...FILES),
+        fc.constantFrom('x', 'changed'),
+        (x, path, data) => {
+          const next = clone(x);
+          next.files = next.files.map((f) =>
+            f.path === path ? { ...f, content: Buffer.from(data) } : f,
+          );
+          const actions = plan(x, next, disk(x));
+          for (const a of actions) {
+            if (a.kind === 'writeFile') expect(a.path).toBe(path);
+            else if (a.kind !== 'removeFile' && a.kind !== 'daemonReload') {
+              const u = x.units.find(
+                (v) => v.name === a.unit || v.name.replace(/\.socket$/, '.service') === a.unit,
+              );
+              expect(u, `${a.kind} ${a.unit}`).toBeDefined();
+              const listing = x.units.filter((v) => v.filePaths.includes(path)).map((v) => v.name);
+              const related = listing.flatMap((n) => [
+                n,
+                n.replace(/\.service$/, '.socket'),
+                n.replace(/\.socket$/, '.service'),
+              ]);
+              expect(related).toContain(a.unit);
+            }
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});

@@ -1,0 +1,109 @@
+/**
+ * An in-memory model of a node (files, enablement, masks, running units, restart counts) that
+ * the planner's property tests apply plans to. It follows systemctl's semantics for each action
+ * closely enough to check that a plan reaches the desired state; it is not used by the agent.
+ */
+import type { ResolvedConfig } from '../../api/resolved.js';
+import type { Action, ObservedDisk, ObservedFile } from '../plan.js';
+import { entriesOf } from '../plan.js';
+
+export interface NodeModel {
+  files: Map<string, ObservedFile & { user: string; group: string }>;
+  enabled: Set<string>;
+  masked: Set<string>;
+  active: Set<string>;
+  /** Times each unit's process was ended and started again. */
+  restarts: Map<string, number>;
+  reloads: Map<string, number>;
+  daemonReloads: number;
+}
+
+/** A node exactly as `config` leaves it (plus `extraFiles` oscar did not write). */
+export function nodeFrom(
+  config: ResolvedConfig | undefined,
+  extraFiles: Record<string, string> = {},
+): NodeModel {
+  const node: NodeModel = {
+    files: new Map(),
+    enabled: new Set(),
+    masked: new Set(),
+    active: new Set(),
+    restarts: new Map(),
+    reloads: new Map(),
+    daemonReloads: 0,
+  };
+  for (const [path, content] of Object.entries(extraFiles)) {
+    node.files.set(path, {
+      content: Buffer.from(content),
+      mode: 0o644,
+      user: 'root',
+      group: 'root',
+    });
+  }
+  for (const e of entriesOf(config).values()) {
+    node.files.set(e.path, { content: e.content, mode: e.mode, user: e.user, group: e.group });
+  }
+  for (const u of config?.units ?? []) {
+    if (u.mask) node.masked.add(u.name);
+    if (u.enable && !u.mask) node.enabled.add(u.name);
+    if (u.enable && !u.mask && u.command !== 'stop') node.active.add(u.name);
+  }
+  return node;
+}
+
+export function diskOf(node: NodeModel): ObservedDisk {
+  return { files: new Map(node.files) };
+}
+
+const bump = (m: Map<string, number>, k: string): void => {
+  m.set(k, (m.get(k) ?? 0) + 1);
+};
+
+export function applyToModel(node: NodeModel, actions: readonly Action[]): void {
+  for (const a of actions) {
+    switch (a.kind) {
+      case 'writeFile':
+        node.files.set(a.path, { content: a.content, mode: a.mode, user: a.user, group: a.group });
+        break;
+      case 'removeFile':
+        node.files.delete(a.path);
+        break;
+      case 'daemonReload':
+        node.daemonReloads++;
+        break;
+      case 'enable':
+        node.enabled.add(a.unit);
+        break;
+      case 'disable':
+        node.enabled.delete(a.unit);
+        break;
+      case 'mask':
+        node.masked.add(a.unit);
+        break;
+      case 'unmask':
+        node.masked.delete(a.unit);
+        break;
+      case 'start':
+        if (node.masked.has(a.unit)) throw new Error(`start of masked ${a.unit}`);
+        node.active.add(a.unit);
+        break;
+      case 'stop':
+        node.active.delete(a.unit);
+        break;
+      case 'restart':
+      case 'stopStart':
+        if (node.masked.has(a.unit)) throw new Error(`${a.kind} of masked ${a.unit}`);
+        node.active.add(a.unit);
+        bump(node.restarts, a.unit);
+        break;
+      case 'tryRestart':
+        if (node.active.has(a.unit)) bump(node.restarts, a.unit);
+        break;
+      case 'reload':
+        // reload-or-restart: starts an inactive unit
+        node.active.add(a.unit);
+        bump(node.reloads, a.unit);
+        break;
+    }
+  }
+}
