@@ -1,0 +1,147 @@
+/**
+ * What every built-in format shares: which units get masked, enabled and started (one decision,
+ * so the three formats agree), how file content is classified (readable text or bytes), when
+ * gzip pays off, and the size warnings.
+ */
+import { gzipSync } from 'node:zlib';
+import { formatBytes } from '../api/bytes.js';
+import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
+import { dropInPath, unitPath } from '../api/resolved.js';
+import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
+import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
+import { isTemplateUnit } from '../api/systemd/unit-name.js';
+
+/** Keys of [Install] that give `systemctl enable` something to do. */
+const INSTALL_KEYS = ['WantedBy', 'RequiredBy', 'UpheldBy', 'Alias', 'Also'];
+
+/**
+ * True when enabling the unit means something. A unit written with content but without an
+ * [Install] section is "static": `systemctl enable` only prints a hint and ignition-validate warns,
+ * so renderers leave it out. A unit that ships with the OS (no content) is enabled as declared.
+ */
+export function effectiveEnable(unit: ResolvedUnit): boolean {
+  if (unit.mask || !unit.enable) return false;
+  if (unit.content === undefined) return true;
+  const texts = [unit.content, ...unit.dropIns.map((d) => d.content)];
+  return texts.some((t) => {
+    const parsed = parseUnitFile(t);
+    return INSTALL_KEYS.some((k) => hasKey(parsed, 'Install', k));
+  });
+}
+
+export interface UnitPlan {
+  /** Unit files and drop-ins, as files under /etc/systemd/system (mode 0644, root). */
+  files: ResolvedFile[];
+  mask: string[];
+  enable: string[];
+  /** start / restart / stop per unit, in name order; masked units and templates have none. */
+  commands: { unit: string; command: UnitCommand }[];
+}
+
+export function unitFile(path: string, content: string): ResolvedFile {
+  return { path, mode: 0o644, user: 'root', group: 'root', content: Buffer.from(content, 'utf8') };
+}
+
+export function planUnits(units: readonly ResolvedUnit[]): UnitPlan {
+  const plan: UnitPlan = { files: [], mask: [], enable: [], commands: [] };
+  for (const unit of units) {
+    if (unit.content !== undefined) plan.files.push(unitFile(unitPath(unit.name), unit.content));
+    for (const d of unit.dropIns)
+      plan.files.push(unitFile(dropInPath(unit.name, d.name), d.content));
+    if (unit.mask) {
+      plan.mask.push(unit.name);
+      continue;
+    }
+    if (effectiveEnable(unit)) plan.enable.push(unit.name);
+    // a template cannot be started, only its instances
+    if (!isTemplateUnit(unit.name)) plan.commands.push({ unit: unit.name, command: unit.command });
+  }
+  return plan;
+}
+
+// ---- content --------------------------------------------------------------------------------
+
+/**
+ * Text that every format can carry verbatim and a person can read: valid UTF-8, no control
+ * characters but tab and LF, no CR (YAML folds CRLF), none of YAML 1.1's other line breaks
+ * (NEL, LS, PS), no byte order mark, no non-characters, and no line that ends in a space or tab
+ * (block scalars keep them, but editors and reviewers lose them). Anything else is carried as
+ * base64. Pure ASCII is checked byte by byte without decoding.
+ */
+export function isReadableText(content: Buffer): boolean {
+  const n = content.length;
+  let ascii = true;
+  let previous = 0x0a;
+  for (let i = 0; i < n; i++) {
+    const c = content[i] ?? 0;
+    if (c >= 0x80) {
+      ascii = false;
+      break;
+    }
+    if (c < 0x20 ? c !== 0x0a && c !== 0x09 : c === 0x7f) return false;
+    if (c === 0x0a && (previous === 0x20 || previous === 0x09)) return false;
+    previous = c;
+  }
+  if (ascii) return previous !== 0x20 && previous !== 0x09;
+  const text = content.toString('utf8');
+  if (!Buffer.from(text, 'utf8').equals(content)) return false; // invalid UTF-8
+  // eslint-disable-next-line no-control-regex
+  if (/[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]/.test(text)) {
+    return false;
+  }
+  return !/[ \t](\n|$)/.test(text);
+}
+
+/** Below this, gzip's 18-byte header and base64's 4/3 never pay off. */
+const GZIP_MIN_BYTES = 512;
+
+/**
+ * The gzip of `content` if it saves at least 10 % over `plainSize` bytes of output (the size the
+ * content takes when written without compression), else undefined. Large files first compress a
+ * 16 KiB sample at the fastest level: random or already-compressed bytes are skipped cheaply.
+ */
+export function gzipIfSmaller(content: Buffer, plainSize: number): Buffer | undefined {
+  if (content.length < GZIP_MIN_BYTES) return undefined;
+  if (content.length > 64 * 1024) {
+    const sample = content.subarray(0, 16 * 1024);
+    if (gzipSync(sample, { level: 1 }).length > sample.length * 0.9) return undefined;
+  }
+  // mtime 0 and no name (Node's default): the same input always gives the same bytes
+  const zipped = gzipSync(content, { level: 6 });
+  return base64Length(zipped.length) < plainSize * 0.9 ? zipped : undefined;
+}
+
+export function base64Length(n: number): number {
+  return Math.ceil(n / 3) * 4;
+}
+
+// ---- results --------------------------------------------------------------------------------
+
+export function sizeWarnings(purpose: Purpose, size: number): string[] {
+  if (purpose === 'provision' && size > LIMITS.provisionUserDataBytes) {
+    return [
+      `provision user data is ${formatBytes(size)}, above the ${formatBytes(LIMITS.provisionUserDataBytes)} many clouds accept (AWS: 16 KiB); move files into the reconcile config or the image`,
+    ];
+  }
+  if (size > LIMITS.secretBytes) {
+    return [
+      `rendered output is ${formatBytes(size)}, above the ${formatBytes(LIMITS.secretBytes)} a Kubernetes Secret holds`,
+    ];
+  }
+  return [];
+}
+
+/** A short identification line for comments at the top of rendered output. */
+export function header(config: ResolvedConfig, name: string, namespace: string): string {
+  return `Rendered by oscar from OperatingSystemConfig ${safe(namespace)}/${safe(name)} (type ${safe(config.type)}, purpose ${config.purpose}).`;
+}
+
+/** Names go into comments: keep them to the characters a Kubernetes name may have. */
+function safe(name: string): string {
+  return name.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 253);
+}
+
+/** True when the owner half is a numeric id rather than a name. */
+export function isNumericId(part: string): boolean {
+  return /^[0-9]+$/.test(part);
+}

@@ -1,0 +1,102 @@
+/**
+ * Ignition (Flatcar, Fedora CoreOS), spec 3.3.0: the newest version Debian's ignition-validate
+ * (2.14) accepts and the one Flatcar's Ignition reads. Files are `data:` URLs (gzip-compressed
+ * with `compression: gzip` when that is smaller), modes are decimal integers, owners by name
+ * (or by id when numeric), units carry `enabled`, `mask`, `contents` and `dropins`.
+ *
+ * Ignition runs before systemd starts anything, so it has no start/restart commands: an enabled
+ * unit starts with the boot. Packages cannot be expressed (Flatcar has no package manager).
+ */
+import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
+import type { RenderContext } from './types.js';
+import {
+  base64Length,
+  effectiveEnable,
+  gzipIfSmaller,
+  isNumericId,
+  isReadableText,
+} from './common.js';
+
+export const IGNITION_VERSION = '3.3.0';
+
+interface IgnitionOwner {
+  name?: string;
+  id?: number;
+}
+
+interface IgnitionFile {
+  path: string;
+  mode: number;
+  overwrite: boolean;
+  contents: { source: string; compression?: string };
+  user?: IgnitionOwner;
+  group?: IgnitionOwner;
+}
+
+interface IgnitionUnit {
+  name: string;
+  enabled?: boolean;
+  mask?: boolean;
+  contents?: string;
+  dropins?: { name: string; contents: string }[];
+}
+
+function owner(part: string): IgnitionOwner | undefined {
+  if (part === 'root') return undefined; // Ignition's default
+  return isNumericId(part) ? { id: Number(part) } : { name: part };
+}
+
+/** RFC 2397 data URL: percent-encoded for readable text, else base64. */
+function dataUrl(file: ResolvedFile, encodings: Map<string, string>): IgnitionFile['contents'] {
+  const content = file.content;
+  const readable = isReadableText(content);
+  const text = readable ? encodeURIComponent(content.toString('utf8')) : undefined;
+  const plainSize = text?.length ?? base64Length(content.length);
+  const zipped = gzipIfSmaller(content, plainSize);
+  if (zipped) {
+    encodings.set(file.path, 'gzip data URL');
+    return { source: `data:;base64,${zipped.toString('base64')}`, compression: 'gzip' };
+  }
+  if (text !== undefined) {
+    encodings.set(file.path, 'text data URL');
+    return { source: `data:,${text}` };
+  }
+  encodings.set(file.path, 'base64 data URL');
+  return { source: `data:;base64,${content.toString('base64')}` };
+}
+
+export function renderIgnitionText(
+  config: ResolvedConfig,
+  _context: RenderContext,
+  encodings: Map<string, string> = new Map(),
+): string {
+  const files: IgnitionFile[] = config.files.map((file) => {
+    const entry: IgnitionFile = {
+      path: file.path,
+      mode: file.mode,
+      overwrite: true,
+      contents: dataUrl(file, encodings),
+    };
+    const user = owner(file.user);
+    const group = owner(file.group);
+    if (user) entry.user = user;
+    if (group) entry.group = group;
+    return entry;
+  });
+  const units: IgnitionUnit[] = [];
+  for (const unit of config.units) {
+    const entry: IgnitionUnit = { name: unit.name };
+    if (unit.mask) entry.mask = true;
+    else if (effectiveEnable(unit)) entry.enabled = true;
+    if (unit.content !== undefined) entry.contents = unit.content;
+    if (unit.dropIns.length > 0) {
+      entry.dropins = unit.dropIns.map((d) => ({ name: d.name, contents: d.content }));
+    }
+    // a unit with nothing to write, enable or mask would only draw a warning
+    if (Object.keys(entry).length > 1) units.push(entry);
+  }
+  const doc: Record<string, unknown> = { ignition: { version: IGNITION_VERSION } };
+  if (files.length > 0) doc.storage = { files };
+  if (units.length > 0) doc.systemd = { units };
+  return JSON.stringify(doc, null, 2) + '\n';
+}

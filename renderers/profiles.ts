@@ -1,0 +1,196 @@
+/**
+ * OS profiles: what an operating system needs on top of what the operator declared, added as a
+ * pure step BEFORE any format is rendered, so every format (and the agent, through the reconcile
+ * Secret) sees the same expanded configuration.
+ *
+ * - flatcar: its auto-update services would reboot a node under Kubernetes' feet; they are masked.
+ * - spec.cri containerd (every OS): /etc/containerd/config.toml with the cgroup driver, and a
+ *   drop-in for containerd.service that points it at that file and restarts it on failure.
+ * - apt / zypper OSes: `containerd` joins spec.packages when spec.cri asks for it.
+ *
+ * Declarations always win: an extra is added only where the operator declared nothing at the
+ * same path, unit or drop-in name. That also makes `expand` idempotent.
+ */
+import { compare } from '../api/resolve.js';
+import type {
+  ResolvedConfig,
+  ResolvedCri,
+  ResolvedFile,
+  ResolvedPackage,
+  ResolvedUnit,
+} from '../api/resolved.js';
+
+export type PackageManager = 'apt' | 'zypper';
+
+export interface OsProfile {
+  /** spec.type values this profile describes. */
+  readonly types: readonly string[];
+  /** How spec.packages are installed; undefined: detected at run time (generic) or none. */
+  readonly packageManager?: PackageManager;
+  /** False for OSes without a package manager (Flatcar): packages are refused. */
+  readonly hasPackages: boolean;
+  /** Units the OS needs masked. */
+  readonly maskedUnits: readonly string[];
+}
+
+export const PROFILES: readonly OsProfile[] = [
+  { types: ['ubuntu', 'debian'], packageManager: 'apt', hasPackages: true, maskedUnits: [] },
+  { types: ['opensuse'], packageManager: 'zypper', hasPackages: true, maskedUnits: [] },
+  {
+    types: ['flatcar'],
+    hasPackages: false,
+    // update-engine downloads updates, locksmithd reboots to apply them: both are replaced by the
+    // provider rolling machines.
+    maskedUnits: ['locksmithd.service', 'update-engine.service'],
+  },
+];
+
+/** A type no profile names (generic, a provider's own type): no extras, packages detected. */
+export const GENERIC_PROFILE: OsProfile = { types: [], hasPackages: true, maskedUnits: [] };
+
+export function profileFor(type: string, profiles: readonly OsProfile[] = PROFILES): OsProfile {
+  return profiles.find((p) => p.types.includes(type)) ?? GENERIC_PROFILE;
+}
+
+export const CONTAINERD_CONFIG_PATH = '/etc/containerd/config.toml';
+export const CONTAINERD_UNIT = 'containerd.service';
+export const CONTAINERD_DROP_IN = '10-oscar-cri.conf';
+
+/** containerd 1.x configuration (version 2) with the runc runtime's cgroup driver. */
+export function containerdConfig(cri: ResolvedCri): string {
+  return [
+    '# Written by oscar from spec.cri: the container runtime of this Kubernetes node.',
+    'version = 2',
+    '',
+    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+    '  runtime_type = "io.containerd.runc.v2"',
+    '',
+    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]',
+    `  SystemdCgroup = ${cri.cgroupDriver === 'systemd' ? 'true' : 'false'}`,
+    '',
+  ].join('\n');
+}
+
+/**
+ * CONTAINERD_CONFIG: Flatcar's containerd.service reads its config from this variable (its default
+ * lives in /usr/share); Debian's and Ubuntu's read /etc/containerd/config.toml anyway.
+ * Delegate=yes: kubelet's systemd cgroup driver needs containerd to own its cgroup subtree.
+ */
+export const CONTAINERD_DROP_IN_CONTENT = [
+  '# Written by oscar from spec.cri.',
+  '[Service]',
+  `Environment=CONTAINERD_CONFIG=${CONTAINERD_CONFIG_PATH}`,
+  'Delegate=yes',
+  'Restart=always',
+  'RestartSec=5',
+  '',
+].join('\n');
+
+export interface Expanded {
+  /** The declared configuration plus the extras, in resolve's order (units by name, files by path). */
+  config: ResolvedConfig;
+  /** Units the profile added or changed (the changed unit in its final form). */
+  extraUnits: ResolvedUnit[];
+  /** Files the profile added. */
+  extraFiles: ResolvedFile[];
+}
+
+function cloneUnit(unit: ResolvedUnit): ResolvedUnit {
+  const copy: ResolvedUnit = {
+    ...unit,
+    dropIns: unit.dropIns.map((d) => ({ ...d })),
+    filePaths: [...unit.filePaths],
+  };
+  return copy;
+}
+
+/**
+ * Adds what the configuration's OS and runtime need. Pure: the input is not modified. Running it
+ * on its own output adds nothing more.
+ */
+export function expand(
+  config: ResolvedConfig,
+  profiles: readonly OsProfile[] = PROFILES,
+): Expanded {
+  const profile = profileFor(config.type, profiles);
+  const units = new Map(config.units.map((u) => [u.name, cloneUnit(u)]));
+  const files = new Map(config.files.map((f) => [f.path, f]));
+  const packages: ResolvedPackage[] = config.packages.map((p) => ({ ...p }));
+  const changedUnits = new Set<string>();
+  const extraFiles: ResolvedFile[] = [];
+
+  for (const name of profile.maskedUnits) {
+    if (units.has(name)) continue; // declared: the operator decided
+    units.set(name, {
+      name,
+      enable: false,
+      mask: true,
+      command: 'stop',
+      onChange: 'none',
+      dropIns: [],
+      filePaths: [],
+    });
+    changedUnits.add(name);
+  }
+
+  if (config.cri?.name === 'containerd') {
+    if (!files.has(CONTAINERD_CONFIG_PATH)) {
+      const file: ResolvedFile = {
+        path: CONTAINERD_CONFIG_PATH,
+        mode: 0o644,
+        user: 'root',
+        group: 'root',
+        content: Buffer.from(containerdConfig(config.cri), 'utf8'),
+      };
+      files.set(file.path, file);
+      extraFiles.push(file);
+    }
+    let unit = units.get(CONTAINERD_UNIT);
+    if (unit === undefined) {
+      unit = {
+        name: CONTAINERD_UNIT,
+        enable: true,
+        mask: false,
+        // the runtime may already run from the image with its packaged config: restart it
+        command: 'restart',
+        onChange: 'restart',
+        dropIns: [],
+        filePaths: [],
+      };
+      units.set(unit.name, unit);
+      changedUnits.add(unit.name);
+    }
+    if (!unit.mask) {
+      if (!unit.dropIns.some((d) => d.name === CONTAINERD_DROP_IN)) {
+        unit.dropIns.push({ name: CONTAINERD_DROP_IN, content: CONTAINERD_DROP_IN_CONTENT });
+        unit.dropIns.sort((a, b) => compare(a.name, b.name));
+        changedUnits.add(unit.name);
+      }
+      if (!unit.filePaths.includes(CONTAINERD_CONFIG_PATH)) {
+        unit.filePaths.push(CONTAINERD_CONFIG_PATH);
+        unit.filePaths.sort(compare);
+        changedUnits.add(unit.name);
+      }
+    }
+    if (
+      profile.packageManager !== undefined &&
+      !packages.some((p) => p.name === 'containerd' || p.name === 'containerd.io')
+    ) {
+      packages.push({ name: 'containerd' });
+      packages.sort((a, b) => compare(a.name, b.name));
+    }
+  }
+
+  const expanded: ResolvedConfig = {
+    ...config,
+    units: [...units.values()].sort((a, b) => compare(a.name, b.name)),
+    files: [...files.values()].sort((a, b) => compare(a.path, b.path)),
+    packages,
+  };
+  if (config.cri) expanded.cri = { ...config.cri };
+  return {
+    config: expanded,
+    extraUnits: expanded.units.filter((u) => changedUnits.has(u.name)),
+    extraFiles,
+  };
+}

@@ -1,0 +1,181 @@
+/**
+ * A POSIX shell script (any systemd Linux) that needs nothing but sh, mkdir, base64, chmod,
+ * chown and systemctl (plus the package manager when spec.packages is set). Running it twice
+ * gives the same result; a provision script leaves a marker so a reboot does not run it again.
+ *
+ * ROOT=DIR runs it against a directory instead of the machine: files land below DIR, units are
+ * masked and enabled with `systemctl --root=DIR` and nothing is started or installed. That is how
+ * the tests apply it, and how an image build can use it.
+ */
+import type { ResolvedConfig } from '../api/resolved.js';
+import { formatMode } from '../api/resolved.js';
+import type { RenderContext } from './types.js';
+import { header, isReadableText, planUnits } from './common.js';
+import { profileFor } from './profiles.js';
+
+export const PROVISION_MARKER = '/var/lib/oscar/provisioned';
+/** Readable text up to this size is written with printf; larger or binary content as base64. */
+const PRINTF_MAX = 64 * 1024;
+export const B64_DELIMITER = 'OSCAR_B64';
+
+const SHELL_WORD = /^[A-Za-z0-9_./@:+=,-]+$/;
+
+/** A shell word that reads back as exactly `s` (single quotes unless nothing needs quoting). */
+export function shQuote(s: string): string {
+  if (s !== '' && SHELL_WORD.test(s)) return s;
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function words(args: readonly string[]): string {
+  return args.map(shQuote).join(' ');
+}
+
+/** base64 in 76-character lines, as base64(1) writes it. */
+function wrapped(b64: string): string {
+  const lines: string[] = [];
+  for (let i = 0; i < b64.length; i += 76) lines.push(b64.slice(i, i + 76));
+  return lines.join('\n');
+}
+
+const PRELUDE = `set -eu
+ROOT=\${ROOT:-}
+# files are created private and get their final mode once complete
+umask 077
+
+# oscar_parent PATH: the directories above PATH, mode 0755 as an OS creates them
+oscar_parent() {
+  (umask 022 && mkdir -p "$ROOT\${1%/*}/")
+}
+
+# oscar_finish PATH MODE OWNER: owner first, since chown clears setuid and setgid bits
+oscar_finish() {
+  chown "$3" "$ROOT$1"
+  chmod "$2" "$ROOT$1"
+}
+
+# oscar_text PATH MODE OWNER TEXT: writes TEXT exactly (printf adds no newline)
+oscar_text() {
+  oscar_parent "$1"
+  printf '%s' "$4" >"$ROOT$1"
+  oscar_finish "$1" "$2" "$3"
+}
+
+# oscar_b64 PATH MODE OWNER: writes the base64 text on standard input, decoded
+oscar_b64() {
+  oscar_parent "$1"
+  base64 -d >"$ROOT$1"
+  oscar_finish "$1" "$2" "$3"
+}
+`;
+
+function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
+  const apt = [
+    'DEBIAN_FRONTEND=noninteractive apt-get update -q',
+    // --force-confold: keep a config file this script writes if a package ships one too
+    'DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"',
+  ];
+  const zypper = ['zypper --non-interactive install "$@"'];
+  const body =
+    manager === 'apt'
+      ? apt.map((l) => `  ${l}`)
+      : manager === 'zypper'
+        ? zypper.map((l) => `  ${l}`)
+        : [
+            '  if command -v apt-get >/dev/null 2>&1; then',
+            ...apt.map((l) => `    ${l}`),
+            '  elif command -v zypper >/dev/null 2>&1; then',
+            ...zypper.map((l) => `    ${l}`),
+            '  else',
+            '    echo "oscar: no package manager (apt-get, zypper) to install: $*" >&2',
+            '    exit 1',
+            '  fi',
+          ];
+  return [
+    '',
+    '# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager',
+    'oscar_packages() {',
+    ...body,
+    '}',
+    '',
+  ].join('\n');
+}
+
+export function renderScriptText(
+  config: ResolvedConfig,
+  context: RenderContext,
+  encodings: Map<string, string> = new Map(),
+): string {
+  const plan = planUnits(config.units);
+  const provision = config.purpose === 'provision';
+  const out: string[] = [
+    '#!/bin/sh\n',
+    `# ${header(config, context.name, context.namespace)}\n`,
+    '# Needs only sh, mkdir, base64, chmod, chown and systemctl. Run it as root; running it again\n',
+    '# is safe. ROOT=DIR writes below DIR instead of /, enables units with systemctl --root=DIR and\n',
+    '# starts and installs nothing.\n',
+    PRELUDE,
+  ];
+  if (provision) {
+    out.push(
+      `\n# provision runs once: a reboot finds the marker and stops here\n`,
+      `marker="$ROOT${PROVISION_MARKER}"\n`,
+      'if [ -e "$marker" ]; then\n',
+      '  echo "oscar: $marker exists: already provisioned"\n',
+      '  exit 0\n',
+      'fi\n',
+    );
+  }
+  if (config.packages.length > 0) {
+    out.push(packageFunction(profileFor(config.type).packageManager));
+    const specs = config.packages.map((p) => (p.version ? `${p.name}=${p.version}` : p.name));
+    out.push('if [ -z "$ROOT" ]; then\n', `  oscar_packages ${words(specs)}\n`, 'fi\n');
+  }
+
+  const files = [...config.files, ...plan.files];
+  if (files.length > 0) out.push('\n');
+  for (const file of files) {
+    const args = words([file.path, formatMode(file.mode), `${file.user}:${file.group}`]);
+    const content = file.content;
+    if (content.length <= PRINTF_MAX && isReadableText(content)) {
+      encodings.set(file.path, 'text');
+      out.push(`oscar_text ${args} ${shQuote(content.toString('utf8'))}\n`);
+    } else {
+      encodings.set(file.path, 'b64');
+      out.push(
+        `oscar_b64 ${args} <<'${B64_DELIMITER}'\n`,
+        wrapped(content.toString('base64')),
+        content.length > 0 ? '\n' : '',
+        `${B64_DELIMITER}\n`,
+      );
+    }
+  }
+
+  const touchesUnits =
+    plan.files.length + plan.mask.length + plan.enable.length + plan.commands.length > 0;
+  if (touchesUnits) {
+    out.push('\nif [ -n "$ROOT" ]; then\n');
+    if (plan.mask.length > 0) out.push(`  systemctl --root="$ROOT" mask ${words(plan.mask)}\n`);
+    if (plan.enable.length > 0) {
+      out.push(`  systemctl --root="$ROOT" enable ${words(plan.enable)}\n`);
+    }
+    if (plan.mask.length === 0 && plan.enable.length === 0) out.push('  :\n');
+    out.push('else\n');
+    if (plan.mask.length > 0) out.push(`  systemctl mask ${words(plan.mask)}\n`);
+    out.push('  systemctl daemon-reload\n');
+    if (plan.mask.length > 0) out.push(`  systemctl stop ${words(plan.mask)}\n`);
+    if (plan.enable.length > 0) out.push(`  systemctl enable ${words(plan.enable)}\n`);
+    // provision may run from a boot service: --no-block so a unit ordered after it cannot
+    // deadlock the boot; reconcile runs later and waits, so a failing start fails the script
+    const block = provision ? ' --no-block' : '';
+    for (const { unit, command } of plan.commands) {
+      out.push(`  systemctl${block} ${command} ${shQuote(unit)}\n`);
+    }
+    out.push('fi\n');
+  }
+
+  if (provision) {
+    out.push(`\noscar_parent ${PROVISION_MARKER}\n`, ': >"$marker"\n');
+  }
+  out.push('echo "oscar: done"\n');
+  return out.join('');
+}
