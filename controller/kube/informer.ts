@@ -115,6 +115,11 @@ export class Informer<T extends KubeObject> {
     await this.loop;
   }
 
+  /** A method, not the field, so the compiler does not narrow it across awaits. */
+  private isStopped(): boolean {
+    return this.stopped;
+  }
+
   private async run(): Promise<void> {
     let attempt = 0;
     while (!this.stopped) {
@@ -124,11 +129,11 @@ export class Informer<T extends KubeObject> {
           this.options.onConnect?.('list');
         }
         this.abort = new AbortController();
-        let sawEvent = false;
+        const seen = { event: false };
         const watching = this.source.watch(
           this.resourceVersion,
           (event) => {
-            sawEvent = true;
+            seen.event = true;
             this.handle(event);
           },
           this.abort.signal,
@@ -136,9 +141,9 @@ export class Informer<T extends KubeObject> {
         this.options.onConnect?.('watch');
         await watching;
         // A normal end (the server's timeoutSeconds): watch again at once from where we are.
-        if (sawEvent) attempt = 0;
+        if (seen.event) attempt = 0;
       } catch (error) {
-        if (this.stopped) break;
+        if (this.isStopped()) break;
         if (error instanceof GoneError || (error instanceof ApiError && error.status === 410)) {
           this.resourceVersion = '';
           continue;

@@ -1,0 +1,266 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import {
+  decodeConfigData,
+  KEY_FORMAT,
+  KEY_VALUE,
+  LABEL_OSC,
+  ANNOTATION_CHECKSUM,
+} from '../api/secret.js';
+import type { OperatingSystemConfigStatus } from '../api/schema.js';
+import type { DataObject, KubeObject, OscObject } from './kube/types.js';
+import { registryPipeline } from './pipeline.js';
+import {
+  FINALIZER,
+  reconcile,
+  type Caches,
+  type EventInput,
+  type Memo,
+  type Writer,
+} from './reconcile.js';
+
+/** The API server as far as reconcile can tell: caches that reflect every write at once. */
+class World implements Caches, Writer {
+  oscs = new Map<string, OscObject>();
+  secrets = new Map<string, DataObject>();
+  configMaps = new Map<string, DataObject>();
+  log: string[] = [];
+  events: EventInput[] = [];
+  rv = 1;
+
+  osc(ns: string, name: string) {
+    return this.oscs.get(`${ns}/${name}`);
+  }
+  ownedSecret(ns: string, name: string) {
+    const s = this.secrets.get(`${ns}/${name}`);
+    return s?.metadata.labels?.[LABEL_OSC] ? s : undefined;
+  }
+  ownedSecretsOf(ns: string, osc: string): KubeObject[] {
+    return [...this.secrets.values()].filter(
+      (s) => s.metadata.namespace === ns && s.metadata.labels?.[LABEL_OSC] === osc,
+    );
+  }
+  secret(ns: string, name: string) {
+    const s = this.secrets.get(`${ns}/${name}`);
+    return s?.metadata.labels?.[LABEL_OSC] ? undefined : s;
+  }
+  configMap(ns: string, name: string) {
+    return this.configMaps.get(`${ns}/${name}`);
+  }
+  applySecret(body: Record<string, unknown>) {
+    const s = structuredClone(body) as unknown as DataObject;
+    s.metadata.resourceVersion = String(++this.rv);
+    this.secrets.set(`${s.metadata.namespace ?? ''}/${s.metadata.name}`, s);
+    this.log.push(`apply ${s.metadata.name}`);
+    return Promise.resolve();
+  }
+  deleteSecret(ns: string, name: string) {
+    this.secrets.delete(`${ns}/${name}`);
+    this.log.push(`delete ${name}`);
+    return Promise.resolve();
+  }
+  patchStatus(ns: string, name: string, status: OperatingSystemConfigStatus) {
+    const o = this.oscs.get(`${ns}/${name}`);
+    if (o) o.status = structuredClone(status);
+    this.log.push(`status ${name}`);
+    return Promise.resolve();
+  }
+  setFinalizer(ns: string, name: string, present: boolean) {
+    const o = this.oscs.get(`${ns}/${name}`);
+    if (o) {
+      o.metadata.finalizers = present ? [FINALIZER] : [];
+      if (!present && o.metadata.deletionTimestamp) this.oscs.delete(`${ns}/${name}`);
+    }
+    this.log.push(`finalizer ${name} ${String(present)}`);
+    return Promise.resolve();
+  }
+  event(_: OscObject, e: EventInput) {
+    this.events.push(e);
+    this.log.push(`event ${e.reason}`);
+    return Promise.resolve();
+  }
+  put(osc: Omit<OscObject, 'apiVersion' | 'kind'>) {
+    const key = `${osc.metadata.namespace ?? ''}/${osc.metadata.name}`;
+    const before = this.oscs.get(key);
+    const o = structuredClone(osc) as OscObject;
+    o.metadata.uid = before?.metadata.uid ?? `uid-${osc.metadata.name}`;
+    o.metadata.generation = (before?.metadata.generation ?? 0) + 1;
+    o.metadata.finalizers = before?.metadata.finalizers ?? [];
+    if (before?.status) o.status = before.status;
+    this.oscs.set(key, o);
+  }
+}
+
+const spec = (content = 'hello\n') => ({
+  type: 'ubuntu',
+  purpose: 'reconcile' as const,
+  files: [{ path: '/etc/demo.conf', permissions: '0644', content: { inline: { data: content } } }],
+  units: [
+    {
+      name: 'demo.service',
+      content: '[Unit]\nDescription=demo\n\n[Service]\nExecStart=/bin/true\n',
+      filePaths: ['/etc/demo.conf'],
+    },
+  ],
+});
+
+function setup() {
+  const world = new World();
+  const memo = new Map<string, Memo>();
+  let t = Date.parse('2026-01-01T00:00:00Z');
+  const deps = {
+    caches: world,
+    writer: world,
+    pipeline: registryPipeline(),
+    now: () => new Date((t += 1000)),
+    memo,
+  };
+  return { world, deps };
+}
+
+describe('reconcile', () => {
+  it('renders a reconcile Secret the agent can decode, sets status, then is idle', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    const first = await reconcile('ns/a', deps);
+    expect(first.result).toBe('written');
+    expect(world.log).toEqual([
+      'finalizer a true',
+      'apply oscar-a-reconcile',
+      'status a',
+      'event Rendered',
+    ]);
+    const secret = world.secrets.get('ns/oscar-a-reconcile');
+    const data = Object.fromEntries(
+      Object.entries(secret?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')]),
+    );
+    const decoded = decodeConfigData(data, secret?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
+    expect(decoded.config.files.map((f) => f.path)).toEqual(['/etc/demo.conf']);
+    expect(data[KEY_FORMAT]?.toString()).toBe('cloud-config');
+    expect(data[KEY_VALUE]?.toString()).toContain('#cloud-config');
+    expect(secret?.metadata.ownerReferences?.[0]).toMatchObject({ uid: 'uid-a', controller: true });
+    const status = world.osc('ns', 'a')?.status;
+    expect(status?.checksum).toBe(decoded.checksum);
+    expect(status?.checksumShort).toBe(decoded.checksum.slice(0, 12));
+    expect(status?.observedGeneration).toBe(1);
+    expect(status?.conditions?.map((c) => `${c.type}=${c.status}`)).toEqual([
+      'Ready=True',
+      'Rendered=True',
+      'Valid=True',
+    ]);
+
+    world.log = [];
+    const again = await reconcile('ns/a', deps);
+    expect(again).toEqual({ result: 'unchanged', writes: 0, renderBytes: status?.size });
+    // Without the memo too: a fresh render of the same input writes nothing.
+    const noMemo = await reconcile('ns/a', { ...deps, memo: new Map() });
+    expect(noMemo.writes).toBe(0);
+    expect(world.log).toEqual([]);
+  });
+
+  it('an invalid update keeps the last good Secret byte for byte and explains the field', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    const before = structuredClone(world.secrets.get('ns/oscar-a-reconcile'));
+    const bad = spec();
+    bad.units[0]!.filePaths = ['/etc/undeclared.conf'];
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: bad });
+    const out = await reconcile('ns/a', deps);
+    expect(out.result).toBe('invalid');
+    expect(world.secrets.get('ns/oscar-a-reconcile')).toEqual(before);
+    const valid = world.osc('ns', 'a')?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid?.status).toBe('False');
+    expect(valid?.reason).toBe('ValidationFailed');
+    expect(valid?.message).toContain('spec.units[0].filePaths');
+    expect(world.osc('ns', 'a')?.status?.observedGeneration).toBe(2);
+    expect(world.events.at(-1)).toMatchObject({ type: 'Warning', reason: 'ValidationFailed' });
+    // Still invalid on the next pass: no new writes, no repeated Event.
+    world.log = [];
+    expect((await reconcile('ns/a', deps)).writes).toBe(0);
+  });
+
+  it('a missing referenced Secret is ReferenceNotFound until it appears', async () => {
+    const { world, deps } = setup();
+    world.put({
+      metadata: { name: 'a', namespace: 'ns' },
+      spec: {
+        type: 'ubuntu',
+        purpose: 'provision',
+        files: [{ path: '/etc/token', content: { secretRef: { name: 'creds', key: 'token' } } }],
+      },
+    });
+    expect((await reconcile('ns/a', deps)).result).toBe('invalid');
+    const valid = world.osc('ns', 'a')?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid).toMatchObject({ status: 'False', reason: 'ReferenceNotFound' });
+    expect(valid?.message).toContain('spec.files[0].content.secretRef');
+    expect(world.secrets.has('ns/oscar-a-provision')).toBe(false);
+    const lastTransition = valid?.lastTransitionTime;
+
+    world.secrets.set('ns/creds', {
+      metadata: { name: 'creds', namespace: 'ns', resourceVersion: '77' },
+      data: { token: Buffer.from('s3cr3t').toString('base64') },
+    });
+    expect((await reconcile('ns/a', deps)).result).toBe('written');
+    const secret = world.secrets.get('ns/oscar-a-provision');
+    expect(Object.keys(secret?.data ?? {}).sort()).toEqual([KEY_FORMAT, KEY_VALUE]);
+    expect(secret?.type).toBe('cluster.x-k8s.io/secret');
+    const valid2 = world.osc('ns', 'a')?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid2?.status).toBe('True');
+    expect(valid2?.lastTransitionTime).not.toBe(lastTransition);
+
+    // A change of the referenced Secret changes the rendering.
+    const sum = world.osc('ns', 'a')?.status?.checksum;
+    world.secrets.set('ns/creds', {
+      metadata: { name: 'creds', namespace: 'ns', resourceVersion: '78' },
+      data: { token: Buffer.from('rotated').toString('base64') },
+    });
+    expect((await reconcile('ns/a', deps)).result).toBe('written');
+    expect(world.osc('ns', 'a')?.status?.checksum).not.toBe(sum);
+  });
+
+  it('refuses to write a Secret above 1 MiB: Rendered=False TooLarge', async () => {
+    const { world, deps } = setup();
+    const big = randomBytes(700 * 1024);
+    world.put({
+      metadata: { name: 'a', namespace: 'ns' },
+      spec: {
+        type: 'ubuntu',
+        purpose: 'reconcile',
+        files: [
+          {
+            path: '/opt/blob',
+            content: { inline: { encoding: 'b64', data: big.toString('base64') } },
+          },
+        ],
+      },
+    });
+    const out = await reconcile('ns/a', deps);
+    expect(out.result).toBe('tooLarge');
+    expect(world.secrets.size).toBe(0);
+    const rendered = world.osc('ns', 'a')?.status?.conditions?.find((c) => c.type === 'Rendered');
+    expect(rendered).toMatchObject({ status: 'False', reason: 'TooLarge' });
+  });
+
+  it('deletion deletes the owned Secrets, then removes the finalizer', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    const o = world.osc('ns', 'a');
+    if (o) o.metadata.deletionTimestamp = '2026-01-01T00:00:00Z';
+    world.log = [];
+    expect((await reconcile('ns/a', deps)).result).toBe('deleted');
+    expect(world.log).toEqual(['delete oscar-a-reconcile', 'finalizer a false']);
+    expect(world.secrets.size).toBe(0);
+    expect(world.oscs.size).toBe(0);
+  });
+
+  it('rewrites a Secret someone deleted', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    world.secrets.delete('ns/oscar-a-reconcile');
+    expect((await reconcile('ns/a', deps)).result).toBe('written');
+    expect(world.secrets.has('ns/oscar-a-reconcile')).toBe(true);
+  });
+});

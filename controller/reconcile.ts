@@ -1,0 +1,422 @@
+/**
+ * One reconcile of one OperatingSystemConfig: validate (deep checks) → resolve references →
+ * expand and render → apply the Secret when its checksum changed → patch status when it changed.
+ * Reads come from the informer caches and writes go through a narrow interface, so this logic is
+ * unit-tested in memory and integration-tested against the real API server unchanged.
+ *
+ * Invariants: nothing invalid is rendered into a Secret (the last good one stays); a Secret
+ * above 1 MiB is not written; an unchanged state writes nothing at all.
+ */
+import { canonicalWithChecksum } from '../api/canonical.js';
+import { formatBytes } from '../api/bytes.js';
+import { formatFieldError, ValidationError, type FieldError } from '../api/field-error.js';
+import { referencedObjects, resolve, type References } from '../api/resolve.js';
+import { API_VERSION, LIMITS, OSC_KIND, type OperatingSystemConfigStatus } from '../api/schema.js';
+import {
+  encodeConfigData,
+  KEY_FORMAT,
+  KEY_VALUE,
+  LABEL_OSC,
+  secretNameFor,
+} from '../api/secret.js';
+import { validateOperatingSystemConfig } from '../api/validate.js';
+import { setConditions, type ConditionInput } from './conditions.js';
+import type { DataObject, KubeObject, OscObject } from './kube/types.js';
+import type { Pipeline } from './pipeline.js';
+import {
+  dataChecksum,
+  dataSize,
+  secretApplyBody,
+  secretUpToDate,
+  type DesiredSecret,
+  type OwnerInfo,
+} from './secret-object.js';
+
+export const FINALIZER = 'oscar.dev/secret-cleanup';
+
+/** What reconcile reads: the informer caches. */
+export interface Caches {
+  osc(namespace: string, name: string): OscObject | undefined;
+  /** Metadata of the Secret oscar owns with this name. */
+  ownedSecret(namespace: string, name: string): KubeObject | undefined;
+  /** Metadata of every Secret labelled as rendered from this OSC. */
+  ownedSecretsOf(namespace: string, oscName: string): KubeObject[];
+  secret(namespace: string, name: string): DataObject | undefined;
+  configMap(namespace: string, name: string): DataObject | undefined;
+}
+
+export interface EventInput {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+/** What reconcile writes. Each call is one API request. */
+export interface Writer {
+  applySecret(body: Record<string, unknown>): Promise<void>;
+  deleteSecret(namespace: string, name: string): Promise<void>;
+  patchStatus(namespace: string, name: string, status: OperatingSystemConfigStatus): Promise<void>;
+  setFinalizer(namespace: string, name: string, present: boolean): Promise<void>;
+  event(osc: OscObject, event: EventInput): Promise<void>;
+}
+
+export type ReconcileResult =
+  | 'written' // the Secret was (re)written
+  | 'unchanged' // nothing to write (status may have been patched)
+  | 'invalid' // Valid=False
+  | 'tooLarge' // Rendered=False, TooLarge
+  | 'renderFailed'
+  | 'deleted' // finalizer ran: owned Secrets deleted
+  | 'absent'; // the OSC is gone
+
+export interface ReconcileOutcome {
+  result: ReconcileResult;
+  /** Bytes of Secret data rendered, when something was rendered. */
+  renderBytes?: number;
+  /** Writes made: 0 at steady state. */
+  writes: number;
+}
+
+export interface ReconcileDeps {
+  caches: Caches;
+  writer: Writer;
+  pipeline: Pipeline;
+  now: () => Date;
+  /** Render results memoised by input fingerprint, so a no-op pass does not render again. */
+  memo?: Map<string, Memo>;
+}
+
+/** A render's outcome without its data, keyed by what it was computed from. */
+export interface Memo {
+  fingerprint: string;
+  outcome: Outcome;
+}
+
+type Outcome =
+  | {
+      kind: 'rendered';
+      secret: DesiredSecret;
+      format: string;
+      size: number;
+      warnings: string[];
+      data?: Record<string, Buffer>;
+    }
+  | { kind: 'invalid'; reason: 'ValidationFailed' | 'ReferenceNotFound'; errors: FieldError[] }
+  | { kind: 'tooLarge'; size: number; format: string; warnings: string[] }
+  | { kind: 'renderFailed'; message: string };
+
+/** Thrown after the status says RenderFailed, so the queue retries with backoff. */
+export class RenderFailedError extends Error {
+  override name = 'RenderFailedError';
+}
+
+function decodeData(obj: DataObject, base64Data: boolean): Record<string, Buffer> {
+  const out: Record<string, Buffer> = {};
+  for (const [k, v] of Object.entries(obj.data ?? {})) {
+    out[k] = base64Data ? Buffer.from(v, 'base64') : Buffer.from(v, 'utf8');
+  }
+  for (const [k, v] of Object.entries(obj.binaryData ?? {})) out[k] = Buffer.from(v, 'base64');
+  return out;
+}
+
+/** What the result of a render depends on: the OSC's generation and its referenced objects. */
+export function fingerprint(osc: OscObject, caches: Caches): string {
+  const ns = osc.metadata.namespace ?? '';
+  const refs = referencedObjects(osc.spec);
+  const parts = [osc.metadata.uid ?? '', String(osc.metadata.generation ?? 0)];
+  for (const n of refs.secrets)
+    parts.push(`s/${n}@${caches.secret(ns, n)?.metadata.resourceVersion ?? '-'}`);
+  for (const n of refs.configMaps) {
+    parts.push(`c/${n}@${caches.configMap(ns, n)?.metadata.resourceVersion ?? '-'}`);
+  }
+  return parts.join('|');
+}
+
+function isReferenceError(e: FieldError): boolean {
+  return /\.(secretRef|configMapRef)(\.key)?$/.test(e.path);
+}
+
+async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Promise<Outcome> {
+  const ns = osc.metadata.namespace ?? '';
+  const doc = {
+    apiVersion: API_VERSION,
+    kind: OSC_KIND,
+    metadata: { name: osc.metadata.name, namespace: ns },
+    spec: osc.spec,
+  };
+  const errors = validateOperatingSystemConfig(doc);
+  if (errors.length > 0) return { kind: 'invalid', reason: 'ValidationFailed', errors };
+
+  const wanted = referencedObjects(osc.spec);
+  const refs: References = { secrets: new Map(), configMaps: new Map() };
+  for (const n of wanted.secrets) {
+    const s = caches.secret(ns, n);
+    if (s) (refs.secrets as Map<string, Record<string, Buffer>>).set(n, decodeData(s, true));
+  }
+  for (const n of wanted.configMaps) {
+    const c = caches.configMap(ns, n);
+    if (c) (refs.configMaps as Map<string, Record<string, Buffer>>).set(n, decodeData(c, false));
+  }
+  const resolved = resolve(osc.spec, refs);
+  if (!resolved.ok) {
+    const reason = resolved.errors.some(isReferenceError)
+      ? 'ReferenceNotFound'
+      : 'ValidationFailed';
+    return { kind: 'invalid', reason, errors: resolved.errors };
+  }
+
+  let rendered;
+  try {
+    rendered = await pipeline.render(resolved.config, { name: osc.metadata.name, namespace: ns });
+  } catch (error) {
+    if (error instanceof ValidationError) {
+      return { kind: 'invalid', reason: 'ValidationFailed', errors: error.errors };
+    }
+    return { kind: 'renderFailed', message: (error as Error).message };
+  }
+  const { result, expanded } = rendered;
+  const { text, checksum } = canonicalWithChecksum(expanded);
+  const data: Record<string, Buffer> = {
+    [KEY_VALUE]: result.userData,
+    [KEY_FORMAT]: Buffer.from(result.format, 'utf8'),
+  };
+  if (osc.spec.purpose === 'reconcile') Object.assign(data, encodeConfigData(text));
+  const size = dataSize(data);
+  if (size > LIMITS.secretBytes) {
+    return { kind: 'tooLarge', size, format: result.format, warnings: result.warnings };
+  }
+  return {
+    kind: 'rendered',
+    secret: {
+      name: secretNameFor(osc.metadata.name, osc.spec.purpose),
+      purpose: osc.spec.purpose,
+      checksum,
+      dataChecksum: dataChecksum(data),
+    },
+    format: result.format,
+    size,
+    warnings: result.warnings,
+    data,
+  };
+}
+
+function errorsMessage(errors: readonly FieldError[]): string {
+  return errors.map(formatFieldError).join('; ');
+}
+
+/** The status for an outcome, keeping the last good rendering's fields when nothing new rendered. */
+function desiredStatus(osc: OscObject, outcome: Outcome, now: Date): OperatingSystemConfigStatus {
+  const current = osc.status ?? {};
+  const generation = osc.metadata.generation;
+  const lastGood = current.checksumShort
+    ? ` The Secret keeps the last good rendering (checksum ${current.checksumShort}).`
+    : '';
+  let inputs: ConditionInput[];
+  const status: OperatingSystemConfigStatus = {};
+  for (const k of [
+    'secretRef',
+    'checksum',
+    'checksumShort',
+    'format',
+    'size',
+    'warnings',
+  ] as const) {
+    if (current[k] !== undefined) (status as Record<string, unknown>)[k] = current[k];
+  }
+  if (current.nodes) status.nodes = current.nodes;
+  switch (outcome.kind) {
+    case 'rendered':
+      inputs = [
+        {
+          type: 'Valid',
+          status: 'True',
+          reason: 'Valid',
+          message: 'The configuration passed validation.',
+        },
+        {
+          type: 'Rendered',
+          status: 'True',
+          reason: 'Rendered',
+          message: `Rendered as ${outcome.format} (${formatBytes(outcome.size)}) into Secret ${outcome.secret.name}.`,
+        },
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'Rendered',
+          message: `Secret ${outcome.secret.name} is up to date.`,
+        },
+      ];
+      status.secretRef = { name: outcome.secret.name };
+      status.checksum = outcome.secret.checksum;
+      status.checksumShort = outcome.secret.checksum.slice(0, 12);
+      status.format = outcome.format;
+      status.size = outcome.size;
+      status.warnings = outcome.warnings;
+      if (outcome.warnings.length === 0) delete status.warnings;
+      break;
+    case 'invalid': {
+      const message = `${errorsMessage(outcome.errors)}.${lastGood}`;
+      inputs = [
+        { type: 'Valid', status: 'False', reason: outcome.reason, message },
+        {
+          type: 'Rendered',
+          status: 'False',
+          reason: outcome.reason,
+          message: `Not rendered: the configuration is invalid.${lastGood}`,
+        },
+        { type: 'Ready', status: 'False', reason: outcome.reason, message },
+      ];
+      break;
+    }
+    case 'tooLarge': {
+      const message = `The rendered Secret would hold ${formatBytes(outcome.size)}, above the ${formatBytes(LIMITS.secretBytes)} a Kubernetes Secret can hold; move large files into the image or fetch them at boot, or split the configuration.${lastGood}`;
+      inputs = [
+        {
+          type: 'Valid',
+          status: 'True',
+          reason: 'Valid',
+          message: 'The configuration passed validation.',
+        },
+        { type: 'Rendered', status: 'False', reason: 'TooLarge', message },
+        { type: 'Ready', status: 'False', reason: 'TooLarge', message },
+      ];
+      break;
+    }
+    case 'renderFailed': {
+      const message = `Rendering failed: ${outcome.message}.${lastGood}`;
+      inputs = [
+        {
+          type: 'Valid',
+          status: 'True',
+          reason: 'Valid',
+          message: 'The configuration passed validation.',
+        },
+        { type: 'Rendered', status: 'False', reason: 'RenderFailed', message },
+        { type: 'Ready', status: 'False', reason: 'RenderFailed', message },
+      ];
+      break;
+    }
+  }
+  if (generation !== undefined) status.observedGeneration = generation;
+  status.conditions = setConditions(current.conditions, inputs, generation, now);
+  return status;
+}
+
+/** Deep equality of JSON-shaped values (key order ignored). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    return a.length === b.length && a.every((v, i) => jsonEqual(v, b[i]));
+  }
+  const ao = a as Record<string, unknown>;
+  const bo = b as Record<string, unknown>;
+  const ak = Object.keys(ao).filter((k) => ao[k] !== undefined);
+  const bk = Object.keys(bo).filter((k) => bo[k] !== undefined);
+  return ak.length === bk.length && ak.every((k) => jsonEqual(ao[k], bo[k]));
+}
+
+export function splitKey(key: string): { namespace: string; name: string } {
+  const i = key.indexOf('/');
+  return { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+export async function reconcile(key: string, deps: ReconcileDeps): Promise<ReconcileOutcome> {
+  const { caches, writer } = deps;
+  const { namespace, name } = splitKey(key);
+  let writes = 0;
+  const osc = caches.osc(namespace, name);
+
+  if (!osc) {
+    // Deleted without our finalizer (or before it was added): remove what it left behind.
+    for (const s of caches.ownedSecretsOf(namespace, name)) {
+      await writer.deleteSecret(namespace, s.metadata.name);
+      writes++;
+    }
+    deps.memo?.delete(key);
+    return { result: 'absent', writes };
+  }
+
+  if (osc.metadata.deletionTimestamp) {
+    for (const s of caches.ownedSecretsOf(namespace, name)) {
+      const owned = (s.metadata.ownerReferences ?? []).some((r) => r.uid === osc.metadata.uid);
+      if (!owned && s.metadata.labels?.[LABEL_OSC] !== name) continue;
+      await writer.deleteSecret(namespace, s.metadata.name);
+      writes++;
+    }
+    if (osc.metadata.finalizers?.includes(FINALIZER)) {
+      await writer.setFinalizer(namespace, name, false);
+      writes++;
+    }
+    deps.memo?.delete(key);
+    return { result: 'deleted', writes };
+  }
+
+  if (!osc.metadata.finalizers?.includes(FINALIZER)) {
+    await writer.setFinalizer(namespace, name, true);
+    writes++;
+  }
+
+  const owner: OwnerInfo = { name, namespace, uid: osc.metadata.uid ?? '' };
+  const print = fingerprint(osc, caches);
+  const memo = deps.memo?.get(key);
+  let outcome: Outcome | undefined = memo?.fingerprint === print ? memo.outcome : undefined;
+  // A memoised rendering carries no data: render again if the Secret needs writing.
+  if (
+    outcome?.kind === 'rendered' &&
+    !secretUpToDate(caches.ownedSecret(namespace, outcome.secret.name), owner, outcome.secret)
+  ) {
+    outcome = undefined;
+  }
+  outcome ??= await compute(osc, caches, deps.pipeline);
+  if (deps.memo) {
+    const stored: Outcome = outcome.kind === 'rendered' ? { ...outcome, data: undefined } : outcome;
+    deps.memo.set(key, { fingerprint: print, outcome: stored });
+  }
+
+  let wrote = false;
+  if (outcome.kind === 'rendered') {
+    const existing = caches.ownedSecret(namespace, outcome.secret.name);
+    if (!secretUpToDate(existing, owner, outcome.secret)) {
+      if (!outcome.data) throw new Error('internal: a Secret to write without data');
+      await writer.applySecret(secretApplyBody(owner, outcome.secret, outcome.data));
+      writes++;
+      wrote = true;
+    }
+  }
+
+  const status = desiredStatus(osc, outcome, deps.now());
+  if (!jsonEqual(status, osc.status ?? {})) {
+    const before = osc.status?.conditions?.find((c) => c.type === 'Ready');
+    await writer.patchStatus(namespace, name, status);
+    writes++;
+    const after = status.conditions?.find((c) => c.type === 'Ready');
+    const changed = before?.status !== after?.status || before?.reason !== after?.reason;
+    if (outcome.kind !== 'rendered' && changed && after) {
+      await writer.event(osc, { type: 'Warning', reason: after.reason, message: after.message });
+      writes++;
+    }
+  }
+  if (wrote && outcome.kind === 'rendered') {
+    await writer.event(osc, {
+      type: 'Normal',
+      reason: 'Rendered',
+      message: `Wrote Secret ${outcome.secret.name} (checksum ${outcome.secret.checksum.slice(0, 12)}, ${formatBytes(outcome.size)}).`,
+    });
+    writes++;
+  }
+
+  const renderBytes =
+    outcome.kind === 'rendered' || outcome.kind === 'tooLarge' ? outcome.size : undefined;
+  const result: ReconcileResult = wrote
+    ? 'written'
+    : outcome.kind === 'rendered'
+      ? 'unchanged'
+      : outcome.kind;
+  if (outcome.kind === 'renderFailed') {
+    deps.memo?.delete(key);
+    throw new RenderFailedError(outcome.message);
+  }
+  return renderBytes === undefined ? { result, writes } : { result, writes, renderBytes };
+}

@@ -1,0 +1,104 @@
+/**
+ * The Secret object the controller applies for one OperatingSystemConfig, following the
+ * contract in api/secret.ts, and the test that tells whether an existing Secret already holds it.
+ */
+import { createHash } from 'node:crypto';
+import { API_VERSION, OSC_KIND, type Purpose } from '../api/schema.js';
+import { ANNOTATION_CHECKSUM, LABEL_OSC, LABEL_PURPOSE } from '../api/secret.js';
+import type { KubeObject, OwnerReference } from './kube/types.js';
+
+/**
+ * sha256 over every data key and value. oscar.dev/checksum covers the canonical config only; this
+ * one also moves when the rendering of the same config changes (a renderer upgrade), so such a
+ * change is written too, and an unchanged one is not.
+ */
+export const ANNOTATION_DATA_CHECKSUM = 'oscar.dev/data-checksum';
+
+/** Cluster API's bootstrap data Secrets carry this type; reconcile Secrets are plain Opaque. */
+export const PROVISION_SECRET_TYPE = 'cluster.x-k8s.io/secret';
+
+export function dataChecksum(data: Readonly<Record<string, Buffer>>): string {
+  const hash = createHash('sha256');
+  for (const key of Object.keys(data).sort()) {
+    hash
+      .update(key)
+      .update('\0')
+      .update(data[key] ?? Buffer.alloc(0))
+      .update('\0');
+  }
+  return hash.digest('hex');
+}
+
+export function dataSize(data: Readonly<Record<string, Buffer>>): number {
+  let n = 0;
+  for (const [k, v] of Object.entries(data)) n += k.length + v.length;
+  return n;
+}
+
+export interface OwnerInfo {
+  name: string;
+  namespace: string;
+  uid: string;
+}
+
+export function ownerReference(owner: OwnerInfo): OwnerReference {
+  return {
+    apiVersion: API_VERSION,
+    kind: OSC_KIND,
+    name: owner.name,
+    uid: owner.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+export interface DesiredSecret {
+  name: string;
+  purpose: Purpose;
+  checksum: string;
+  dataChecksum: string;
+}
+
+/** The body of the server-side apply. */
+export function secretApplyBody(
+  owner: OwnerInfo,
+  desired: DesiredSecret,
+  data: Readonly<Record<string, Buffer>>,
+): Record<string, unknown> {
+  const encoded: Record<string, string> = {};
+  for (const key of Object.keys(data).sort())
+    encoded[key] = (data[key] ?? Buffer.alloc(0)).toString('base64');
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: desired.name,
+      namespace: owner.namespace,
+      labels: { [LABEL_OSC]: owner.name, [LABEL_PURPOSE]: desired.purpose },
+      annotations: {
+        [ANNOTATION_CHECKSUM]: desired.checksum,
+        [ANNOTATION_DATA_CHECKSUM]: desired.dataChecksum,
+      },
+      ownerReferences: [ownerReference(owner)],
+    },
+    type: desired.purpose === 'provision' ? PROVISION_SECRET_TYPE : 'Opaque',
+    data: encoded,
+  };
+}
+
+/** True when the existing Secret (metadata is enough) already is the desired one. */
+export function secretUpToDate(
+  existing: KubeObject | undefined,
+  owner: OwnerInfo,
+  desired: DesiredSecret,
+): boolean {
+  if (!existing) return false;
+  const m = existing.metadata;
+  return (
+    m.annotations?.[ANNOTATION_CHECKSUM] === desired.checksum &&
+    m.annotations[ANNOTATION_DATA_CHECKSUM] === desired.dataChecksum &&
+    m.labels?.[LABEL_OSC] === owner.name &&
+    m.labels[LABEL_PURPOSE] === desired.purpose &&
+    (m.ownerReferences ?? []).some((r) => r.uid === owner.uid && r.controller === true)
+  );
+}
