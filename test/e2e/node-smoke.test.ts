@@ -4,7 +4,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stat } from 'node:fs/promises';
 import { run } from '../support/exec.js';
-import { bootNode, nodeInits, readNodeFile, uniqueNodeName, type Node } from '../support/nspawn.js';
+import {
+  bootNode,
+  nodeInits,
+  nodeRuntimeBind,
+  readNodeFile,
+  uniqueNodeName,
+  type Node,
+} from '../support/nspawn.js';
 import { nodeRoot, requireTools } from '../support/tools.js';
 
 const userData = `#cloud-config
@@ -42,7 +49,12 @@ beforeAll(async () => {
     return;
   }
   const t0 = performance.now();
-  node = await bootNode({ root, name: uniqueNodeName('smoke'), seed: { userData } });
+  node = await bootNode({
+    root,
+    name: uniqueNodeName('smoke'),
+    seed: { userData },
+    binds: [nodeRuntimeBind()],
+  });
   timings.systemdUp = performance.now() - t0;
   await node.waitRunning();
   timings.running = performance.now() - t0;
@@ -101,6 +113,12 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
     expect(Number(props.MainPID)).toBeGreaterThan(0);
     const comm = await node.execOk(['cat', `/proc/${props.MainPID ?? ''}/comm`]);
     expect(comm.stdout.trim()).toBe('sleep');
+  });
+
+  it('runs the host Node.js runtime bound into the node', async (ctx) => {
+    if (node === undefined) return ctx.skip(skipReason);
+    const r = await node.execOk(['/usr/local/bin/node', '-e', 'console.log(process.version)']);
+    expect(r.stdout.trim()).toBe(process.version);
   });
 
   it('stop() halts the node and leaves no process behind', async (ctx) => {

@@ -328,7 +328,7 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
     );
     pidNs = readlinkSync(`/proc/${systemdPid}/ns/pid`);
   } catch (err) {
-    await stop(5_000); // never leave a half-booted node behind
+    await stop(2_000); // never leave a half-booted node behind (early boot ignores SIGTERM)
     throw err;
   }
 
@@ -415,6 +415,15 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
     processes: () => pidsInNamespace(pidNs),
     stop,
   };
+}
+
+/**
+ * Bind of this process's Node.js binary into the node (read-only, default /usr/local/bin/node), so
+ * oscar's own code can run inside: it links only against glibc/libstdc++, which the bookworm root
+ * has. Bind the code itself separately (e.g. { src: repoRoot, dst: '/opt/oscar' }).
+ */
+export function nodeRuntimeBind(dst = '/usr/local/bin/node'): Bind {
+  return { src: process.execPath, dst, ro: true };
 }
 
 /** A machine name unlikely to collide with another test process's node: PREFIX-<pid>-<random>. */
