@@ -83,12 +83,28 @@ export function checkFilePath(path: string): string | undefined {
   return undefined;
 }
 
+/** Modes people write; 420 is far likelier to be 0644 read as octal than mode 0420. */
+const COMMON_MODES = new Set([
+  '644',
+  '755',
+  '600',
+  '640',
+  '700',
+  '750',
+  '660',
+  '444',
+  '555',
+  '400',
+  '777',
+]);
+
 /** A message for permissions, or undefined when they are a valid octal string. */
 export function checkPermissions(value: unknown): string | undefined {
   if (typeof value === 'number') {
     // 0644 unquoted is 420 in YAML 1.1 (octal) and 644 in YAML 1.2 (decimal): guess which mode was meant.
     const digits = String(value);
-    const meant = /^[0-7]{3,4}$/.test(digits) ? digits : value.toString(8);
+    const octal = value.toString(8);
+    const meant = COMMON_MODES.has(octal) || !/^[0-7]{3,4}$/.test(digits) ? octal : digits;
     return (
       `must be a quoted octal string, not the number ${value}: YAML reads an unquoted 0644 as the integer 420 (octal) ` +
       `or 644 (decimal), neither of which is the mode you meant; write permissions: "${meant.padStart(4, '0')}"`
