@@ -26,11 +26,11 @@ function scripted(
       const step = watches.shift();
       if (!step) {
         // Block until stopped.
-        await new Promise<void>((resolve) =>
+        await new Promise<void>((resolve) => {
           signal.addEventListener('abort', () => {
             resolve();
-          }),
-        );
+          });
+        });
         return;
       }
       await step(onEvent);
