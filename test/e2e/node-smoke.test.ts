@@ -138,6 +138,44 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
 });
 
 describe('node boot failure', () => {
+  it('waitRunning rejects on a degraded node, naming the failed unit and its journal', async (ctx) => {
+    if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))
+      return ctx.skip('nspawn tools missing');
+    const root = nodeRoot();
+    if (root === undefined) return ctx.skip('no node root');
+    const broken = [
+      '#cloud-config',
+      'locale: C.UTF-8',
+      'write_files:',
+      '  - path: /etc/systemd/system/oscar-broken.service',
+      '    content: |',
+      '      [Service]',
+      '      ExecStart=/bin/sh -c "echo oscar-broken-says-bye; exit 3"',
+      'runcmd:',
+      '  - [systemctl, start, --no-block, oscar-broken.service]',
+      '',
+    ].join('\n');
+    const n = await bootNode({
+      root,
+      name: uniqueNodeName('smoke-degraded'),
+      seed: { userData: broken },
+    });
+    try {
+      const err = await n.waitRunning().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(Error);
+      const message = (err as Error).message;
+      expect(message).toContain("settled in state 'degraded'");
+      expect(message).toContain('oscar-broken.service');
+      expect(message).toContain('oscar-broken-says-bye');
+    } finally {
+      await n.stop();
+    }
+    expect(nodeInits(n.name)).toEqual([]);
+  });
+
   it('a boot that does not come up in time is torn down, leaving no process', async (ctx) => {
     if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))
       return ctx.skip('nspawn tools missing');
