@@ -12,17 +12,44 @@ import { CGROUP_DRIVERS, FORMATS, ON_CHANGE, PURPOSES, UNIT_COMMANDS } from './s
 export const CANONICAL_KIND = 'ResolvedOperatingSystemConfig';
 export const CANONICAL_VERSION = 'oscar.dev/v1alpha1';
 
-/** JSON with object keys in code-point order at every level. */
-export function canonicalStringify(value: unknown): string {
-  if (value === null || typeof value !== 'object') {
-    if (value === undefined) throw new Error('canonicalStringify: undefined has no JSON form');
-    return JSON.stringify(value);
+/** A string known to need no JSON escaping (base64), written as it is: the hot path's bulk. */
+class PlainJsonString {
+  constructor(readonly text: string) {}
+}
+
+function write(value: unknown, out: string[]): void {
+  if (value instanceof PlainJsonString) {
+    out.push('"', value.text, '"');
+  } else if (value === null || typeof value !== 'object') {
+    out.push(JSON.stringify(value));
+  } else if (Array.isArray(value)) {
+    out.push('[');
+    value.forEach((item, i) => {
+      if (i > 0) out.push(',');
+      write(item, out);
+    });
+    out.push(']');
+  } else {
+    const record = value as Record<string, unknown>;
+    let first = true;
+    out.push('{');
+    for (const key of Object.keys(record).sort(compare)) {
+      const child = record[key];
+      if (child === undefined) continue;
+      out.push(first ? '' : ',', JSON.stringify(key), ':');
+      first = false;
+      write(child, out);
+    }
+    out.push('}');
   }
-  if (Array.isArray(value)) return `[${value.map(canonicalStringify).join(',')}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => compare(a, b));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalStringify(v)}`).join(',')}}`;
+}
+
+/** JSON with object keys in code-point order at every level, no whitespace. */
+export function canonicalStringify(value: unknown): string {
+  if (value === undefined) throw new Error('canonicalStringify: undefined has no JSON form');
+  const out: string[] = [];
+  write(value, out);
+  return out.join('');
 }
 
 function toJson(config: ResolvedConfig): Record<string, unknown> {
@@ -38,7 +65,7 @@ function toJson(config: ResolvedConfig): Record<string, unknown> {
       mode: f.mode,
       user: f.user,
       group: f.group,
-      content: f.content.toString('base64'),
+      content: new PlainJsonString(f.content.toString('base64')),
     })),
     packages: config.packages,
     cri: config.cri,
