@@ -137,6 +137,32 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
   });
 });
 
+describe('node without cloud-init', () => {
+  it('boots to running with cloud-init disabled', async (ctx) => {
+    if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))
+      return ctx.skip('nspawn tools missing');
+    const root = nodeRoot();
+    if (root === undefined) return ctx.skip('no node root');
+    const t0 = performance.now();
+    const n = await bootNode({
+      root,
+      name: uniqueNodeName('smoke-nocloud'),
+      disableCloudInit: true,
+    });
+    try {
+      expect(await n.waitRunning()).toBe('running');
+      console.log(
+        `node-smoke without cloud-init: running after ${((performance.now() - t0) / 1000).toFixed(2)}s`,
+      );
+      const status = await n.exec(['cloud-init', 'status']);
+      expect(status.stdout.trim()).toBe('status: disabled');
+      expect((await n.systemctl('is-active', 'cloud-init.service')).stdout.trim()).toBe('inactive');
+    } finally {
+      await n.stop();
+    }
+  });
+});
+
 describe('node boot failure', () => {
   it('waitRunning rejects on a degraded node, naming the failed unit and its journal', async (ctx) => {
     if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))

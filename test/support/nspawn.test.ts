@@ -11,6 +11,9 @@ describe('bootNode option checks (before anything is spawned)', () => {
       await expect(bootNode({ root: '/', name: 'Bad_Name' })).rejects.toThrow(
         /name 'Bad_Name' must match/,
       );
+      await expect(
+        bootNode({ root: '/', name: 'n1', disableCloudInit: true, seed: { userData: '' } }),
+      ).rejects.toThrow(/seed is given but disableCloudInit is true/);
       await expect(bootNode({ root: empty, name: 'n1' })).rejects.toThrow(
         /has no systemd; use nodeRoot\(\)/,
       );

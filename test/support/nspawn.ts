@@ -35,6 +35,11 @@ export interface BootOptions {
   privateNetwork?: boolean;
   /** cloud-init NoCloud seed, bound to /var/lib/cloud/seed/nocloud. */
   seed?: NoCloudSeed;
+  /**
+   * Boot without cloud-init (its generator honours /etc/cloud/cloud-init.disabled): no cloud-init
+   * stages at boot, for tests that do not provision through user-data.
+   */
+  disableCloudInit?: boolean;
   /** How long to wait for the container's systemd and its bus. Default 60 s. */
   startTimeoutMs?: number;
 }
@@ -215,6 +220,9 @@ function tail(path: string, lines = 40): string {
 }
 
 function checkOptions(opts: BootOptions): void {
+  if (opts.disableCloudInit === true && opts.seed !== undefined) {
+    throw new Error('bootNode: seed is given but disableCloudInit is true; drop one of them');
+  }
   if (!/^[a-z0-9][a-z0-9-]{0,63}$/.test(opts.name)) {
     throw new Error(
       `bootNode: name '${opts.name}' must match [a-z0-9][a-z0-9-]{0,63} (it is the hostname)`,
@@ -270,6 +278,11 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
       opts.seed.metaData ?? `instance-id: ${opts.name}\nlocal-hostname: ${opts.name}\n`,
     );
     args.push(`--bind-ro=${seedDir}:/var/lib/cloud/seed/nocloud`);
+  }
+  if (opts.disableCloudInit === true) {
+    const marker = join(work, 'cloud-init.disabled');
+    await writeFile(marker, '');
+    args.push(`--bind-ro=${marker}:/etc/cloud/cloud-init.disabled`);
   }
   for (const b of opts.binds ?? [])
     args.push(`${b.ro === false ? '--bind' : '--bind-ro'}=${b.src}:${b.dst}`);
