@@ -1,0 +1,94 @@
+import type { Command } from 'commander';
+import { runController } from '../../controller/main.js';
+import { createLogger } from '../../controller/logger.js';
+
+function duration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
+  if (!m?.[1]) throw new Error(`"${value}" is not a duration; write e.g. 15s, 500ms or 1m`);
+  const n = Number(m[1]);
+  const unit = m[2] ?? 's';
+  return unit === 'ms' ? n : unit === 'm' ? n * 60_000 : n * 1000;
+}
+
+export function register(program: Command): void {
+  program
+    .command('controller')
+    .description(
+      'run the controller: render every OperatingSystemConfig into its Secret and keep status honest',
+    )
+    .option(
+      '--kubeconfig <path>',
+      'kubeconfig to use (default: in-cluster, $KUBECONFIG, ~/.kube/config)',
+    )
+    .option(
+      '-n, --namespace <ns...>',
+      'namespaces to watch (repeatable or comma-separated); default: all namespaces',
+    )
+    .option(
+      '--metrics-addr <addr>',
+      'host:port for /metrics, /healthz, /readyz ("0" disables)',
+      ':8080',
+    )
+    .option('--leader-elect', 'elect a leader on a Lease so only one replica reconciles', false)
+    .option(
+      '--lease-namespace <ns>',
+      'namespace of the Lease (default $POD_NAMESPACE or the first watched namespace)',
+    )
+    .option('--lease-name <name>', 'name of the Lease', 'oscar-controller')
+    .option(
+      '--lease-duration <duration>',
+      'how long a Lease lasts without renewal (e.g. 15s)',
+      '15s',
+    )
+    .option('--concurrency <n>', 'reconciles in parallel', '4')
+    .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
+    .action(
+      async (opts: {
+        kubeconfig?: string;
+        namespace?: string[];
+        metricsAddr: string;
+        leaderElect: boolean;
+        leaseNamespace?: string;
+        leaseName: string;
+        leaseDuration: string;
+        concurrency: string;
+        logLevel: string;
+      }) => {
+        const log = createLogger({ level: opts.logLevel });
+        const namespaces = (opts.namespace ?? []).flatMap((n) => n.split(',')).filter(Boolean);
+        const concurrency = Number(opts.concurrency);
+        if (!Number.isInteger(concurrency) || concurrency < 1) {
+          program.error('oscar controller: --concurrency must be a positive integer');
+        }
+        let leaseDurationMs: number;
+        try {
+          leaseDurationMs = duration(opts.leaseDuration);
+        } catch (error) {
+          program.error(`oscar controller: --lease-duration: ${(error as Error).message}`);
+        }
+        const handle = await runController({
+          ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
+          namespaces,
+          metricsAddr: opts.metricsAddr,
+          leaderElect: opts.leaderElect,
+          ...(opts.leaseNamespace ? { leaseNamespace: opts.leaseNamespace } : {}),
+          leaseName: opts.leaseName,
+          leaseDurationMs,
+          concurrency,
+          log,
+        });
+        const shutdown = (signal: string): void => {
+          log.info({ signal }, 'signal received');
+          void handle.stop().then(() => process.exit(0));
+        };
+        process.once('SIGTERM', () => {
+          shutdown('SIGTERM');
+        });
+        process.once('SIGINT', () => {
+          shutdown('SIGINT');
+        });
+        const why = await handle.done;
+        if (why === 'lost-lease') process.exit(1);
+      },
+    );
+}

@@ -1,0 +1,283 @@
+/**
+ * The controller proper: informers feed a work queue, workers run reconcile. Per watched
+ * namespace (or once cluster-wide) four informers:
+ * - OperatingSystemConfigs;
+ * - the Secrets oscar owns (label oscar.dev/osc), metadata only: the checksum annotations are
+ *   all reconcile needs to know whether a write is due, and rendered data never sits in memory;
+ * - the other Secrets and the ConfigMaps, for the references (a change re-renders every OSC
+ *   that uses the object, through the RefIndex).
+ * Workers start only once every cache is synced, so a fresh start never mistakes "not yet
+ * listed" for "missing".
+ */
+import { referencedObjects } from '../api/resolve.js';
+import { LABEL_OSC } from '../api/secret.js';
+import type { Clock } from './clock.js';
+import type { KubeHttp } from './kube/client.js';
+import { httpSource, Informer, keyOf } from './kube/informer.js';
+import type { DataObject, KubeObject, OscObject } from './kube/types.js';
+import { oscPath, OSC_RESOURCE } from './kube/writer.js';
+import { errorFields, type Logger } from './logger.js';
+import type { ControllerMetrics } from './metrics.js';
+import type { Pipeline } from './pipeline.js';
+import { WorkQueue, type QueueOptions } from './queue.js';
+import { RefIndex, type Ref } from './ref-index.js';
+import { reconcile, RenderFailedError, type Caches, type Memo, type Writer } from './reconcile.js';
+import { API_VERSION } from '../api/schema.js';
+
+export interface ControllerOptions {
+  http: KubeHttp;
+  writer: Writer;
+  pipeline: Pipeline;
+  /** Namespaces to watch; empty: all namespaces (needs cluster-wide RBAC on Secrets). */
+  namespaces: string[];
+  log: Logger;
+  metrics: ControllerMetrics;
+  queue?: Partial<QueueOptions>;
+  clock?: Clock;
+  /** Server-side watch timeout (seconds); short values exercise reconnects in tests. */
+  watchTimeoutSeconds?: number;
+}
+
+interface Informers {
+  osc: Informer<OscObject>;
+  owned: Informer<KubeObject>;
+  secrets: Informer<DataObject>;
+  configMaps: Informer<DataObject>;
+}
+
+function sameMeta(a: KubeObject, b: KubeObject): boolean {
+  return (
+    JSON.stringify([a.metadata.annotations, a.metadata.labels, a.metadata.ownerReferences]) ===
+    JSON.stringify([b.metadata.annotations, b.metadata.labels, b.metadata.ownerReferences])
+  );
+}
+
+function refsOf(osc: OscObject): Ref[] {
+  const r = referencedObjects(osc.spec);
+  return [
+    ...r.secrets.map((name) => ({ kind: 'Secret' as const, name })),
+    ...r.configMaps.map((name) => ({ kind: 'ConfigMap' as const, name })),
+  ];
+}
+
+export class Controller implements Caches {
+  readonly queue: WorkQueue;
+  private readonly sets = new Map<string, Informers>();
+  private readonly refs = new RefIndex();
+  private readonly memo = new Map<string, Memo>();
+  private started = false;
+
+  constructor(private readonly o: ControllerOptions) {
+    this.queue = new WorkQueue({
+      concurrency: 4,
+      baseDelayMs: 200,
+      maxDelayMs: 60_000,
+      ...o.queue,
+      ...(o.clock ? { clock: o.clock } : {}),
+      onDepth: (d) => {
+        o.metrics.queueDepth.set(d);
+      },
+    });
+    const scopes = o.namespaces.length === 0 ? [''] : o.namespaces;
+    for (const ns of scopes) this.sets.set(ns, this.makeInformers(ns));
+  }
+
+  private makeInformers(ns: string): Informers {
+    const { http, log, metrics } = this.o;
+    const nsPath = ns ? `/namespaces/${ns}` : '';
+    const common = (name: string) => ({
+      name,
+      ...(this.o.clock ? { clock: this.o.clock } : {}),
+      onError: (error: unknown, attempt: number) => {
+        metrics.watchErrors.inc({ informer: name });
+        log.warn({ informer: name, attempt, ...errorFields(error) }, 'list/watch failed; retrying');
+      },
+    });
+    const timeout =
+      this.o.watchTimeoutSeconds === undefined
+        ? {}
+        : { watchTimeoutSeconds: this.o.watchTimeoutSeconds };
+    const scope = ns || '*';
+    const osc = new Informer<OscObject>(
+      httpSource(http, { path: `/apis/${API_VERSION}${nsPath}/${OSC_RESOURCE}`, ...timeout }),
+      {
+        onAdd: (o) => {
+          this.refs.set(keyOf(o), o.metadata.namespace ?? '', refsOf(o));
+          this.queue.add(keyOf(o));
+        },
+        onUpdate: (before, after) => {
+          this.refs.set(keyOf(after), after.metadata.namespace ?? '', refsOf(after));
+          // Our own status writes come back as updates: only spec, deletion and finalizer
+          // changes (or a status that lags the generation) need a pass.
+          if (
+            before.metadata.generation !== after.metadata.generation ||
+            before.metadata.uid !== after.metadata.uid ||
+            after.metadata.deletionTimestamp !== before.metadata.deletionTimestamp ||
+            JSON.stringify(before.metadata.finalizers) !==
+              JSON.stringify(after.metadata.finalizers) ||
+            after.status?.observedGeneration !== after.metadata.generation
+          ) {
+            this.queue.add(keyOf(after));
+          }
+        },
+        onDelete: (o) => {
+          this.refs.remove(keyOf(o));
+          this.queue.add(keyOf(o));
+        },
+      },
+      common(`operatingsystemconfigs(${scope})`),
+    );
+    const ownerKey = (s: KubeObject): string | undefined => {
+      const name = s.metadata.labels?.[LABEL_OSC];
+      return name ? `${s.metadata.namespace ?? ''}/${name}` : undefined;
+    };
+    const owned = new Informer<KubeObject>(
+      httpSource(http, {
+        path: `/api/v1${nsPath}/secrets`,
+        labelSelector: LABEL_OSC,
+        metadataOnly: true,
+        ...timeout,
+      }),
+      {
+        onAdd: (s) => {
+          const k = ownerKey(s);
+          if (k) this.queue.add(k);
+        },
+        onUpdate: (before, after) => {
+          const k = ownerKey(after);
+          if (k && !sameMeta(before, after)) this.queue.add(k);
+        },
+        onDelete: (s) => {
+          const k = ownerKey(s);
+          if (k) this.queue.add(k);
+        },
+      },
+      common(`secrets(${scope}, owned)`),
+    );
+    const referenced = (kind: 'Secret' | 'ConfigMap') => {
+      const touch = (o: KubeObject): void => {
+        for (const k of this.refs.usersOf(kind, o.metadata.namespace ?? '', o.metadata.name)) {
+          this.queue.add(k);
+        }
+      };
+      return {
+        onAdd: touch,
+        onUpdate: (_: KubeObject, after: KubeObject) => {
+          touch(after);
+        },
+        onDelete: touch,
+      };
+    };
+    const secrets = new Informer<DataObject>(
+      httpSource(http, {
+        path: `/api/v1${nsPath}/secrets`,
+        labelSelector: `!${LABEL_OSC}`,
+        ...timeout,
+      }),
+      referenced('Secret'),
+      common(`secrets(${scope}, referenced)`),
+    );
+    const configMaps = new Informer<DataObject>(
+      httpSource(http, { path: `/api/v1${nsPath}/configmaps`, ...timeout }),
+      referenced('ConfigMap'),
+      common(`configmaps(${scope})`),
+    );
+    return { osc, owned, secrets, configMaps };
+  }
+
+  private all(): Informer<KubeObject>[] {
+    return [...this.sets.values()].flatMap((s): Informer<KubeObject>[] => [
+      s.osc,
+      s.owned,
+      s.secrets,
+      s.configMaps,
+    ]);
+  }
+
+  get synced(): boolean {
+    return this.started && this.all().every((i) => i.synced);
+  }
+
+  /** Starts the informers, waits until their caches are filled, then starts the workers. */
+  async start(): Promise<void> {
+    const t0 = Date.now();
+    for (const i of this.all()) i.start();
+    await Promise.all(this.all().map((i) => i.waitForSync()));
+    this.o.log.info(
+      { ms: Date.now() - t0, oscs: this.countOscs(), namespaces: this.o.namespaces },
+      'caches synced; reconciling',
+    );
+    this.started = true;
+    this.queue.start((key) => this.handle(key));
+  }
+
+  /** Stops taking work, lets the reconciles in flight finish, stops the watches. */
+  async stop(): Promise<void> {
+    await this.queue.shutdown();
+    await Promise.all(this.all().map((i) => i.stop()));
+  }
+
+  countOscs(): number {
+    let n = 0;
+    for (const s of this.sets.values()) n += s.osc.size;
+    return n;
+  }
+
+  private async handle(key: string): Promise<undefined> {
+    const { metrics, log } = this.o;
+    const end = metrics.reconcileDuration.startTimer();
+    try {
+      const out = await reconcile(key, {
+        caches: this,
+        writer: this.o.writer,
+        pipeline: this.o.pipeline,
+        now: () => new Date(),
+        memo: this.memo,
+      });
+      metrics.reconciles.inc({ result: out.result });
+      if (out.renderBytes !== undefined) metrics.renderBytes.observe(out.renderBytes);
+      if (out.writes > 0) {
+        metrics.writes.inc({ kind: out.result }, out.writes);
+        log.info({ osc: key, result: out.result, writes: out.writes }, 'reconciled');
+      } else {
+        log.debug({ osc: key, result: out.result }, 'reconciled; nothing to write');
+      }
+      return undefined;
+    } catch (error) {
+      metrics.reconciles.inc({
+        result: error instanceof RenderFailedError ? 'renderFailed' : 'error',
+      });
+      log.warn(
+        { osc: key, retryInMs: this.queue.backoffFor(key), ...errorFields(error) },
+        'reconcile failed; will retry',
+      );
+      throw error;
+    } finally {
+      end();
+    }
+  }
+
+  // Caches: the informers' stores.
+  private setFor(namespace: string): Informers | undefined {
+    return this.sets.get(namespace) ?? this.sets.get('');
+  }
+  osc(namespace: string, name: string): OscObject | undefined {
+    return this.setFor(namespace)?.osc.get(namespace, name);
+  }
+  ownedSecret(namespace: string, name: string): KubeObject | undefined {
+    return this.setFor(namespace)?.owned.get(namespace, name);
+  }
+  ownedSecretsOf(namespace: string, oscName: string): KubeObject[] {
+    return (this.setFor(namespace)?.owned.list() ?? []).filter(
+      (s) => s.metadata.namespace === namespace && s.metadata.labels?.[LABEL_OSC] === oscName,
+    );
+  }
+  secret(namespace: string, name: string): DataObject | undefined {
+    return this.setFor(namespace)?.secrets.get(namespace, name);
+  }
+  configMap(namespace: string, name: string): DataObject | undefined {
+    return this.setFor(namespace)?.configMaps.get(namespace, name);
+  }
+}
+
+export { oscPath };
