@@ -2,6 +2,7 @@
 // for the admin and for limited identities, a fresh namespace per test, kubectl.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
 import { beforeEach, inject, onTestFinished } from 'vitest';
@@ -13,6 +14,7 @@ import {
   type TestEnv,
   type TestEnvInfo,
 } from '../../../hack/testenv/testenv.js';
+import { renderKubeconfig } from '../../../hack/testenv/kubeconfig.js';
 
 const execFileP = promisify(execFile);
 
@@ -61,6 +63,21 @@ export async function kubeConfigFor(identity: Identity, namespace?: string): Pro
 /** KubeConfig for a static-token user: "viewer", "nobody", "node-1" (see DEFAULT_TOKEN_USERS). */
 export async function tokenKubeConfig(name: string, namespace?: string): Promise<KubeConfig> {
   return loadKubeConfig(await writeTokenKubeconfigFor(testEnvInfo(), name, namespace));
+}
+
+/** KubeConfig that authenticates with any bearer token (e.g. from TokenRequest). */
+export async function bearerKubeConfig(token: string): Promise<KubeConfig> {
+  const info = testEnvInfo();
+  const kc = new KubeConfig();
+  kc.loadFromString(
+    renderKubeconfig({
+      name: 'bearer',
+      server: info.server,
+      caPem: await readFile(info.caPath, 'utf8'),
+      credentials: { kind: 'token', token },
+    }),
+  );
+  return kc;
 }
 
 /** A DNS-label name that no other test uses. */

@@ -1,0 +1,352 @@
+// The test cluster itself (hack/testenv) and the two clients oscar uses against it:
+// kubectl and @kubernetes/client-node. Identities, RBAC, Node authorization,
+// TokenRequest, API server restart on the same port, and clean teardown.
+import { spawn } from 'node:child_process';
+import { access } from 'node:fs/promises';
+import { PatchStrategy, Watch } from '@kubernetes/client-node';
+import { describe, expect, it, vi } from 'vitest';
+import { stringify } from 'yaml';
+import { procStartTime } from '../../hack/testenv/proc.js';
+import { reapAbandonedRuns, readState } from '../../hack/testenv/state.js';
+import { startTestEnv } from '../../hack/testenv/testenv.js';
+import {
+  adminKubeConfig,
+  bearerKubeConfig,
+  createTestNamespace,
+  kubeConfigFor,
+  kubectl,
+  skipWithoutCluster,
+  testEnv,
+  testEnvInfo,
+  tokenKubeConfig,
+} from './support/cluster.js';
+import { objectApi, OSC_API_VERSION, refusal } from './support/objects.js';
+
+skipWithoutCluster();
+
+interface Obj {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    resourceVersion?: string;
+    managedFields?: { manager?: string; operation?: string }[];
+  };
+  spec?: Record<string, unknown>;
+  data?: Record<string, string>;
+  type?: string;
+  status?: Record<string, unknown>;
+}
+
+function osc(name: string, namespace: string, data = 'hello\n'): Obj {
+  return {
+    apiVersion: OSC_API_VERSION,
+    kind: 'OperatingSystemConfig',
+    metadata: { name, namespace },
+    spec: {
+      type: 'debian',
+      purpose: 'reconcile',
+      files: [{ path: '/etc/demo.conf', permissions: '0644', content: { inline: { data } } }],
+    },
+  };
+}
+
+interface WhoAmI {
+  status: { userInfo: { username: string; groups?: string[] } };
+}
+
+async function whoami(kubeconfig?: string): Promise<{ username: string; groups: string[] }> {
+  const r = await kubectl(['auth', 'whoami', '-o', 'json'], kubeconfig ? { kubeconfig } : {});
+  expect(r.stderr).toBe('');
+  const u = (JSON.parse(r.stdout) as WhoAmI).status.userInfo;
+  return { username: u.username, groups: u.groups ?? [] };
+}
+
+async function canI(kubeconfig: string, ...args: string[]): Promise<string> {
+  const r = await kubectl(['auth', 'can-i', ...args], { kubeconfig });
+  return r.stdout.trim();
+}
+
+describe('kubectl (built from the same release)', () => {
+  it('talks TLS to the API server of the pinned release with the admin kubeconfig', async () => {
+    const r = await kubectl(['version', '-o', 'json']);
+    expect(r.code, r.stderr).toBe(0);
+    const v = JSON.parse(r.stdout) as {
+      clientVersion: { gitVersion: string };
+      serverVersion: { gitVersion: string };
+    };
+    expect(v.serverVersion.gitVersion).toBe(testEnvInfo().versions.kubernetes);
+    expect(v.clientVersion.gitVersion).toBe(testEnvInfo().versions.kubernetes);
+  });
+
+  it('applies, lists by short name and deletes an OSC', async () => {
+    const ns = await createTestNamespace('kubectl');
+    const applied = await kubectl(['apply', '-n', ns, '-f', '-'], {
+      input: stringify(osc('from-kubectl', ns)),
+    });
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain('operatingsystemconfig.oscar.dev/from-kubectl created');
+
+    const got = await kubectl(['get', 'osc', '-n', ns, '-o', 'json']);
+    expect(got.code, got.stderr).toBe(0);
+    const list = JSON.parse(got.stdout) as { items: Obj[] };
+    expect(list.items.map((i) => i.metadata.name)).toEqual(['from-kubectl']);
+    expect(list.items[0]?.spec).toEqual(osc('x', ns).spec);
+
+    const table = await kubectl(['get', 'osc', '-n', ns]);
+    expect(table.stdout).toMatch(/^NAME\s+TYPE\s+PURPOSE/m);
+    expect(table.stdout).toMatch(/from-kubectl\s+debian\s+reconcile/);
+
+    const deleted = await kubectl(['delete', 'osc', 'from-kubectl', '-n', ns]);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    const after = await kubectl(['get', 'osc', '-n', ns, '-o', 'name']);
+    expect(after.stdout.trim()).toBe('');
+  });
+
+  it('gets strict field validation: an unknown field is refused, naming it', async () => {
+    const ns = await createTestNamespace('strict');
+    const bad = osc('bad', ns);
+    (bad.spec as Record<string, unknown>).unitz = [];
+    const r = await kubectl(['apply', '--dry-run=server', '-n', ns, '-f', '-'], {
+      input: stringify(bad),
+    });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('unknown field "spec.unitz"');
+  });
+});
+
+describe('identities', () => {
+  it('admin kubeconfig is in system:masters', async () => {
+    const me = await whoami();
+    expect(me.username).toBe('oscar-admin');
+    expect(me.groups).toContain('system:masters');
+  });
+
+  it('static-token users and minted client certificates authenticate as declared', async () => {
+    const env = await testEnv();
+    const viewer = await whoami(await env.writeTokenKubeconfig('viewer'));
+    expect(viewer).toEqual({
+      username: 'oscar-viewer',
+      groups: ['oscar:viewers', 'system:authenticated'],
+    });
+    const cert = await whoami(
+      await env.writeKubeconfig({ user: 'carol', groups: ['team-a', 'team-b'] }),
+    );
+    expect(cert).toEqual({
+      username: 'carol',
+      groups: ['team-a', 'team-b', 'system:authenticated'],
+    });
+  });
+
+  it('RBAC is enforced: a user may list OSCs only once a RoleBinding allows it', async () => {
+    const ns = await createTestNamespace('rbac');
+    const admin = objectApi(adminKubeConfig());
+    const viewer = objectApi(await tokenKubeConfig('viewer'));
+    const denied = await refusal(() => viewer.list(OSC_API_VERSION, 'OperatingSystemConfig', ns));
+    expect(denied.code).toBe(403);
+    expect(denied.message).toContain(
+      'User "oscar-viewer" cannot list resource "operatingsystemconfigs"',
+    );
+
+    await admin.create({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'osc-reader', namespace: ns },
+      rules: [{ apiGroups: ['oscar.dev'], resources: ['operatingsystemconfigs'], verbs: ['list'] }],
+    });
+    await admin.create({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'osc-reader', namespace: ns },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'osc-reader' },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'oscar:viewers' }],
+    });
+    // The RBAC authorizer reads bindings from an informer: allow a moment to propagate.
+    await vi.waitFor(
+      async () => {
+        const list = await viewer.list(OSC_API_VERSION, 'OperatingSystemConfig', ns);
+        expect(list.items).toEqual([]);
+      },
+      { timeout: 10_000, interval: 200 },
+    );
+    // Only list was granted, and only in that namespace.
+    const otherNs = await refusal(() =>
+      viewer.list(OSC_API_VERSION, 'OperatingSystemConfig', 'default'),
+    );
+    expect(otherNs.code).toBe(403);
+  });
+
+  it('the Node authorizer is active: a node identity gets node rules, others do not', async () => {
+    const env = await testEnv();
+    const node = await env.writeTokenKubeconfig('node-1');
+    const nobody = await env.writeTokenKubeconfig('nobody');
+    expect(await canI(node, 'list', 'services', '--all-namespaces')).toBe('yes');
+    expect(await canI(nobody, 'list', 'services', '--all-namespaces')).toBe('no');
+    // Secrets are only for pods bound to the node; node-1 has none.
+    expect(await canI(node, 'get', 'secrets/anything', '-n', 'default')).toBe('no');
+  });
+
+  it('TokenRequest: a service-account token signed by the API server authenticates', async () => {
+    const ns = await createTestNamespace('sa');
+    expect((await kubectl(['create', 'serviceaccount', 'agent', '-n', ns])).code).toBe(0);
+    const token = await kubectl(['create', 'token', 'agent', '-n', ns, '--duration=10m']);
+    expect(token.code, token.stderr).toBe(0);
+    const review = await objectApi(await bearerKubeConfig(token.stdout.trim())).create<Obj>({
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'SelfSubjectReview',
+      metadata: { name: '' },
+    });
+    const userInfo = review.status?.userInfo as { username: string; groups: string[] };
+    expect(userInfo.username).toBe(`system:serviceaccount:${ns}:agent`);
+    expect(userInfo.groups).toContain(`system:serviceaccounts:${ns}`);
+  });
+});
+
+describe('@kubernetes/client-node', () => {
+  it('lists and server-side-applies an OSC and a Secret', async () => {
+    const ns = await createTestNamespace('ssa');
+    const api = objectApi(adminKubeConfig());
+    const apply = (o: Obj): Promise<Obj> =>
+      api.patch(o, undefined, undefined, 'oscar-test', true, PatchStrategy.ServerSideApply);
+
+    const first = await apply(osc('applied', ns, 'one\n'));
+    const second = await apply(osc('applied', ns, 'two\n'));
+    expect(second.metadata.resourceVersion).not.toBe(first.metadata.resourceVersion);
+    const list = await api.list<Obj>(OSC_API_VERSION, 'OperatingSystemConfig', ns);
+    expect(list.items.map((i) => i.metadata.name)).toEqual(['applied']);
+    expect(list.items[0]?.spec).toEqual(osc('x', ns, 'two\n').spec);
+    expect(list.items[0]?.metadata.managedFields).toContainEqual(
+      expect.objectContaining({ manager: 'oscar-test', operation: 'Apply' }),
+    );
+
+    const secret: Obj = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'Opaque',
+      metadata: { name: 'rendered', namespace: ns, labels: { 'oscar.dev/osc': 'applied' } },
+      data: {
+        value: Buffer.from('#cloud-config\n').toString('base64'),
+        format: 'Y2xvdWQtY29uZmln',
+      },
+    };
+    await apply(secret);
+    await apply({ ...secret, data: { value: Buffer.from('changed').toString('base64') } });
+    const back = await api.read<Obj>({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'rendered', namespace: ns },
+    });
+    // Server-side apply removed the key the manager stopped declaring.
+    expect(back.data).toEqual({ value: Buffer.from('changed').toString('base64') });
+    expect(back.metadata.labels).toEqual({ 'oscar.dev/osc': 'applied' });
+  });
+
+  it('watches OSCs with bookmarks: initial state, end-of-initial-events bookmark, then changes', async () => {
+    const ns = await createTestNamespace('watch');
+    const kc = adminKubeConfig();
+    const api = objectApi(kc);
+    await api.create(osc('existing', ns));
+
+    const events: { type: string; obj: Obj }[] = [];
+    let ended: unknown = null;
+    const abort = await new Watch(kc).watch(
+      `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs`,
+      { allowWatchBookmarks: true, sendInitialEvents: true, resourceVersionMatch: 'NotOlderThan' },
+      (type, obj: Obj) => events.push({ type, obj }),
+      (err: unknown) => (ended = err ?? 'closed'),
+    );
+    try {
+      await vi.waitFor(
+        () => {
+          expect(ended).toBeNull();
+          expect(events.map((e) => e.type)).toEqual(['ADDED', 'BOOKMARK']);
+        },
+        { timeout: 10_000 },
+      );
+      expect(events[0]?.obj.metadata.name).toBe('existing');
+      expect(events[1]?.obj.metadata.annotations?.['k8s.io/initial-events-end']).toBe('true');
+
+      await api.create(osc('added', ns));
+      await api.delete(osc('existing', ns));
+      await vi.waitFor(
+        () => {
+          const changes = events.filter((e) => e.type !== 'BOOKMARK').slice(1);
+          expect(changes.map((e) => `${e.type} ${e.obj.metadata.name}`)).toEqual([
+            'ADDED added',
+            'DELETED existing',
+          ]);
+        },
+        { timeout: 10_000 },
+      );
+    } finally {
+      abort.abort();
+    }
+  });
+});
+
+describe('API server restart (etcd keeps the data)', () => {
+  it('stops, refuses connections, starts again on the same port with the data intact', async () => {
+    const env = await testEnv();
+    const ns = await createTestNamespace('restart');
+    const api = objectApi(adminKubeConfig());
+    await api.create(osc('survivor', ns));
+    const before = (await readState(env.stateFile)).apiserver.ref;
+
+    await env.stopApiServer();
+    expect((await readState(env.stateFile)).apiserver.ref).toBeNull();
+    if (before !== null) expect(await procStartTime(before.pid)).toBeUndefined();
+    const r = await kubectl(['get', 'ns', ns, '--request-timeout=2s']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/connection refused/);
+
+    await env.startApiServer();
+    const after = (await readState(env.stateFile)).apiserver.ref;
+    expect(after?.pid).not.toBe(before?.pid);
+    expect(env.server).toBe(testEnvInfo().server);
+    const back = await api.read<Obj>({
+      apiVersion: OSC_API_VERSION,
+      kind: 'OperatingSystemConfig',
+      metadata: { name: 'survivor', namespace: ns },
+    });
+    expect(back.spec).toEqual(osc('x', ns).spec);
+  });
+});
+
+describe('cluster lifecycle', () => {
+  it('a cluster whose owner died is reaped by the next start: no process, no data left', async () => {
+    // The owner is a short-lived child: when it dies the cluster counts as abandoned.
+    const owner = spawn('sleep', ['600'], { stdio: 'ignore' });
+    const ownerPid = owner.pid;
+    if (ownerPid === undefined) throw new Error('could not start the owner process');
+    const other = await startTestEnv({ ownerPid, crdDir: null });
+    const state = await readState(other.stateFile);
+    const refs = [state.etcd.ref, state.apiserver.ref];
+    for (const ref of refs) expect(await procStartTime(ref?.pid ?? -1)).toBe(ref?.startTime);
+    expect(other.server).not.toBe(testEnvInfo().server);
+    const me = await whoami(other.kubeconfigPath);
+    expect(me.username).toBe('oscar-admin');
+
+    // Still owned: the reaper must leave it alone.
+    await reapAbandonedRuns(() => undefined);
+    await access(other.runDir);
+
+    owner.kill('SIGKILL');
+    await new Promise((r) => owner.once('exit', r));
+    const reaped: string[] = [];
+    await reapAbandonedRuns((m) => reaped.push(m));
+    expect(reaped.join('\n')).toContain(other.runDir);
+    for (const ref of refs) expect(await procStartTime(ref?.pid ?? -1)).toBeUndefined();
+    await expect(access(other.runDir)).rejects.toThrow(/ENOENT/);
+    // stop() after the reaper is harmless.
+    await other.stop();
+  });
+
+  it('names a user that cannot be put into a certificate', async () => {
+    await expect(kubeConfigFor({ user: 'bad/name' })).rejects.toThrow(
+      /identity\.user "bad\/name" contains/,
+    );
+  });
+});
