@@ -25,7 +25,7 @@ export default defineConfig({
       {
         test: {
           name: 'e2e',
-          include: ['test/e2e/**/*.test.ts'],
+          include: ['test/e2e/**/*.test.ts', 'test/support/**/*.test.ts'],
           testTimeout: 300_000,
           hookTimeout: 600_000,
           fileParallelism: false,
