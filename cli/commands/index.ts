@@ -10,6 +10,7 @@ import * as version from './version.js';
 export const commands: { register(program: Command): void }[] = [
   validate,
   render,
+  renderer,
   crd,
   controller,
   version,

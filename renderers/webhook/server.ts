@@ -1,0 +1,201 @@
+/**
+ * Serves renderers over the external renderer protocol (./protocol.ts), so the built-ins speak
+ * the same contract as a provider's own: `POST /render` with a RenderRequest, `GET /healthz`.
+ * Refusals are RenderErrors: 400 for a request that breaks the protocol, 422 for a config the
+ * renderer will not render (the field errors of a ValidationError), 500 for a renderer crash.
+ */
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { formatFieldError, ValidationError } from '../../api/field-error.js';
+import type { RendererRegistry } from '../registry.js';
+import {
+  decodeRequest,
+  encodeError,
+  encodeResponse,
+  ProtocolError,
+  type ErrorDetail,
+} from './protocol.js';
+
+export const RENDER_PATH = '/render';
+
+export interface ServeOptions {
+  /** Largest request body accepted. Default 16 MiB. */
+  maxRequestBytes?: number;
+  /** Called once per request, for logs; never given request or response bodies. */
+  onRequest?: (entry: {
+    type: string;
+    format: string;
+    status: number;
+    ms: number;
+    code?: string;
+  }) => void;
+}
+
+function sendError(res: Response, status: number, detail: ErrorDetail): void {
+  res
+    .status(status)
+    .type('application/json')
+    .send(JSON.stringify(encodeError(detail)));
+}
+
+/** An express app that renders with `registry`, for the types in `types` (default: all). */
+export function createRendererApp(
+  registry: RendererRegistry,
+  types: readonly string[] = registry.types(),
+  options: ServeOptions = {},
+): express.Express {
+  const served = new Set(types);
+  const app = express();
+  app.disable('x-powered-by');
+  app.get('/healthz', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
+  app.post(
+    RENDER_PATH,
+    express.json({ limit: options.maxRequestBytes ?? 16 * 1024 * 1024, type: () => true }),
+    async (req: Request, res: Response) => {
+      const t0 = performance.now();
+      let type = '?';
+      let format = '?';
+      const done = (status: number, code?: string): void => {
+        options.onRequest?.({
+          type,
+          format,
+          status,
+          ms: performance.now() - t0,
+          ...(code ? { code } : {}),
+        });
+      };
+      let decoded;
+      try {
+        decoded = decodeRequest(req.body);
+      } catch (error) {
+        if (!(error instanceof ProtocolError)) throw error;
+        sendError(res, 400, { code: 'BadRequest', message: error.message });
+        done(400, 'BadRequest');
+        return;
+      }
+      const { config, context } = decoded;
+      type = config.type;
+      format = context.format;
+      const renderer = served.has(config.type) ? registry.get(config.type) : undefined;
+      if (renderer === undefined) {
+        sendError(res, 422, {
+          code: 'UnknownType',
+          field: 'spec.type',
+          message: `this renderer serves ${[...served]
+            .sort()
+            .map((t) => `"${t}"`)
+            .join(', ')}, not "${config.type}"`,
+        });
+        done(422, 'UnknownType');
+        return;
+      }
+      try {
+        const result = await renderer.render(config, context);
+        res
+          .status(200)
+          .type('application/json')
+          .send(JSON.stringify(encodeResponse(result)));
+        done(200);
+      } catch (error) {
+        if (error instanceof ValidationError) {
+          const first = error.errors[0];
+          sendError(res, 422, {
+            code: 'Invalid',
+            message:
+              error.errors.length === 1 && first
+                ? first.message
+                : error.errors.map(formatFieldError).join('; '),
+            ...(error.errors.length === 1 && first?.path ? { field: first.path } : {}),
+          });
+          done(422, 'Invalid');
+          return;
+        }
+        sendError(res, 500, { code: 'RenderFailed', message: (error as Error).message });
+        done(500, 'RenderFailed');
+      }
+    },
+  );
+  // body-parser's failures (bad JSON, too large) as RenderErrors rather than HTML pages
+  app.use(
+    (
+      error: Error & { type?: string; status?: number },
+      _req: Request,
+      res: Response,
+      next: NextFunction,
+    ) => {
+      if (res.headersSent) {
+        next(error);
+        return;
+      }
+      if (error.type === 'entity.too.large') {
+        sendError(res, 413, {
+          code: 'RequestTooLarge',
+          message: 'the request body is larger than this renderer accepts',
+        });
+      } else if (error.type === 'entity.parse.failed') {
+        sendError(res, 400, { code: 'BadRequest', message: 'the request body is not JSON' });
+      } else {
+        sendError(res, error.status ?? 500, { code: 'Internal', message: error.message });
+      }
+    },
+  );
+  return app;
+}
+
+export interface ListenOptions {
+  host: string;
+  port: number;
+  /** PEM certificate and key: serve HTTPS. */
+  tls?: { cert: string | Buffer; key: string | Buffer };
+}
+
+export interface RunningServer {
+  server: Server;
+  /** Base URL, such as http://127.0.0.1:8443 (append RENDER_PATH to render). */
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function listen(app: express.Express, options: ListenOptions): Promise<RunningServer> {
+  const server: Server = options.tls
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, app)
+    : createHttpServer(app);
+  // keep idle connections longer than a controller's burst of renders
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `${options.tls ? 'https' : 'http'}://${host}:${String(address.port)}`;
+  return {
+    server,
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve();
+        });
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** "host:port", ":port" or "port" → host and port (host default 0.0.0.0). */
+export function parseListen(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  const host = i <= 0 ? '0.0.0.0' : addr.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  const port = Number(i < 0 ? addr : addr.slice(i + 1));
+  if (!Number.isInteger(port) || port < 0 || port > 65535 || addr.trim() === '') {
+    throw new Error(`--listen "${addr}": expected host:port such as ":8443" or "127.0.0.1:0"`);
+  }
+  return { host, port };
+}
