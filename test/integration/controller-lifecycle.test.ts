@@ -1,0 +1,298 @@
+// The controller against the real API server: OSCs of both purposes become Secrets with
+// the contract's keys, labels, owner and checksum; status converges; updates, invalid updates,
+// referenced Secrets, deletion; and an idle controller writes nothing.
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../api/canonical.js';
+import {
+  ANNOTATION_CHECKSUM,
+  decodeConfigData,
+  KEY_CONFIG,
+  KEY_FORMAT,
+  KEY_VALUE,
+  LABEL_OSC,
+  LABEL_PURPOSE,
+  secretNameFor,
+} from '../../api/secret.js';
+import { FINALIZER } from '../../controller/reconcile.js';
+import {
+  Api,
+  demoSpec,
+  secretData,
+  sleep,
+  startController,
+  waitFor,
+} from './controller-support.js';
+import { createTestNamespace, skipWithoutCluster } from './support/cluster.js';
+
+skipWithoutCluster();
+
+const stops: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+});
+
+async function withController(ns: string) {
+  const c = await startController([ns]);
+  stops.push(c.stop);
+  return c;
+}
+
+describe('controller lifecycle (real API server)', () => {
+  for (const purpose of ['provision', 'reconcile'] as const) {
+    it(`create, update, delete a ${purpose} OSC`, async () => {
+      const ns = await createTestNamespace('ctl');
+      const api = new Api();
+      await withController(ns);
+      await api.applyOsc(ns, 'worker', demoSpec(purpose, 'v1\n'));
+      const osc = await api.waitReady(ns, 'worker');
+      const name = secretNameFor('worker', purpose);
+      const secret = await waitFor('the Secret', () => api.getSecret(ns, name));
+
+      // Keys, labels, owner reference, checksum.
+      const data = secretData(secret);
+      const keys = Object.keys(data).sort();
+      expect(keys).toEqual(
+        purpose === 'provision' ? [KEY_FORMAT, KEY_VALUE] : [KEY_CONFIG, KEY_FORMAT, KEY_VALUE],
+      );
+      expect(data[KEY_FORMAT]?.toString()).toBe('cloud-config');
+      expect(data[KEY_VALUE]?.toString()).toContain('/etc/demo/app.conf');
+      expect(secret.metadata.labels).toMatchObject({
+        [LABEL_OSC]: 'worker',
+        [LABEL_PURPOSE]: purpose,
+      });
+      expect(secret.metadata.ownerReferences).toEqual([
+        expect.objectContaining({
+          kind: 'OperatingSystemConfig',
+          name: 'worker',
+          uid: osc.metadata.uid,
+          controller: true,
+        }),
+      ]);
+      const checksum = secret.metadata.annotations?.[ANNOTATION_CHECKSUM];
+      expect(checksum).toMatch(/^[0-9a-f]{64}$/);
+      if (purpose === 'reconcile') {
+        // The agent's decoder accepts it: checksum verified, files and units as declared.
+        const decoded = decodeConfigData(data, checksum);
+        expect(decoded.config.files.map((f) => [f.path, f.mode, f.content.toString()])).toEqual([
+          ['/etc/demo/app.conf', 0o640, 'v1\n'],
+        ]);
+        expect(sha256Hex(decoded.text)).toBe(checksum);
+      }
+
+      // Status.
+      expect(osc.metadata.finalizers).toContain(FINALIZER);
+      expect(osc.status).toMatchObject({
+        observedGeneration: osc.metadata.generation,
+        secretRef: { name },
+        checksum,
+        checksumShort: checksum?.slice(0, 12),
+        format: 'cloud-config',
+      });
+      expect(osc.status?.size).toBeGreaterThan(0);
+      expect(osc.status?.conditions?.map((c) => [c.type, c.status, c.reason])).toEqual([
+        ['Ready', 'True', 'Rendered'],
+        ['Rendered', 'True', 'Rendered'],
+        ['Valid', 'True', 'Valid'],
+      ]);
+
+      // Update: the Secret follows, status converges on the new generation.
+      await api.applyOsc(ns, 'worker', demoSpec(purpose, 'v2\n'));
+      const updated = await waitFor('the new checksum in status', async () => {
+        const o = await api.waitReady(ns, 'worker');
+        return o.status?.checksum !== checksum ? o : undefined;
+      });
+      expect(updated.metadata.generation).toBe((osc.metadata.generation ?? 0) + 1);
+      const after = await api.getSecret(ns, name);
+      expect(after?.metadata.annotations?.[ANNOTATION_CHECKSUM]).toBe(updated.status?.checksum);
+      expect(secretData(after)[KEY_VALUE]?.toString()).toContain('v2');
+      // Ready did not flap: its transition time is the first one.
+      const readyBefore = osc.status?.conditions?.find((c) => c.type === 'Ready');
+      const readyAfter = updated.status?.conditions?.find((c) => c.type === 'Ready');
+      expect(readyAfter?.lastTransitionTime).toBe(readyBefore?.lastTransitionTime);
+
+      // Delete: the finalizer removes the Secret (this cluster has no garbage collector).
+      await api.deleteOsc(ns, 'worker');
+      await waitFor(
+        'the Secret to be deleted',
+        async () => (await api.getSecret(ns, name)) === undefined,
+      );
+      await waitFor(
+        'the OSC to be gone',
+        async () => (await api.getOsc(ns, 'worker')) === undefined,
+      );
+    });
+  }
+
+  it('re-renders when a referenced Secret changes; a missing one is Valid=False until it appears', async () => {
+    const ns = await createTestNamespace('ctl');
+    const api = new Api();
+    const { logs } = await withController(ns);
+    const token = `tok-${randomBytes(12).toString('hex')}`;
+    await api.applyOsc(ns, 'joiner', {
+      type: 'ubuntu',
+      purpose: 'reconcile',
+      files: [
+        {
+          path: '/etc/kubernetes/token',
+          permissions: '0600',
+          content: { secretRef: { name: 'join', key: 'token' } },
+        },
+      ],
+    });
+    const invalid = await api.waitCondition(ns, 'joiner', 'Valid', 'False');
+    const valid = invalid.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid?.reason).toBe('ReferenceNotFound');
+    expect(valid?.message).toContain('spec.files[0].content.secretRef');
+    expect(valid?.message).toContain('Secret "join" not found');
+    expect(await api.getSecret(ns, secretNameFor('joiner', 'reconcile'))).toBeUndefined();
+    const events = await waitFor('a Warning Event', async () => {
+      const list = await api.listEvents(ns);
+      return list.some((e) => e.type === 'Warning' && e.reason === 'ReferenceNotFound')
+        ? list
+        : undefined;
+    });
+    expect(events.find((e) => e.reason === 'ReferenceNotFound')?.involvedObject.name).toBe(
+      'joiner',
+    );
+
+    // It appears: rendered.
+    await api.putSecret(ns, 'join', { token });
+    const ready = await api.waitReady(ns, 'joiner');
+    const secretName = secretNameFor('joiner', 'reconcile');
+    const s1 = await api.getSecret(ns, secretName);
+    const d1 = decodeConfigData(secretData(s1), s1?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
+    expect(d1.config.files[0]?.content.toString()).toBe(token);
+
+    // It changes: re-rendered.
+    const rotated = `rot-${randomBytes(12).toString('hex')}`;
+    await api.putSecret(ns, 'join', { token: rotated });
+    await waitFor('the rotated token in the rendered Secret', async () => {
+      const s = await api.getSecret(ns, secretName);
+      const d = decodeConfigData(secretData(s), s?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
+      return d.config.files[0]?.content.toString() === rotated;
+    });
+    const after = await api.waitReady(ns, 'joiner');
+    expect(after.status?.checksum).not.toBe(ready.status?.checksum);
+
+    // Secrets never reach the logs.
+    const text = logs.join('');
+    expect(text).toContain('reconciled');
+    expect(text).not.toContain(token);
+    expect(text).not.toContain(rotated);
+    expect(text).not.toContain(Buffer.from(token).toString('base64'));
+  });
+
+  it('an invalid update (passes the CRD, fails deep validation) leaves the Secret byte for byte', async () => {
+    const ns = await createTestNamespace('ctl');
+    const api = new Api();
+    await withController(ns);
+    await api.applyOsc(ns, 'w', demoSpec('reconcile'));
+    await api.waitReady(ns, 'w');
+    const name = secretNameFor('w', 'reconcile');
+    const before = await api.getSecret(ns, name);
+
+    // filePaths naming a file that is not declared.
+    const badRef = demoSpec('reconcile', 'changed\n');
+    badRef.units = [{ ...badRef.units![0]!, filePaths: ['/etc/demo/undeclared.conf'] }];
+    await api.applyOsc(ns, 'w', badRef);
+    const o1 = await api.waitCondition(ns, 'w', 'Valid', 'False');
+    const c1 = o1.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(c1?.reason).toBe('ValidationFailed');
+    expect(c1?.message).toContain('spec.units[0].filePaths[0]');
+    expect(o1.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('False');
+    // The last good rendering is still what the status points at.
+    expect(o1.status?.checksum).toBe(before?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
+
+    // Bad unit-file syntax in content.
+    const badUnit = demoSpec('reconcile', 'changed again\n');
+    badUnit.units = [{ ...badUnit.units![0]!, content: '[Service\nExecStart=/bin/true\n' }];
+    await api.applyOsc(ns, 'w', badUnit);
+    const o2 = await waitFor('generation 3 observed', async () => {
+      const o = await api.getOsc(ns, 'w');
+      return o?.status?.observedGeneration === 3 ? o : undefined;
+    });
+    const c2 = o2.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(c2?.status).toBe('False');
+    expect(c2?.message).toContain('spec.units[0].content');
+
+    const after = await api.getSecret(ns, name);
+    expect(after?.metadata.resourceVersion).toBe(before?.metadata.resourceVersion);
+    expect(after?.data).toEqual(before?.data);
+
+    // Fixing it renders again.
+    await api.applyOsc(ns, 'w', demoSpec('reconcile', 'fixed\n'));
+    await api.waitReady(ns, 'w');
+    expect((await api.getSecret(ns, name))?.metadata.resourceVersion).not.toBe(
+      before?.metadata.resourceVersion,
+    );
+  });
+
+  it('a Secret above 1 MiB is not written: Rendered=False TooLarge', async () => {
+    const ns = await createTestNamespace('ctl');
+    const api = new Api();
+    await withController(ns);
+    await api.applyOsc(ns, 'big', {
+      type: 'ubuntu',
+      purpose: 'reconcile',
+      files: [
+        {
+          path: '/opt/blob',
+          content: {
+            inline: { encoding: 'b64', data: randomBytes(700 * 1024).toString('base64') },
+          },
+        },
+      ],
+    });
+    const o = await api.waitCondition(ns, 'big', 'Rendered', 'False');
+    expect(o.status?.conditions?.find((c) => c.type === 'Rendered')?.reason).toBe('TooLarge');
+    expect(await api.getSecret(ns, secretNameFor('big', 'reconcile'))).toBeUndefined();
+  });
+
+  it('writes nothing at steady state: a watch sees no events for 10 s', async () => {
+    const ns = await createTestNamespace('ctl');
+    const api = new Api();
+    const { handle } = await withController(ns);
+    await api.putSecret(ns, 'ref', { k: 'v' });
+    for (const [i, purpose] of (['provision', 'reconcile', 'reconcile'] as const).entries()) {
+      await api.applyOsc(ns, `osc-${String(i)}`, demoSpec(purpose, `n${String(i)}\n`));
+    }
+    await api.applyOsc(ns, 'with-ref', {
+      type: 'ubuntu',
+      purpose: 'reconcile',
+      files: [{ path: '/etc/ref', content: { secretRef: { name: 'ref', key: 'k' } } }],
+    });
+    for (const n of ['osc-0', 'osc-1', 'osc-2', 'with-ref']) await api.waitReady(ns, n);
+    await sleep(1000); // let the echoes of our own writes settle
+
+    const events: string[] = [];
+    const abort = new AbortController();
+    const watch = (path: string): Promise<void> =>
+      api.http
+        .stream(
+          path,
+          { query: { watch: 1, resourceVersion: '0' }, signal: abort.signal },
+          (line) => {
+            const e = JSON.parse(line) as { type: string; object: { metadata: { name: string } } };
+            // resourceVersion=0 starts with ADDED for what exists; anything after is a write.
+            events.push(`${e.type} ${e.object.metadata.name}`);
+          },
+        )
+        .catch(() => undefined);
+    const writesBefore = await handle.metrics.writes.get();
+    const initial = { n: 0 };
+    const w1 = watch(`/api/v1/namespaces/${ns}/secrets`);
+    const w2 = watch(`/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs`);
+    await sleep(500);
+    initial.n = events.length;
+    expect(events.slice(0, initial.n).every((e) => e.startsWith('ADDED'))).toBe(true);
+    await sleep(10_000);
+    abort.abort();
+    await Promise.all([w1, w2]);
+    expect(events.slice(initial.n)).toEqual([]);
+    const writesAfter = await handle.metrics.writes.get();
+    expect(writesAfter.values.reduce((a, v) => a + v.value, 0)).toBe(
+      writesBefore.values.reduce((a, v) => a + v.value, 0),
+    );
+  });
+});

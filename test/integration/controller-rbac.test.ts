@@ -1,0 +1,151 @@
+// deploy/controller applied to the real API server: the controller's ServiceAccount can do
+// exactly what the controller needs in the namespaces it is bound in, and nothing more —
+// checked by the authorizer itself (kubectl auth can-i --as), then by running the controller
+// under that identity.
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { secretNameFor } from '../../api/secret.js';
+import { writeKubeconfigFor } from '../../hack/testenv/testenv.js';
+import { Api, startController, waitFor } from './controller-support.js';
+import {
+  createTestNamespace,
+  kubectl,
+  skipWithoutCluster,
+  testEnvInfo,
+} from './support/cluster.js';
+
+skipWithoutCluster();
+
+const deployDir = join(
+  fileURLToPath(new URL('.', import.meta.url)),
+  '..',
+  '..',
+  'deploy',
+  'controller',
+);
+const SA = 'system:serviceaccount:oscar-system:oscar-controller';
+
+const stops: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+});
+
+/** deploy/controller with the watched-namespace RoleBinding pointed at `watched`. */
+async function manifests(watched: string): Promise<string> {
+  const docs: string[] = [];
+  for (const file of (await readdir(deployDir)).filter((f) => f.endsWith('.yaml')).sort()) {
+    for (const doc of parseAllDocuments(await readFile(join(deployDir, file), 'utf8'))) {
+      const obj = doc.toJS() as { kind: string; metadata: { namespace?: string } } | null;
+      if (!obj) continue;
+      if (file === 'rolebinding-watched-namespace.yaml') obj.metadata.namespace = watched;
+      docs.push(JSON.stringify(obj));
+    }
+  }
+  return docs.join('\n---\n');
+}
+
+async function can(
+  verb: string,
+  resource: string,
+  ns: string | undefined,
+  extra: string[] = [],
+): Promise<boolean> {
+  const args = ['auth', 'can-i', verb, resource, `--as=${SA}`, ...extra];
+  if (ns) args.push('-n', ns);
+  else args.push('--all-namespaces');
+  const r = await kubectl(args);
+  if (r.code !== 0 && r.code !== 1) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+  return r.code === 0;
+}
+
+describe('controller RBAC (deploy/controller on the real API server)', () => {
+  it('grants what the controller needs in its namespaces and nothing more', async () => {
+    const watched = await createTestNamespace('rbac');
+    const other = await createTestNamespace('rbac-other');
+    const applied = await kubectl(['apply', '--server-side', '--field-manager=test', '-f', '-'], {
+      input: await manifests(watched),
+    });
+    expect(applied.stderr).toBe('');
+    expect(applied.code).toBe(0);
+
+    const allowed: [string, string, string | undefined, string[]?][] = [
+      ['list', 'operatingsystemconfigs.oscar.dev', watched],
+      ['watch', 'operatingsystemconfigs.oscar.dev', watched],
+      ['patch', 'operatingsystemconfigs.oscar.dev', watched],
+      ['patch', 'operatingsystemconfigs.oscar.dev', watched, ['--subresource=status']],
+      ['update', 'operatingsystemconfigs.oscar.dev', watched, ['--subresource=finalizers']],
+      ['list', 'secrets', watched],
+      ['watch', 'secrets', watched],
+      ['patch', 'secrets', watched],
+      ['delete', 'secrets', watched],
+      ['list', 'configmaps', watched],
+      ['create', 'events', watched],
+      ['create', 'leases.coordination.k8s.io', 'oscar-system'],
+      ['get', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
+      ['update', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
+    ];
+    const denied: [string, string, string | undefined, string[]?][] = [
+      // Secrets nowhere but in the watched namespace; never cluster-wide.
+      ['list', 'secrets', other],
+      ['get', 'secrets', 'kube-system'],
+      ['list', 'secrets', undefined],
+      ['watch', 'secrets', undefined],
+      ['list', 'operatingsystemconfigs.oscar.dev', undefined],
+      // Nothing it does not use, even in the watched namespace.
+      ['get', 'secrets', watched],
+      ['create', 'secrets', watched],
+      ['update', 'secrets', watched],
+      ['delete', 'operatingsystemconfigs.oscar.dev', watched],
+      ['create', 'operatingsystemconfigs.oscar.dev', watched],
+      ['update', 'operatingsystemconfigs.oscar.dev', watched],
+      ['patch', 'configmaps', watched],
+      ['create', 'pods', watched],
+      ['list', 'events', watched],
+      ['update', 'leases.coordination.k8s.io/someone-else', 'oscar-system'],
+      ['get', 'leases.coordination.k8s.io/oscar-controller', watched],
+      ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
+      ['list', 'operatingsystemconfignodes.oscar.dev', undefined],
+    ];
+    const wrong: string[] = [];
+    for (const [verb, res, ns, extra] of allowed) {
+      if (!(await can(verb, res, ns, extra)))
+        wrong.push(`cannot ${verb} ${res} in ${ns ?? 'all namespaces'} ${extra?.join(' ') ?? ''}`);
+    }
+    for (const [verb, res, ns, extra] of denied) {
+      if (await can(verb, res, ns, extra))
+        wrong.push(`CAN ${verb} ${res} in ${ns ?? 'all namespaces'} ${extra?.join(' ') ?? ''}`);
+    }
+    expect(wrong).toEqual([]);
+
+    // And it is enough: the controller, as that ServiceAccount, renders, re-renders and cleans up.
+    const kubeconfig = await writeKubeconfigFor(testEnvInfo(), {
+      user: SA,
+      groups: ['system:serviceaccounts', 'system:serviceaccounts:oscar-system'],
+    });
+    const c = await startController([watched], {
+      kubeconfig,
+      leaderElect: true,
+      leaseNamespace: 'oscar-system',
+      leaseDurationMs: 3000,
+    });
+    stops.push(c.stop);
+    const api = new Api();
+    await api.putSecret(watched, 'creds', { token: 'x' });
+    await api.applyOsc(watched, 'w', {
+      type: 'ubuntu',
+      purpose: 'provision',
+      files: [{ path: '/etc/token', content: { secretRef: { name: 'creds', key: 'token' } } }],
+    });
+    await api.waitReady(watched, 'w', 60_000);
+    expect(await api.getSecret(watched, secretNameFor('w', 'provision'))).toBeDefined();
+    await api.deleteOsc(watched, 'w');
+    await waitFor(
+      'cleanup as the ServiceAccount',
+      async () => (await api.getSecret(watched, secretNameFor('w', 'provision'))) === undefined,
+    );
+    expect(c.logs.join('')).not.toContain('forbidden');
+  });
+});

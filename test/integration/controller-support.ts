@@ -1,0 +1,234 @@
+// Helpers for the controller's integration tests: run the controller in this process or as
+// a separate `oscar controller` process against the test API server, read and write objects,
+// wait for conditions.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { API_VERSION, OSC_KIND, type OperatingSystemConfigSpec } from '../../api/schema.js';
+import { HttpKubeClient, isNotFound, CONTENT_APPLY_PATCH } from '../../controller/kube/client.js';
+import type { DataObject, OscObject } from '../../controller/kube/types.js';
+import { oscPath } from '../../controller/kube/writer.js';
+import { createLogger } from '../../controller/logger.js';
+import {
+  runController,
+  type ControllerConfig,
+  type ControllerHandle,
+} from '../../controller/main.js';
+import { testEnvInfo } from './support/cluster.js';
+
+const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+
+export function adminClient(kubeconfigPath = testEnvInfo().kubeconfigPath): HttpKubeClient {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  return new HttpKubeClient(kc);
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Polls fn until it returns a value other than undefined/false; fails with `what` on timeout. */
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out after ${String(timeoutMs)} ms waiting for ${what}${lastError ? ` (last error: ${(lastError as Error).message})` : ''}`,
+      );
+    }
+    await sleep(100);
+  }
+}
+
+export class Api {
+  constructor(readonly http: HttpKubeClient = adminClient()) {}
+
+  /** Server-side applies an OSC (field manager "test"); returns it. */
+  applyOsc(ns: string, name: string, spec: OperatingSystemConfigSpec): Promise<OscObject> {
+    return this.http.request<OscObject>('PATCH', oscPath(ns, name), {
+      query: { fieldManager: 'test', force: true },
+      contentType: CONTENT_APPLY_PATCH,
+      body: { apiVersion: API_VERSION, kind: OSC_KIND, metadata: { name, namespace: ns }, spec },
+    });
+  }
+
+  async getOsc(ns: string, name: string): Promise<OscObject | undefined> {
+    try {
+      return await this.http.request<OscObject>('GET', oscPath(ns, name));
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  deleteOsc(ns: string, name: string): Promise<unknown> {
+    return this.http.request('DELETE', oscPath(ns, name));
+  }
+
+  async getSecret(ns: string, name: string): Promise<DataObject | undefined> {
+    try {
+      return await this.http.request<DataObject>('GET', `/api/v1/namespaces/${ns}/secrets/${name}`);
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /** Creates or replaces a plain Secret with string data. */
+  putSecret(ns: string, name: string, data: Record<string, string>): Promise<DataObject> {
+    const encoded = Object.fromEntries(
+      Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+    );
+    return this.http.request<DataObject>('PATCH', `/api/v1/namespaces/${ns}/secrets/${name}`, {
+      query: { fieldManager: 'test', force: true },
+      contentType: CONTENT_APPLY_PATCH,
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: ns }, data: encoded },
+    });
+  }
+
+  async listEvents(
+    ns: string,
+  ): Promise<
+    { reason: string; type: string; message: string; involvedObject: { name: string } }[]
+  > {
+    const list = await this.http.request<{
+      items: { reason: string; type: string; message: string; involvedObject: { name: string } }[];
+    }>('GET', `/api/v1/namespaces/${ns}/events`);
+    return list.items;
+  }
+
+  /** Waits until the OSC's status is Ready for its current generation; returns it. */
+  waitReady(ns: string, name: string, timeoutMs = 30_000): Promise<OscObject> {
+    return waitFor(
+      `${ns}/${name} Ready for its generation`,
+      async () => {
+        const o = await this.getOsc(ns, name);
+        const ready = o?.status?.conditions?.find((c) => c.type === 'Ready');
+        return o &&
+          o.status?.observedGeneration === o.metadata.generation &&
+          ready?.status === 'True'
+          ? o
+          : undefined;
+      },
+      timeoutMs,
+    );
+  }
+
+  /** Waits for the condition of type `type` to have `status` at the current generation. */
+  waitCondition(
+    ns: string,
+    name: string,
+    type: string,
+    status: string,
+    timeoutMs = 30_000,
+  ): Promise<OscObject> {
+    return waitFor(
+      `${ns}/${name} ${type}=${status}`,
+      async () => {
+        const o = await this.getOsc(ns, name);
+        const c = o?.status?.conditions?.find((x) => x.type === type);
+        return o && o.status?.observedGeneration === o.metadata.generation && c?.status === status
+          ? o
+          : undefined;
+      },
+      timeoutMs,
+    );
+  }
+}
+
+/** A controller in this process, logging into memory (so tests can read the logs). */
+export async function startController(
+  namespaces: string[],
+  extra: Partial<ControllerConfig> = {},
+): Promise<{ handle: ControllerHandle; logs: string[]; stop: () => Promise<void> }> {
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      logs.push(chunk.toString('utf8'));
+      cb();
+    },
+  });
+  const handle = await runController({
+    kubeconfig: testEnvInfo().kubeconfigPath,
+    namespaces,
+    metricsAddr: '127.0.0.1:0',
+    leaderElect: false,
+    leaseDurationMs: 15_000,
+    log: createLogger({ level: 'debug' }, sink),
+    ...extra,
+  });
+  let stopped = false;
+  return {
+    handle,
+    logs,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      await handle.stop();
+    },
+  };
+}
+
+export interface ControllerProcess {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Runs `oscar controller ARGS` as its own process (what a Deployment's container runs). */
+export function spawnController(args: string[]): ControllerProcess {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(repoRoot, 'cli', 'oscar.ts'), 'controller', ...args],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      resolve(code);
+    }),
+  );
+  return { child, output: () => out, exited };
+}
+
+/** A small OSC of either purpose with one file and one unit that uses it. */
+export function demoSpec(
+  purpose: 'provision' | 'reconcile',
+  content = 'hello\n',
+): OperatingSystemConfigSpec {
+  return {
+    type: 'ubuntu',
+    purpose,
+    files: [
+      { path: '/etc/demo/app.conf', permissions: '0640', content: { inline: { data: content } } },
+    ],
+    units: [
+      {
+        name: 'demo.service',
+        content:
+          '[Unit]\nDescription=demo\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n',
+        filePaths: ['/etc/demo/app.conf'],
+      },
+    ],
+  };
+}
+
+export function secretData(s: DataObject | undefined): Record<string, Buffer> {
+  return Object.fromEntries(
+    Object.entries(s?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')]),
+  );
+}
