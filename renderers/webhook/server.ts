@@ -131,16 +131,20 @@ export function createRendererApp(
         next(error);
         return;
       }
-      if (error.type === 'entity.too.large') {
-        sendError(res, 413, {
-          code: 'RequestTooLarge',
-          message: 'the request body is larger than this renderer accepts',
-        });
-      } else if (error.type === 'entity.parse.failed') {
-        sendError(res, 400, { code: 'BadRequest', message: 'the request body is not JSON' });
-      } else {
-        sendError(res, error.status ?? 500, { code: 'Internal', message: error.message });
-      }
+      const [status, detail]: [number, ErrorDetail] =
+        error.type === 'entity.too.large'
+          ? [
+              413,
+              {
+                code: 'RequestTooLarge',
+                message: 'the request body is larger than this renderer accepts',
+              },
+            ]
+          : error.type === 'entity.parse.failed'
+            ? [400, { code: 'BadRequest', message: 'the request body is not JSON' }]
+            : [error.status ?? 500, { code: 'Internal', message: error.message }];
+      sendError(res, status, detail);
+      options.onRequest?.({ type: '?', format: '?', status, ms: 0, code: detail.code });
     },
   );
   return app;

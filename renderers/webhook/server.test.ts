@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultRegistry } from '../registry.js';
+import { encodeRequest, PROTOCOL_VERSION } from './protocol.js';
+import {
+  createRendererApp,
+  listen,
+  parseListen,
+  RENDER_PATH,
+  type RunningServer,
+} from './server.js';
+
+let running: RunningServer;
+const log: { status: number; code?: string }[] = [];
+beforeAll(async () => {
+  const app = createRendererApp(defaultRegistry(), ['generic'], {
+    maxRequestBytes: 64 * 1024,
+    onRequest: (e) => log.push(e),
+  });
+  running = await listen(app, { host: '127.0.0.1', port: 0 });
+});
+afterAll(() => running.close());
+
+async function post(body: string | object): Promise<{
+  status: number;
+  json: { error?: { code: string; message: string; field?: string } };
+}> {
+  const res = await fetch(`${running.url}${RENDER_PATH}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return {
+    status: res.status,
+    json: (await res.json()) as { error?: { code: string; message: string; field?: string } },
+  };
+}
+
+const request = (type: string, path = '/etc/a') =>
+  encodeRequest(
+    {
+      type,
+      purpose: 'provision',
+      units: [],
+      files: [{ path, mode: 0o644, user: 'root', group: 'root', content: Buffer.from('a') }],
+      packages: [],
+    },
+    { name: 'n', namespace: 'ns', purpose: 'provision', format: 'script' },
+  );
+
+describe('the renderer server', () => {
+  it('answers every refusal with a RenderError: 400 protocol, 422 config, 413 size', async () => {
+    const notJson = await post('{oops');
+    expect(notJson.status).toBe(400);
+    expect(notJson.json).toMatchObject({
+      apiVersion: PROTOCOL_VERSION,
+      kind: 'RenderError',
+      error: { code: 'BadRequest' },
+    });
+
+    const schema = await post({ apiVersion: PROTOCOL_VERSION, kind: 'RenderRequest' });
+    expect(schema.status).toBe(400);
+    expect(schema.json.error?.message).toContain('must have required properties config, context');
+
+    const otherType = await post(request('ubuntu'));
+    expect(otherType.status).toBe(422);
+    expect(otherType.json.error).toMatchObject({ code: 'UnknownType', field: 'spec.type' });
+    expect(otherType.json.error?.message).toContain('serves "generic", not "ubuntu"');
+
+    const invalid = await post(request('generic', '/etc/../passwd'));
+    expect(invalid.status).toBe(422);
+    expect(invalid.json.error).toMatchObject({ code: 'Invalid', field: 'spec.files[0].path' });
+
+    const big = await post({ ...request('generic'), pad: 'x'.repeat(100 * 1024) });
+    expect(big.status).toBe(413);
+    expect(big.json.error?.code).toBe('RequestTooLarge');
+    expect(log.map((e) => e.status)).toEqual([400, 400, 422, 422, 413]);
+  });
+
+  it('parses --listen addresses', () => {
+    expect(parseListen(':8443')).toEqual({ host: '0.0.0.0', port: 8443 });
+    expect(parseListen('127.0.0.1:0')).toEqual({ host: '127.0.0.1', port: 0 });
+    expect(parseListen('[::1]:9000')).toEqual({ host: '::1', port: 9000 });
+    expect(() => parseListen('localhost:http')).toThrow('expected host:port');
+  });
+});
