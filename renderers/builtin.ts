@@ -44,8 +44,11 @@ export function builtinRenderer(
     types,
     formats,
     render(config: ResolvedConfig, context: RenderContext): Promise<RenderResult> {
-      // async only by contract (a webhook renderer needs it); the work here is synchronous
-      return Promise.resolve(renderBuiltin(formats, profiles, config, context));
+      // async only by contract (a webhook renderer needs it); the work here is synchronous, and
+      // the executor turns a thrown ValidationError into a rejection
+      return new Promise((resolve) => {
+        resolve(renderBuiltin(formats, profiles, config, context));
+      });
     },
   };
 }

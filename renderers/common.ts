@@ -18,15 +18,16 @@ const INSTALL_KEYS = ['WantedBy', 'RequiredBy', 'UpheldBy', 'Alias', 'Also'];
  * True when enabling the unit means something. A unit written with content but without an
  * [Install] section is "static": `systemctl enable` only prints a hint and ignition-validate warns,
  * so renderers leave it out. A unit that ships with the OS (no content) is enabled as declared.
+ * A template (foo@.service) is enabled only when it names a DefaultInstance=.
  */
 export function effectiveEnable(unit: ResolvedUnit): boolean {
   if (unit.mask || !unit.enable) return false;
-  if (unit.content === undefined) return true;
-  const texts = [unit.content, ...unit.dropIns.map((d) => d.content)];
-  return texts.some((t) => {
-    const parsed = parseUnitFile(t);
-    return INSTALL_KEYS.some((k) => hasKey(parsed, 'Install', k));
-  });
+  const template = isTemplateUnit(unit.name);
+  if (unit.content === undefined) return !template;
+  const parsed = [unit.content, ...unit.dropIns.map((d) => d.content)].map(parseUnitFile);
+  // a template is enabled through an instance; without DefaultInstance= there is none to enable
+  if (template && !parsed.some((p) => hasKey(p, 'Install', 'DefaultInstance'))) return false;
+  return parsed.some((p) => INSTALL_KEYS.some((k) => hasKey(p, 'Install', k)));
 }
 
 export interface UnitPlan {
@@ -86,7 +87,7 @@ export function isReadableText(content: Buffer): boolean {
   const text = content.toString('utf8');
   if (!Buffer.from(text, 'utf8').equals(content)) return false; // invalid UTF-8
   // eslint-disable-next-line no-control-regex
-  if (/[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff\ud800-\udfff]/.test(text)) {
+  if (/[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]/.test(text)) {
     return false;
   }
   return !/[ \t](\n|$)/.test(text);

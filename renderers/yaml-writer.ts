@@ -13,7 +13,7 @@ const PLAIN = /^(?:[A-Za-z/][A-Za-z0-9_./@+-]*|--[a-z][a-z-]*)$/;
 const RESERVED = new Set(['y', 'n', 'yes', 'no', 'on', 'off', 'true', 'false', 'null']);
 
 /** Exponent-only floats ("e5") that some YAML 1.1 readers take for numbers. */
-const EXPONENT = /^[eE][0-9]+$/;
+const EXPONENT = /^[eE][-+]?[0-9]+$/;
 
 export function isPlainSafe(s: string): boolean {
   return PLAIN.test(s) && !RESERVED.has(s.toLowerCase()) && !EXPONENT.test(s);
