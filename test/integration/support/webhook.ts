@@ -26,8 +26,8 @@ export async function startRendererProcess(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const lines = createInterface({ input: child.stdout! });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const lines = createInterface({ input: child.stdout });
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       reject(
