@@ -8,7 +8,10 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['{api,renderers,controller,agent,cli,hack}/**/*.test.ts', 'test/unit/**/*.test.ts'],
+          include: [
+            '{api,renderers,controller,agent,cli,hack}/**/*.test.ts',
+            'test/unit/**/*.test.ts',
+          ],
           testTimeout: 60_000,
         },
       },
