@@ -2,6 +2,7 @@
 # Builds kube-apiserver, kubectl and etcd from the pinned Go modules in this
 # folder into ${OSCAR_CACHE:-$HOME/.cache/oscar}/testenv/<versions>/bin.
 # Idempotent: when the binaries for these exact versions exist it exits at once.
+# (Edit this file by writing a new one and renaming it: bash reads a running script lazily.)
 # Prints the bin directory on stdout (everything else goes to stderr).
 set -euo pipefail
 
@@ -42,6 +43,7 @@ if [[ -x "$bin/kube-apiserver" && -x "$bin/etcd" && -x "$bin/kubectl" ]]; then
 fi
 
 tmp="$(mktemp -d "$out/.tmp-bin.XXXXXX")"
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 
 # Stamp the real release into the binaries: an unversioned apiserver reports

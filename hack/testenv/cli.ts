@@ -1,6 +1,7 @@
 // Command-line wrapper around testenv.ts for humans and shell scripts:
 //   node --import tsx hack/testenv/cli.ts start          # prints export lines
-//   node --import tsx hack/testenv/cli.ts stop [state]   # default: $OSCAR_TESTENV_STATE, else every CLI-started cluster
+//   node --import tsx hack/testenv/cli.ts stop [state]   # default: $OSCAR_TESTENV_STATE; --all for every CLI-started one
+//   also: status, stop-apiserver [--kill], start-apiserver, kubeconfig --user U [--group G...]
 // A cluster started here belongs to no process: it runs until `stop`.
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -65,12 +66,14 @@ program
 
 program
   .command('stop [stateFile]')
-  .description(
-    'stop a cluster and delete its data (default: $OSCAR_TESTENV_STATE, else all CLI-started ones)',
-  )
-  .action(async (arg?: string) => {
+  .description('stop a cluster and delete its data (default: $OSCAR_TESTENV_STATE)')
+  .option('--all', 'stop every CLI-started cluster on this machine (others may be using them)')
+  .action(async (arg: string | undefined, o: { all?: boolean }) => {
     const explicit = arg ?? process.env.OSCAR_TESTENV_STATE;
-    const files = explicit !== undefined && explicit !== '' ? [explicit] : await cliRuns();
+    let files: string[];
+    if (explicit !== undefined && explicit !== '') files = [explicit];
+    else if (o.all === true) files = await cliRuns();
+    else throw new Error('give the state file, set OSCAR_TESTENV_STATE, or pass --all');
     for (const stateFile of files) {
       const { info } = await readState(stateFile);
       await teardownRun(stateFile, info.runDir);

@@ -284,6 +284,9 @@ function apiServerArgs(
     `--etcd-servers=${etcdEndpoint}`,
     `--bind-address=${host}`,
     `--advertise-address=${host}`,
+    // The endpoint reconciler refuses loopback addresses; nothing here needs the
+    // in-cluster "kubernetes" Service endpoints, so leave them unmanaged.
+    '--endpoint-reconciler-type=none',
     `--secure-port=${String(port)}`,
     `--tls-cert-file=${join(pki, 'apiserver.crt')}`,
     `--tls-private-key-file=${join(pki, 'apiserver.key')}`,

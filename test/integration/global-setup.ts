@@ -5,6 +5,7 @@
 //   OSCAR_TESTENV_STATE  attach to a cluster started by `hack/testenv/cli.ts start`
 //                        (left running at the end) instead of starting one
 //   OSCAR_TESTENV_BIN    use these binaries instead of running hack/testenv/build.sh
+//   OSCAR_TESTENV_CRDS   apply the CRDs from this directory instead of deploy/crds
 //   OSCAR_CACHE          cache root for the built binaries (default ~/.cache/oscar)
 //   CI=true              any failure to start the cluster fails the run; outside CI a
 //                        missing tool (Go, openssl) only skips the suites, with the reason
@@ -31,7 +32,9 @@ declare module 'vitest' {
   }
 }
 
-const crdDir = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'deploy', 'crds');
+const crdDir =
+  process.env.OSCAR_TESTENV_CRDS ??
+  join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'deploy', 'crds');
 const log = (msg: string): void => {
   process.stderr.write(`[testenv] ${msg}\n`);
 };
