@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { runController } from '../../controller/main.js';
 import { createLogger } from '../../controller/logger.js';
+import { registryPipeline } from '../../controller/pipeline.js';
+import { loadRenderersConfigFile, registryWithWebhooks } from '../../renderers/webhook/config.js';
 
 function duration(value: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
@@ -42,6 +44,11 @@ export function register(program: Command): void {
     )
     .option('--concurrency <n>', 'reconciles in parallel', '4')
     .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
+    // external renderers (renderers/webhook): type → URL, from a file or a mounted ConfigMap
+    .option(
+      '--renderers-config <path>',
+      'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
+    )
     .action(
       async (opts: {
         kubeconfig?: string;
@@ -53,6 +60,7 @@ export function register(program: Command): void {
         leaseDuration: string;
         concurrency: string;
         logLevel: string;
+        renderersConfig?: string;
       }) => {
         const log = createLogger({ level: opts.logLevel });
         const namespaces = (opts.namespace ?? []).flatMap((n) => n.split(',')).filter(Boolean);
@@ -66,7 +74,19 @@ export function register(program: Command): void {
         } catch (error) {
           program.error(`oscar controller: --lease-duration: ${(error as Error).message}`);
         }
+        // external renderers: refuse to start on a bad file, naming the field
+        let pipeline;
+        if (opts.renderersConfig !== undefined) {
+          try {
+            const entries = await loadRenderersConfigFile(opts.renderersConfig);
+            pipeline = registryPipeline(registryWithWebhooks(entries).registry);
+            log.info({ types: entries.map((e) => e.type) }, 'external renderers configured');
+          } catch (error) {
+            program.error(`oscar controller: --renderers-config: ${(error as Error).message}`);
+          }
+        }
         const handle = await runController({
+          ...(pipeline ? { pipeline } : {}),
           ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
           namespaces,
           metricsAddr: opts.metricsAddr,
