@@ -9,7 +9,7 @@ import type { Format } from '../api/schema.js';
 import { renderCloudConfigText } from './cloud-config.js';
 import { sizeWarnings } from './common.js';
 import { assertRenderable } from './guard.js';
-import { renderIgnitionText } from './ignition.js';
+import { ignitionWarnings, renderIgnitionText } from './ignition.js';
 import { expand, type OsProfile, PROFILES } from './profiles.js';
 import { renderScriptText } from './script.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
@@ -81,6 +81,7 @@ function renderBuiltin(
       );
     }
   }
+  if (context.format === 'ignition') warnings.push(...ignitionWarnings(expanded));
   if (context.format === 'ignition' && expanded.packages.length > 0) {
     warnings.push(
       `Ignition cannot install packages; ${expanded.packages.map((p) => p.name).join(', ')} will not be installed`,

@@ -12,6 +12,7 @@ import { parse as parseYaml } from 'yaml';
 import type { ResolvedConfig, ResolvedPackage } from '../api/resolved.js';
 import type { Format, UnitCommand } from '../api/schema.js';
 import { planUnits } from './common.js';
+import { IGNITION_MODE_BITS } from './ignition.js';
 import { B64_DELIMITER } from './script.js';
 import { readYamlSubset } from './yaml-reader.js';
 
@@ -40,10 +41,16 @@ function byPath(a: DecodedFile, b: DecodedFile): number {
   return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
 }
 
-/** What decoding the rendering of `config` (already expanded) must give in `format`. */
+/**
+ * What decoding the rendering of `config` (already expanded) must give in `format`. Where a
+ * format cannot carry something, this says so: Ignition 3.3.0 has no setuid/setgid/sticky bits
+ * (the renderer warns), no commands (units start with the boot) and no packages.
+ */
 export function expectedOutcome(config: ResolvedConfig, format: Format): Decoded {
   const plan = planUnits(config.units);
-  const files = [...config.files, ...plan.files].map((f) => ({ ...f })).sort(byPath);
+  const files = [...config.files, ...plan.files]
+    .map((f) => ({ ...f, mode: format === 'ignition' ? f.mode & IGNITION_MODE_BITS : f.mode }))
+    .sort(byPath);
   return {
     files,
     mask: [...plan.mask].sort(),

@@ -5,7 +5,8 @@
  * (or by id when numeric), units carry `enabled`, `mask`, `contents` and `dropins`.
  *
  * Ignition runs before systemd starts anything, so it has no start/restart commands: an enabled
- * unit starts with the boot. Packages cannot be expressed (Flatcar has no package manager).
+ * unit starts with the boot. Packages cannot be expressed (Flatcar has no package manager), nor
+ * setuid/setgid/sticky bits in 3.3.0 (see IGNITION_MODE_BITS).
  */
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
@@ -18,6 +19,21 @@ import {
 } from './common.js';
 
 export const IGNITION_VERSION = '3.3.0';
+
+/**
+ * Spec 3.3.0 has no setuid, setgid or sticky bits (3.4.0 added them, and Debian's
+ * ignition-validate refuses 3.4.0): they are dropped, with a warning from ignitionWarnings.
+ */
+export const IGNITION_MODE_BITS = 0o777;
+
+export function ignitionWarnings(config: ResolvedConfig): string[] {
+  return config.files
+    .filter((f) => (f.mode & ~IGNITION_MODE_BITS) !== 0)
+    .map(
+      (f) =>
+        `${f.path}: Ignition ${IGNITION_VERSION} cannot set setuid/setgid/sticky bits; written with mode ${(f.mode & IGNITION_MODE_BITS).toString(8).padStart(4, '0')} instead of ${f.mode.toString(8).padStart(4, '0')}`,
+    );
+}
 
 interface IgnitionOwner {
   name?: string;
@@ -73,7 +89,7 @@ export function renderIgnitionText(
   const files: IgnitionFile[] = config.files.map((file) => {
     const entry: IgnitionFile = {
       path: file.path,
-      mode: file.mode,
+      mode: file.mode & IGNITION_MODE_BITS,
       overwrite: true,
       contents: dataUrl(file, encodings),
     };

@@ -28,8 +28,9 @@ const plainSegment = fc.stringMatching(/^[a-z0-9][a-z0-9._-]{0,11}$/).filter((s)
 export interface FileOptions {
   /** Only characters every tool path handles plainly (for apply tests through real tools). */
   plainPaths?: boolean;
-  /** Owners to draw from. */
+  /** Users to draw from (and groups, unless `groups` is given). */
   owners?: readonly string[];
+  groups?: readonly string[];
   maxBytes?: number;
 }
 
@@ -93,7 +94,7 @@ export function fileArb(options: FileOptions = {}): fc.Arbitrary<ResolvedFile> {
     path: pathArb(options.plainPaths),
     mode: fc.integer({ min: 0, max: 0o7777 }),
     user: fc.constantFrom(...owners),
-    group: fc.constantFrom(...owners),
+    group: fc.constantFrom(...(options.groups ?? owners)),
     content: contentArb(options.maxBytes),
   });
 }
