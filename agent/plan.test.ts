@@ -1,5 +1,3 @@
-// Tests index into fixtures they just built; a wrong index fails the test anyway.
-/* eslint-disable @typescript-eslint/no-non-null-assertion */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';

@@ -1,0 +1,177 @@
+import { lstat, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { applyDesired, ApplyError, planFor } from './apply.js';
+import { Journal } from './journal.js';
+import { readLastApplied } from './state.js';
+import { LocalSystemd, type Systemd } from './systemd.js';
+import { config, desiredOf, file, unit } from './testing/fixtures.js';
+
+let root: string;
+let stateDir: string;
+let systemd: LocalSystemd;
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'oscar-apply-'));
+  stateDir = join(root, 'var/lib/oscar');
+  await mkdir(stateDir, { recursive: true });
+  systemd = new LocalSystemd(root, join(stateDir, 'would-run.log'));
+});
+
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+const deps = (s: Systemd = systemd) => ({ root, stateDir, systemd: s, owners: false });
+
+const v1 = config(
+  [unit('a.service', { filePaths: ['/etc/a/a.conf'] }), unit('b.service', { onChange: 'reload' })],
+  [file('/etc/a/a.conf', 'a=1\n', { mode: 0o640 }), file('/etc/other', 'o\n')],
+);
+
+const jobs = async (): Promise<string[]> =>
+  (await systemd.loggedJobs()).map((j) => `${j.job} ${j.unit}`.trim());
+
+describe('applyDesired into a directory root', () => {
+  it('writes files with their mode, units, enables them and logs the jobs a node would run', async () => {
+    const r = await applyDesired(deps(), desiredOf(v1));
+    expect(r.resumed).toBe(false);
+    expect(await readFile(join(root, 'etc/a/a.conf'), 'utf8')).toBe('a=1\n');
+    expect((await stat(join(root, 'etc/a/a.conf'))).mode & 0o7777).toBe(0o640);
+    expect((await stat(join(root, 'etc/a'))).mode & 0o7777).toBe(0o755);
+    expect(
+      (
+        await lstat(join(root, 'etc/systemd/system/multi-user.target.wants/a.service'))
+      ).isSymbolicLink(),
+    ).toBe(true);
+    expect(await jobs()).toEqual(['daemon-reload', 'start a.service', 'start b.service']);
+    expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(v1).checksum);
+    // no temp files or journal left behind
+    expect((await readdir(join(root, 'etc/a'))).sort()).toEqual(['a.conf']);
+    expect((await readdir(stateDir)).sort()).toEqual(['last-applied.json', 'would-run.log']);
+  });
+
+  it('a second apply of the same config does nothing; a change touches only what changed', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    const again = await applyDesired(deps(), desiredOf(v1));
+    expect(again.actions).toEqual([]);
+    const v2 = structuredClone(v1);
+    v2.files = [file('/etc/a/a.conf', 'a=2\n', { mode: 0o640 }), file('/etc/other', 'o\n')];
+    const r = await applyDesired(deps(), desiredOf(v2));
+    expect(r.actions.map((a) => a.kind)).toEqual(['writeFile', 'restart']);
+    expect(r.touchedUnits.map((u) => `${u.action} ${u.name}`)).toEqual(['restart a.service']);
+    expect((await jobs()).slice(-1)).toEqual(['restart a.service']);
+  });
+
+  it('repairs drift and never removes a file it did not write', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    await writeFile(join(root, 'etc/a/a.conf'), 'tampered');
+    await writeFile(join(root, 'etc/mine'), 'not oscar');
+    const next = config(v1.units, [file('/etc/a/a.conf', 'a=1\n', { mode: 0o640 })]);
+    const planned = await planFor(deps(), desiredOf(next));
+    expect(planned.map((a) => a.kind)).toEqual(['writeFile', 'removeFile', 'restart']);
+    await applyDesired(deps(), desiredOf(next));
+    expect(await readFile(join(root, 'etc/a/a.conf'), 'utf8')).toBe('a=1\n');
+    expect(await readFile(join(root, 'etc/mine'), 'utf8')).toBe('not oscar');
+    await expect(stat(join(root, 'etc/other'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('resumes a journaled plan: done actions are skipped, a begun restart whose unit restarted is not repeated', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    const v2 = config(
+      [
+        unit('a.service', {
+          filePaths: ['/etc/a/a.conf'],
+          content: '[Service]\nExecStart=/bin/x\n',
+        }),
+        unit('b.service', { onChange: 'reload', content: '[Service]\nExecStart=/bin/y\n' }),
+      ],
+      v1.files,
+    );
+    const d2 = desiredOf(v2);
+    const actions = await planFor(deps(), d2);
+    expect(actions.map((a) => a.kind)).toEqual([
+      'writeFile',
+      'writeFile',
+      'daemonReload',
+      'restart',
+      'reload',
+    ]);
+    // simulate an agent killed right after restarting a.service, before journaling "done"
+    const journal = await Journal.start(stateDir, d2.checksum, actions);
+    for (const i of [0, 1, 2]) await journal.done(i);
+    await journal.begin(3, await systemd.invocation('a.service'));
+    await systemd.job('restart', 'a.service');
+    const before = (await jobs()).length;
+    const r = await applyDesired(deps(), d2);
+    expect(r.resumed).toBe(true);
+    // files were not written again (the crash happened after); a.service is not restarted twice
+    expect((await jobs()).slice(before)).toEqual(['reload b.service']);
+    expect((await jobs()).filter((j) => j === 'restart a.service')).toHaveLength(1);
+    expect((await readLastApplied(stateDir))?.checksum).toBe(d2.checksum);
+  });
+
+  it('a journal of another config is dropped and the new one planned from last-applied', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    await Journal.start(stateDir, 'f'.repeat(64), []);
+    const r = await applyDesired(deps(), desiredOf(v1));
+    expect(r.resumed).toBe(false);
+    expect(await Journal.read(stateDir)).toBeUndefined();
+  });
+
+  it('a failing unit job fails the apply with the unit and its journal, keeps the last good state, and resumes on retry', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    const good = await readLastApplied(stateDir);
+    let fail = true;
+    const flaky: Systemd = {
+      daemonReload: () => systemd.daemonReload(),
+      unitFile: (op, u) => systemd.unitFile(op, u),
+      invocation: (u) => systemd.invocation(u),
+      journal: () =>
+        Promise.resolve(['a.service: Main process exited, code=exited, status=1/FAILURE']),
+      job: async (job, u) => {
+        if (fail && u === 'a.service') throw new Error('Job for a.service failed');
+        await systemd.job(job, u);
+      },
+    };
+    const v2 = config(v1.units, [
+      file('/etc/a/a.conf', 'broken', { mode: 0o640 }),
+      file('/etc/other', 'o\n'),
+    ]);
+    const error = await applyDesired(deps(flaky), desiredOf(v2)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApplyError);
+    expect((error as ApplyError).unit).toBe('a.service');
+    expect((error as ApplyError).journal).toEqual([
+      'a.service: Main process exited, code=exited, status=1/FAILURE',
+    ]);
+    expect((error as ApplyError).message).toMatch(
+      /restart a.service failed: Job for a.service failed/,
+    );
+    expect((await readLastApplied(stateDir))?.checksum).toBe(good?.checksum);
+    fail = false;
+    const r = await applyDesired(deps(flaky), desiredOf(v2));
+    expect(r.resumed).toBe(true);
+    expect(r.actions.map((a) => a.kind)).toEqual(['restart']);
+    expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(v2).checksum);
+  });
+
+  it("sets owners from the root's own /etc/passwd when running as root, and names unknown users clearly", async (ctx) => {
+    if (process.getuid?.() !== 0) return ctx.skip('chown needs root');
+    await mkdir(join(root, 'etc'), { recursive: true });
+    await writeFile(
+      join(root, 'etc/passwd'),
+      'root:x:0:0::/root:/bin/sh\nsvc:x:4242:4243::/:/bin/false\n',
+    );
+    await writeFile(join(root, 'etc/group'), 'root:x:0:\nsvc:x:4243:\n');
+    const c = config([], [file('/etc/svc.conf', 's', { user: 'svc', group: 'svc', mode: 0o600 })]);
+    await applyDesired({ ...deps(), owners: true }, desiredOf(c));
+    const st = await stat(join(root, 'etc/svc.conf'));
+    expect([st.uid, st.gid, st.mode & 0o7777]).toEqual([4242, 4243, 0o600]);
+    expect(await planFor({ ...deps(), owners: true }, desiredOf(c))).toEqual([]);
+    const bad = config([], [file('/etc/x.conf', 's', { user: 'nosuch' })]);
+    await expect(applyDesired({ ...deps(), owners: true }, desiredOf(bad))).rejects.toThrow(
+      /user "nosuch" does not exist in .*\/etc\/passwd/,
+    );
+  });
+});

@@ -1,0 +1,194 @@
+/**
+ * The executor: brings a root to a desired config. Resumes a journaled plan left by a killed
+ * agent, otherwise observes the disk, plans against last-applied, journals the plan and runs it
+ * action by action. Last-applied is written only when every action succeeded; on failure the
+ * error names the action and, for a unit, carries its last journal lines.
+ */
+import { entriesOf, isUnitAction, plan, RESTARTING, type Action } from './plan.js';
+import { Accounts, hostPath, observe, removeFile, writeFileAtomic } from './fs.js';
+import { Journal, type JournalAction, type PendingApply } from './journal.js';
+import { readLastApplied, writeLastApplied, type Desired } from './state.js';
+import { SystemdError, type Systemd } from './systemd.js';
+import { describeAction } from './plan.js';
+
+export interface ApplyDeps {
+  /** "/" on a node; a directory in local mode. */
+  root: string;
+  stateDir: string;
+  systemd: Systemd;
+  /** Set owners (false in a sandbox where oscar runs unprivileged and compares no owners). */
+  owners: boolean;
+  log?: (message: string) => void;
+  now?: () => Date;
+}
+
+export interface UnitTouched {
+  name: string;
+  action: string;
+  time: string;
+}
+
+export interface ApplyResult {
+  checksum: string;
+  /** The actions run (the remaining ones, when a journaled plan was resumed). */
+  actions: Action[];
+  resumed: boolean;
+  touchedUnits: UnitTouched[];
+}
+
+export class ApplyError extends Error {
+  constructor(
+    message: string,
+    readonly action: string,
+    readonly unit: string | undefined,
+    readonly journal: string[],
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = 'ApplyError';
+  }
+}
+
+/** Jobs that run twice if repeated; they are journaled with the unit's invocation token. */
+const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([...RESTARTING, 'reload']);
+
+/** Observes, plans and returns the plan without running it (`oscar plan`). */
+export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action[]> {
+  const last = await readLastApplied(deps.stateDir);
+  const accounts = await Accounts.load(deps.root);
+  const observed = await observe(deps.root, desired.config, last?.config, {
+    owners: deps.owners,
+    accounts,
+  });
+  return plan(last?.config, desired.config, observed);
+}
+
+function withContent(action: JournalAction, desired: Desired): Action {
+  if (action.kind !== 'writeFile') return action;
+  const entry = entriesOf(desired.config).get(action.path);
+  if (!entry)
+    throw new Error(`journal names ${action.path}, which the desired config does not have`);
+  return { ...action, content: entry.content };
+}
+
+export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<ApplyResult> {
+  const log = deps.log ?? (() => undefined);
+  const accounts = await Accounts.load(deps.root);
+  const pending = await Journal.read(deps.stateDir);
+  let resumed = false;
+  let actions: Action[];
+  let journal: Journal;
+  let done = new Set<number>();
+  let begun = new Map<number, string>();
+  if (pending && pending.checksum === desired.checksum) {
+    resumed = true;
+    actions = pending.actions.map((a) => withContent(a, desired));
+    journal = Journal.resume(deps.stateDir, pending);
+    ({ done, begun } = pending);
+    log(
+      `resuming an interrupted apply of ${desired.checksum.slice(0, 12)}: ${actions.length - done.size} of ${actions.length} action(s) left`,
+    );
+  } else {
+    if (pending)
+      log(
+        `dropping an interrupted apply of ${pending.checksum.slice(0, 12)}: the desired config changed`,
+      );
+    const last = await readLastApplied(deps.stateDir);
+    const observed = await observe(deps.root, desired.config, last?.config, {
+      owners: deps.owners,
+      accounts,
+    });
+    actions = plan(last?.config, desired.config, observed);
+    if (actions.length === 0) {
+      if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.text);
+      if (pending) await Journal.resume(deps.stateDir, pending).finish();
+      return { checksum: desired.checksum, actions, resumed, touchedUnits: [] };
+    }
+    journal = await Journal.start(deps.stateDir, desired.checksum, actions);
+  }
+
+  const touchedUnits: UnitTouched[] = [];
+  const now = deps.now ?? (() => new Date());
+  for (const [i, action] of actions.entries()) {
+    if (done.has(i)) continue;
+    try {
+      await runAction(deps, accounts, journal, i, action, begun.get(i), log);
+    } catch (error) {
+      throw await toApplyError(deps.systemd, action, error);
+    }
+    await journal.done(i);
+    if (
+      isUnitAction(action) &&
+      ['start', 'restart', 'tryRestart', 'reload', 'stopStart', 'stop'].includes(action.kind)
+    ) {
+      touchedUnits.push({ name: action.unit, action: action.kind, time: now().toISOString() });
+    }
+  }
+  await writeLastApplied(deps.stateDir, desired.text);
+  await journal.finish();
+  return {
+    checksum: desired.checksum,
+    actions: actions.filter((_, i) => !done.has(i)),
+    resumed,
+    touchedUnits,
+  };
+}
+
+async function runAction(
+  deps: ApplyDeps,
+  accounts: Accounts,
+  journal: Journal,
+  index: number,
+  action: Action,
+  begunToken: string | undefined,
+  log: (message: string) => void,
+): Promise<void> {
+  switch (action.kind) {
+    case 'writeFile': {
+      const owner = deps.owners
+        ? { uid: accounts.uid(action.user), gid: accounts.gid(action.group) }
+        : undefined;
+      await writeFileAtomic(hostPath(deps.root, action.path), action.content, action.mode, owner);
+      return;
+    }
+    case 'removeFile':
+      await removeFile(hostPath(deps.root, action.path));
+      return;
+    case 'daemonReload':
+      await deps.systemd.daemonReload();
+      return;
+    case 'enable':
+    case 'disable':
+    case 'mask':
+    case 'unmask':
+      await deps.systemd.unitFile(action.kind, action.unit);
+      return;
+    default: {
+      if (NOT_IDEMPOTENT.has(action.kind)) {
+        const token = await deps.systemd.invocation(action.unit);
+        if (begunToken !== undefined && begunToken !== token) {
+          log(
+            `${describeAction(action)}: already done before the interruption (invocation changed)`,
+          );
+          return;
+        }
+        if (begunToken === undefined) await journal.begin(index, token);
+      }
+      await deps.systemd.job(action.kind, action.unit);
+    }
+  }
+}
+
+async function toApplyError(systemd: Systemd, action: Action, error: unknown): Promise<ApplyError> {
+  const unit = isUnitAction(action)
+    ? action.unit
+    : error instanceof SystemdError
+      ? error.unit
+      : undefined;
+  let lines: string[] = [];
+  if (unit !== undefined) lines = await systemd.journal(unit, 20).catch(() => []);
+  const message = `${describeAction(action)} failed: ${(error as Error).message}`;
+  return new ApplyError(message, describeAction(action), unit, lines, { cause: error });
+}
+
+export type { PendingApply };

@@ -1,0 +1,34 @@
+/**
+ * Wiring shared by `oscar agent`, `oscar plan` and `oscar up`: the state directory and systemd for
+ * a root (the node itself, or a directory), and the OS-profile expansion the renderers apply, so
+ * a node gets exactly what the controller would put in its Secret.
+ */
+import { join } from 'node:path';
+import { expand } from '../renderers/profiles.js';
+import type { ApplyDeps } from './apply.js';
+import type { Expand } from './desired.js';
+import { DEFAULT_STATE_DIR } from './state.js';
+import { LocalSystemd, SystemctlSystemd } from './systemd.js';
+
+export const expandForOs: Expand = (config) => Promise.resolve(expand(config).config);
+
+export interface RootOptions {
+  root?: string;
+  stateDir?: string;
+}
+
+/** "/" means this machine (real systemctl); any other root is a directory (local mode). */
+export function depsFor(opts: RootOptions): ApplyDeps {
+  const root = opts.root ?? '/';
+  const local = root !== '/';
+  const stateDir = opts.stateDir ?? (local ? join(root, DEFAULT_STATE_DIR) : DEFAULT_STATE_DIR);
+  return {
+    root,
+    stateDir,
+    systemd: local
+      ? new LocalSystemd(root, join(stateDir, 'would-run.log'))
+      : new SystemctlSystemd(),
+    // in a directory root owned by an unprivileged user, owners cannot be set: compare none
+    owners: !local || process.getuid?.() === 0,
+  };
+}

@@ -1,0 +1,145 @@
+// `oscar up [DIR]`: the local main job. Watches a folder of OperatingSystemConfig YAML (default
+// examples/), and on start and on every save validates, resolves and applies each OSC to its own
+// sandbox root .oscar/root/<name>/, printing the plan. No cluster and no root privileges needed:
+// in a directory root the agent writes files and unit symlinks and lists the restarts it would run.
+import { readdir, readFile } from 'node:fs/promises';
+import { extname, join, relative, resolve } from 'node:path';
+import { watch } from 'chokidar';
+import type { Command } from 'commander';
+import { applyDesired, planFor } from '../../agent/apply.js';
+import { desiredFromYaml } from '../../agent/desired.js';
+import { depsFor, expandForOs } from '../../agent/local.js';
+import { formatPlan } from '../../agent/plan.js';
+
+const isYaml = (f: string): boolean => ['.yaml', '.yml'].includes(extname(f));
+
+async function yamlFiles(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile() && isYaml(e.name))
+    .map((e) => join(dir, e.name))
+    .sort();
+}
+
+export interface UpOptions {
+  dir: string;
+  out: string;
+  print: (text: string) => void;
+}
+
+/** Applies every OSC of one file to its sandbox; returns false when anything failed. */
+export async function upFile(file: string, opts: UpOptions): Promise<boolean> {
+  const shown = relative(process.cwd(), file) || file;
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    opts.print(`✗ ${shown}: cannot read: ${(error as Error).message}\n`);
+    return false;
+  }
+  let all;
+  try {
+    all = await desiredFromYaml(text, shown, expandForOs);
+  } catch (error) {
+    opts.print(
+      `✗ ${shown}: not applied (the sandbox keeps its last good state):\n${indent((error as Error).message)}\n`,
+    );
+    return false;
+  }
+  let ok = true;
+  for (const desired of all) {
+    const root = join(opts.out, 'root', desired.name);
+    const deps = depsFor({ root });
+    try {
+      const actions = await planFor(deps, desired);
+      const header = `● ${shown} → ${relative(process.cwd(), root) || root} (${desired.config.purpose}, ${desired.checksum.slice(0, 12)})`;
+      opts.print(`${header}\n${indent(formatPlan(actions))}`);
+      await applyDesired(deps, desired);
+    } catch (error) {
+      ok = false;
+      opts.print(`✗ ${shown} (${desired.name}): ${(error as Error).message}\n`);
+    }
+  }
+  return ok;
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((l) => (l === '' ? l : `    ${l}`))
+    .join('\n');
+}
+
+export function register(program: Command): void {
+  program
+    .command('up')
+    .description(
+      'watch a folder of OperatingSystemConfigs (default examples/) and apply each to a sandbox root under .oscar/root/<name>/, printing the plan on every save',
+    )
+    .argument('[dir]', 'folder of OSC YAML files', 'examples')
+    .option('--out <dir>', 'where the sandbox roots go', '.oscar')
+    .option('--once', 'apply everything once and exit (exit 1 if anything failed)')
+    .action(async (dirArg: string, flags: { out: string; once?: boolean }) => {
+      const dir = resolve(dirArg);
+      const opts: UpOptions = {
+        dir,
+        out: resolve(flags.out),
+        print: (t) => process.stdout.write(t.endsWith('\n') ? t : `${t}\n`),
+      };
+      let files: string[];
+      try {
+        files = await yamlFiles(dir);
+      } catch (error) {
+        console.error(`oscar up: cannot read ${dirArg}: ${(error as Error).message}`);
+        process.exitCode = 1;
+        return;
+      }
+      opts.print(
+        `oscar up: ${files.length} file(s) in ${dirArg}/ → sandbox roots in ${flags.out}/root/<name>/ (no cluster needed; restarts are listed in <root>/var/lib/oscar/would-run.log)`,
+      );
+      let ok = true;
+      for (const f of files) ok = (await upFile(f, opts)) && ok;
+      if (flags.once === true) {
+        process.exitCode = ok ? 0 : 1;
+        return;
+      }
+      opts.print(`watching ${dirArg}/ for changes — edit a file and save; Ctrl-C to stop`);
+      const timers = new Map<string, NodeJS.Timeout>();
+      // one apply at a time, in save order
+      let chain = Promise.resolve();
+      const watcher = watch(dir, { ignoreInitial: true, depth: 0, atomic: true });
+      const onChange = (path: string): void => {
+        if (!isYaml(path)) return;
+        clearTimeout(timers.get(path));
+        timers.set(
+          path,
+          setTimeout(() => {
+            timers.delete(path);
+            chain = chain.then(async () => {
+              await upFile(path, opts);
+            });
+          }, 150),
+        );
+      };
+      watcher.on('add', onChange).on('change', onChange);
+      watcher.on('unlink', (path) => {
+        if (isYaml(path))
+          opts.print(`${relative(process.cwd(), path)} removed; its sandbox stays as it was`);
+      });
+      await new Promise<void>((done) => {
+        const stop = (): void => {
+          process.off('SIGINT', stop);
+          process.off('SIGTERM', stop);
+          for (const t of timers.values()) clearTimeout(t);
+          void chain
+            .then(() => watcher.close())
+            .then(() => {
+              opts.print('oscar up: stopped');
+              done();
+            });
+        };
+        process.on('SIGINT', stop);
+        process.on('SIGTERM', stop);
+      });
+    });
+}
