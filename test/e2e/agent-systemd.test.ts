@@ -175,8 +175,8 @@ const v2: Version = { ...v1, aConf: 'a=2\n', bDropIn: '[Service]\nEnvironment=B=
 const v3: Version = { ...v2, withC: false };
 
 describe('agent on real systemd (nspawn)', () => {
-  let afterV1: Record<string, Record<string, string>> = {};
-  let afterV2: Record<string, Record<string, string>> = {};
+  const afterV1: Record<string, Record<string, string>> = {};
+  const afterV2: Record<string, Record<string, string>> = {};
 
   it('applies three services and their files; all run', async (ctx) => {
     if (!node) return ctx.skip(skipReason);
