@@ -5,6 +5,9 @@ import { startHealthServer, AgentMetrics } from '../../agent/metrics.js';
 import { FileSource } from '../../agent/source-file.js';
 import type { Source } from '../../agent/source.js';
 import { lockStateDir } from '../../agent/state.js';
+import { loadKubeConfig } from '../../agent/kube.js';
+import { KubeReporter } from '../../agent/report.js';
+import { SecretSource } from '../../agent/source-secret.js';
 
 interface AgentFlags {
   file?: string;
@@ -122,10 +125,29 @@ async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<vo
 }
 
 async function secretWiring(
-  _flags: AgentFlags,
-  _log: (m: string) => void,
-  _metrics: AgentMetrics,
-  _reporters: Reporter[],
+  flags: AgentFlags,
+  log: (m: string) => void,
+  metrics: AgentMetrics,
+  reporters: Reporter[],
 ): Promise<{ source: Source }> {
-  return Promise.reject(new Error('the Secret source is not built yet'));
+  const { namespace, secret } = flags;
+  if (secret === undefined || namespace === undefined) throw new Error('unreachable');
+  const node = flags.node ?? process.env.NODE_NAME;
+  if (node === undefined || node === '')
+    throw new Error('name this node with --node (or $NODE_NAME)');
+  const kc = loadKubeConfig(flags.kubeconfig);
+  const onRequest = (): void => {
+    metrics.apiRequests.inc();
+  };
+  const source = new SecretSource(kc, {
+    namespace,
+    name: secret,
+    pollIntervalMs: seconds(flags.pollInterval, '--poll-interval') * 1000,
+    log,
+    onRequest,
+  });
+  reporters.push(
+    new KubeReporter(kc, { node, oscRef: { namespace, secretName: secret }, log, onRequest }),
+  );
+  return Promise.resolve({ source });
 }

@@ -1,0 +1,233 @@
+/**
+ * Reports this node's state in its OperatingSystemConfigNode (cluster-scoped, named after the
+ * node): desired and applied checksum, conditions Applied and Degraded, the last error with the
+ * failing unit's journal lines, the units the last apply touched, when it finished. The object
+ * is created if missing; status goes through the status subresource as a merge patch. Writes are
+ * coalesced (only the newest status is sent) and retried with exponential backoff and jitter, so
+ * an API server outage loses nothing but the intermediate states.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Condition, OperatingSystemConfigNodeStatus } from '../api/schema.js';
+import { API_VERSION, OSC_NODE_KIND } from '../api/schema.js';
+import {
+  ApiError,
+  CONTENT_MERGE_PATCH,
+  HttpKubeClient,
+  isNotFound,
+  type KubeHttp,
+} from '../controller/kube/client.js';
+import type { Reporter } from './agent.js';
+import { ApplyError, type ApplyResult } from './apply.js';
+
+const PATH = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+
+export interface KubeReporterOptions {
+  node: string;
+  oscRef?: { namespace: string; name?: string; secretName?: string };
+  log?: (message: string) => void;
+  onRequest?: () => void;
+  http?: KubeHttp;
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+  now?: () => Date;
+}
+
+type Status = OperatingSystemConfigNodeStatus;
+
+/** Keeps lastTransitionTime when a condition's status did not change (metav1.Condition rules). */
+export function setCondition(
+  conditions: readonly Condition[],
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date,
+): Condition[] {
+  const old = conditions.find((c) => c.type === next.type);
+  const lastTransitionTime =
+    old && old.status === next.status
+      ? old.lastTransitionTime
+      : now.toISOString().replace(/\.\d+Z$/, 'Z');
+  return [...conditions.filter((c) => c.type !== next.type), { ...next, lastTransitionTime }].sort(
+    (a, b) => (a.type < b.type ? -1 : 1),
+  );
+}
+
+export class KubeReporter implements Reporter {
+  private readonly http: KubeHttp;
+  private status: Status = {};
+  /** Fields to remove with the next patch (merge patch: null deletes). */
+  private cleared = new Set<keyof Status>();
+  private dirty = false;
+  private sending: Promise<void> | undefined;
+  private created = false;
+  private failures = 0;
+  private stopped = false;
+
+  constructor(
+    kc: KubeConfig,
+    private readonly opts: KubeReporterOptions,
+  ) {
+    this.http = opts.http ?? new HttpKubeClient(kc);
+    if (opts.oscRef) {
+      this.status.oscRef = {
+        namespace: opts.oscRef.namespace,
+        name: opts.oscRef.name ?? '',
+        ...(opts.oscRef.secretName ? { secretName: opts.oscRef.secretName } : {}),
+      };
+    }
+  }
+
+  private now(): Date {
+    return this.opts.now?.() ?? new Date();
+  }
+
+  private condition(type: string, status: 'True' | 'False', reason: string, message: string): void {
+    this.status.conditions = setCondition(
+      this.status.conditions ?? [],
+      { type, status, reason, message },
+      this.now(),
+    );
+  }
+
+  desired(checksum: string): void {
+    this.status.desiredChecksum = checksum;
+    this.push();
+  }
+
+  applied(result: ApplyResult): void {
+    this.status.appliedChecksum = result.checksum;
+    this.status.lastAppliedTime = this.now()
+      .toISOString()
+      .replace(/\.\d+Z$/, 'Z');
+    if (result.touchedUnits.length > 0 || result.actions.length > 0) {
+      this.status.restartedUnits = result.touchedUnits.map((u) => ({
+        ...u,
+        time: u.time.replace(/\.\d+Z$/, 'Z'),
+      }));
+    }
+    this.condition(
+      'Applied',
+      'True',
+      'Applied',
+      `applied ${result.checksum.slice(0, 12)} (${result.actions.length} action(s))`,
+    );
+    this.condition('Degraded', 'False', 'Applied', 'the last apply succeeded');
+    delete this.status.lastError;
+    this.cleared.add('lastError');
+    this.push();
+  }
+
+  failed(checksum: string, error: Error): void {
+    const unit = error instanceof ApplyError ? error.unit : undefined;
+    const journal = error instanceof ApplyError ? error.journal : [];
+    this.status.lastError = {
+      message: error.message.slice(0, 4000),
+      ...(unit ? { unit } : {}),
+      ...(journal.length > 0 ? { journal } : {}),
+      time: this.now()
+        .toISOString()
+        .replace(/\.\d+Z$/, 'Z'),
+    };
+    this.cleared.delete('lastError');
+    this.condition(
+      'Applied',
+      'False',
+      'ApplyFailed',
+      `applying ${checksum.slice(0, 12)} failed; the last good state stays`,
+    );
+    this.condition('Degraded', 'True', 'ApplyFailed', error.message.slice(0, 4000));
+    this.push();
+  }
+
+  sourceFailed(error: Error): void {
+    const refused = error.name === 'CorruptPayloadError';
+    this.status.lastError = {
+      message: error.message.slice(0, 4000),
+      time: this.now()
+        .toISOString()
+        .replace(/\.\d+Z$/, 'Z'),
+    };
+    this.cleared.delete('lastError');
+    this.condition(
+      'Degraded',
+      'True',
+      refused ? 'InvalidSecret' : 'SourceUnavailable',
+      error.message.slice(0, 4000),
+    );
+    this.push();
+  }
+
+  private push(): void {
+    this.dirty = true;
+    if (!this.sending) {
+      this.sending = this.sendLoop().finally(() => {
+        this.sending = undefined;
+      });
+    }
+  }
+
+  private async sendLoop(): Promise<void> {
+    while (this.dirty && !this.stopped) {
+      this.dirty = false;
+      const body: Record<string, unknown> = { ...this.status };
+      for (const key of this.cleared) body[key] = null;
+      try {
+        await this.send(body);
+        this.cleared.clear();
+        this.failures = 0;
+      } catch (error) {
+        this.dirty = true;
+        this.failures++;
+        const base = this.opts.backoffBaseMs ?? 500;
+        const max = this.opts.backoffMaxMs ?? 30_000;
+        const delay = Math.min(max, base * 2 ** (this.failures - 1)) * (0.5 + Math.random() / 2);
+        if (this.failures === 1 || this.failures % 10 === 0) {
+          this.opts.log?.(
+            `report: ${(error as Error).message}; retrying in ${(delay / 1000).toFixed(1)} s`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  private async send(status: Record<string, unknown>): Promise<void> {
+    const path = `${PATH}/${encodeURIComponent(this.opts.node)}`;
+    if (!this.created) {
+      this.opts.onRequest?.();
+      try {
+        await this.http.request('POST', PATH, {
+          body: {
+            apiVersion: API_VERSION,
+            kind: OSC_NODE_KIND,
+            metadata: { name: this.opts.node },
+          },
+        });
+      } catch (error) {
+        if (!(error instanceof ApiError && error.status === 409)) throw error; // 409: exists
+      }
+      this.created = true;
+    }
+    this.opts.onRequest?.();
+    try {
+      await this.http.request('PATCH', `${path}/status`, {
+        body: { status },
+        contentType: CONTENT_MERGE_PATCH,
+      });
+    } catch (error) {
+      if (isNotFound(error)) this.created = false; // deleted meanwhile: create again
+      throw error;
+    }
+  }
+
+  /** Waits until the newest status was written (or `timeoutMs` passed). */
+  async flush(timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while ((this.sending || this.dirty) && Date.now() < deadline) {
+      await Promise.race([this.sending, new Promise((r) => setTimeout(r, 100))]);
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.http instanceof HttpKubeClient) this.http.close();
+  }
+}

@@ -1,0 +1,239 @@
+/**
+ * The Kubernetes source: the agent's own reconcile Secret.
+ * - A watch on exactly that Secret (field selector metadata.name=…, bookmarks on) delivers changes
+ *   within the API server's latency; a 410 Gone relists; a broken stream reconnects with backoff.
+ * - A metadata-only poll (PartialObjectMetadata: no Secret data crosses the wire) is the safety
+ *   net for a watch that silently stalls: it compares the checksum annotation and fetches the data
+ *   only when it changed.
+ * Every payload is verified with decodeConfigData: a corrupted Secret is refused and reported,
+ * and the agent keeps its last good state.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ANNOTATION_CHECKSUM, CorruptPayloadError, decodeConfigData } from '../api/secret.js';
+import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../controller/kube/client.js';
+import type { Source, SourceEvents } from './source.js';
+
+const ACCEPT_PARTIAL_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
+
+interface SecretObject {
+  metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> };
+  data?: Record<string, string>;
+}
+
+interface WatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: SecretObject & { code?: number; message?: string };
+}
+
+export interface SecretSourceOptions {
+  namespace: string;
+  name: string;
+  /** Metadata-only poll interval (the watch delivers changes; this only catches a stalled watch). */
+  pollIntervalMs: number;
+  /** Server-side timeout of one watch request; the agent then re-watches from its resourceVersion. */
+  watchTimeoutSeconds?: number;
+  log?: (message: string) => void;
+  /** Called once per API request (for the requests-per-minute metric). */
+  onRequest?: () => void;
+  /** Injected HTTP client (tests); default: one built from the kubeconfig. */
+  http?: KubeHttp;
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+}
+
+class Gone extends Error {}
+
+export class SecretSource implements Source {
+  readonly description: string;
+  private readonly http: KubeHttp;
+  private readonly path: string;
+  private stopped = false;
+  private abort = new AbortController();
+  private pollTimer: NodeJS.Timeout | undefined;
+  private watching: Promise<void> | undefined;
+  /** Checksum of the last payload handled (delivered or refused): the same one is not redone. */
+  private lastChecksum: string | undefined;
+  private lastRefusal: string | undefined;
+  private resourceVersion: string | undefined;
+
+  constructor(
+    kc: KubeConfig,
+    private readonly opts: SecretSourceOptions,
+  ) {
+    this.http = opts.http ?? new HttpKubeClient(kc);
+    this.description = `Secret ${opts.namespace}/${opts.name}`;
+    this.path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/secrets`;
+  }
+
+  private log(message: string): void {
+    this.opts.log?.(message);
+  }
+
+  private async request<T>(
+    path: string,
+    accept?: string,
+    query?: Record<string, string>,
+  ): Promise<T> {
+    this.opts.onRequest?.();
+    return this.http.request<T>('GET', path, {
+      ...(accept ? { accept } : {}),
+      ...(query ? { query } : {}),
+      signal: this.abort.signal,
+      timeoutMs: 30_000,
+    });
+  }
+
+  async start(events: SourceEvents): Promise<void> {
+    try {
+      await this.fetch(events);
+    } catch (error) {
+      events.onError(this.describe(error));
+    }
+    this.watching = this.watchLoop(events);
+    this.pollTimer = setInterval(() => void this.poll(events), this.opts.pollIntervalMs);
+    this.pollTimer.unref();
+  }
+
+  private describe(error: unknown): Error {
+    if (isNotFound(error)) {
+      return new Error(`${this.description} does not exist (yet); keeping the last applied state`);
+    }
+    return error instanceof Error ? error : new Error(String(error));
+  }
+
+  /** GET the whole Secret and handle it. */
+  private async fetch(events: SourceEvents): Promise<void> {
+    const secret = await this.request<SecretObject>(
+      `${this.path}/${encodeURIComponent(this.opts.name)}`,
+    );
+    this.handle(secret, events);
+  }
+
+  private handle(secret: SecretObject, events: SourceEvents): void {
+    const checksum = secret.metadata?.annotations?.[ANNOTATION_CHECKSUM];
+    if (checksum !== undefined && checksum === this.lastChecksum) return;
+    const data: Record<string, Buffer> = {};
+    for (const [k, v] of Object.entries(secret.data ?? {})) data[k] = Buffer.from(v, 'base64');
+    try {
+      const decoded = decodeConfigData(data, checksum);
+      this.lastChecksum = decoded.checksum;
+      this.lastRefusal = undefined;
+      events.onDesired({ config: decoded.config, checksum: decoded.checksum, text: decoded.text });
+    } catch (error) {
+      if (!(error instanceof CorruptPayloadError)) throw error;
+      const key = `${checksum ?? ''}:${secret.metadata?.resourceVersion ?? ''}`;
+      if (key === this.lastRefusal) return; // reported once per bad version
+      this.lastRefusal = key;
+      events.onError(
+        new CorruptPayloadError(
+          `${this.description} refused, keeping the last good state: ${error.message}`,
+          {
+            cause: error,
+          },
+        ),
+      );
+    }
+  }
+
+  /** The safety net: metadata only; the data is fetched only when the checksum annotation moved. */
+  private async poll(events: SourceEvents): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const meta = await this.request<SecretObject>(
+        `${this.path}/${encodeURIComponent(this.opts.name)}`,
+        ACCEPT_PARTIAL_OBJECT,
+      );
+      const checksum = meta.metadata?.annotations?.[ANNOTATION_CHECKSUM];
+      const refusedKey = `${checksum ?? ''}:${meta.metadata?.resourceVersion ?? ''}`;
+      if (checksum !== this.lastChecksum && refusedKey !== this.lastRefusal) {
+        this.log(
+          `poll: checksum annotation changed to ${(checksum ?? 'none').slice(0, 12)}; fetching the Secret`,
+        );
+        await this.fetch(events);
+      }
+    } catch (error) {
+      if (!this.isStopped()) events.onError(this.describe(error));
+    }
+  }
+
+  private async watchLoop(events: SourceEvents): Promise<void> {
+    let failures = 0;
+    const base = this.opts.backoffBaseMs ?? 500;
+    const max = this.opts.backoffMaxMs ?? 30_000;
+    while (!this.stopped) {
+      try {
+        if (this.resourceVersion === undefined) {
+          const list = await this.request<{
+            metadata?: { resourceVersion?: string };
+            items?: SecretObject[];
+          }>(this.path, undefined, { fieldSelector: `metadata.name=${this.opts.name}` });
+          const item = list.items?.[0];
+          if (item) this.handle(item, events);
+          this.resourceVersion = list.metadata?.resourceVersion;
+        }
+        this.opts.onRequest?.();
+        await this.http.stream(
+          this.path,
+          {
+            query: {
+              watch: 'true',
+              fieldSelector: `metadata.name=${this.opts.name}`,
+              allowWatchBookmarks: 'true',
+              resourceVersion: this.resourceVersion,
+              timeoutSeconds: String(this.opts.watchTimeoutSeconds ?? 600),
+            },
+            signal: this.abort.signal,
+          },
+          (line) => {
+            failures = 0; // the stream works
+            const event = JSON.parse(line) as WatchEvent;
+            if (event.type === 'ERROR') {
+              if (event.object.code === 410)
+                throw new Gone(event.object.message ?? 'resourceVersion too old');
+              throw new Error(
+                `watch error: ${event.object.message ?? JSON.stringify(event.object)}`,
+              );
+            }
+            const rv = event.object.metadata?.resourceVersion;
+            if (rv) this.resourceVersion = rv;
+            if (event.type === 'ADDED' || event.type === 'MODIFIED')
+              this.handle(event.object, events);
+            if (event.type === 'DELETED') {
+              this.lastChecksum = undefined;
+              events.onError(
+                new Error(`${this.description} was deleted; keeping the last applied state`),
+              );
+            }
+          },
+        );
+      } catch (error) {
+        if (this.isStopped()) return;
+        if (error instanceof Gone || (error instanceof ApiError && error.status === 410)) {
+          this.log('watch: resourceVersion expired (410 Gone); relisting');
+          this.resourceVersion = undefined;
+          continue;
+        }
+        failures++;
+        const delay = Math.min(max, base * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+        this.log(
+          `watch: ${(error as Error).message}; reconnecting in ${(delay / 1000).toFixed(1)} s`,
+        );
+        if (failures === 1) events.onError(this.describe(error));
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  /** A method, not the field: the flag flips while awaits are pending. */
+  private isStopped(): boolean {
+    return this.stopped;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.abort.abort();
+    await this.watching?.catch(() => undefined);
+    if (this.http instanceof HttpKubeClient) this.http.close();
+  }
+}
