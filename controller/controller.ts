@@ -66,6 +66,14 @@ export class Controller implements Caches {
   private readonly refs = new RefIndex();
   private readonly memo = new Map<string, Memo>();
   private started = false;
+  /**
+   * Read-your-writes: what our own writes returned, used until the watch delivers that version
+   * (or a later one). Without it, a pass that runs between a write and its watch event would see
+   * the old state and write again.
+   */
+  private readonly oscOverlay = new Map<string, OscObject>();
+  private readonly secretOverlay = new Map<string, KubeObject>();
+  private readonly writer: Writer;
 
   constructor(private readonly o: ControllerOptions) {
     this.queue = new WorkQueue({
@@ -78,6 +86,7 @@ export class Controller implements Caches {
         o.metrics.queueDepth.set(d);
       },
     });
+    this.writer = this.recordingWriter(o.writer);
     const scopes = o.namespaces.length === 0 ? [''] : o.namespaces;
     for (const ns of scopes) this.sets.set(ns, this.makeInformers(ns));
   }
@@ -122,6 +131,7 @@ export class Controller implements Caches {
         },
         onDelete: (o) => {
           this.refs.remove(keyOf(o));
+          this.oscOverlay.delete(keyOf(o));
           this.queue.add(keyOf(o));
         },
       },
@@ -148,6 +158,7 @@ export class Controller implements Caches {
           if (k && !sameMeta(before, after)) this.queue.add(k);
         },
         onDelete: (s) => {
+          this.secretOverlay.delete(keyOf(s));
           const k = ownerKey(s);
           if (k) this.queue.add(k);
         },
@@ -229,7 +240,7 @@ export class Controller implements Caches {
     try {
       const out = await reconcile(key, {
         caches: this,
-        writer: this.o.writer,
+        writer: this.writer,
         pipeline: this.o.pipeline,
         now: () => new Date(),
         memo: this.memo,
@@ -257,15 +268,60 @@ export class Controller implements Caches {
     }
   }
 
+  private recordingWriter(inner: Writer): Writer {
+    return {
+      applySecret: async (body) => {
+        const stored = await inner.applySecret(body);
+        if (stored) this.secretOverlay.set(keyOf(stored), { metadata: stored.metadata });
+        return stored;
+      },
+      deleteSecret: async (namespace, name) => {
+        await inner.deleteSecret(namespace, name);
+        this.secretOverlay.delete(`${namespace}/${name}`);
+      },
+      patchStatus: async (namespace, name, status) => {
+        const stored = await inner.patchStatus(namespace, name, status);
+        if (stored) this.oscOverlay.set(keyOf(stored), stored);
+        return stored;
+      },
+      setFinalizer: async (namespace, name, present) => {
+        const stored = await inner.setFinalizer(namespace, name, present);
+        if (stored) this.oscOverlay.set(keyOf(stored), stored);
+        return stored;
+      },
+      event: (osc, e) => inner.event(osc, e),
+    };
+  }
+
+  /** The newer of the cached object and our own last write of it. */
+  private pick<T extends KubeObject>(
+    overlay: Map<string, T>,
+    key: string,
+    cached: T | undefined,
+    requireCached: boolean,
+  ): T | undefined {
+    const own = overlay.get(key);
+    if (!own) return cached;
+    if (!cached && requireCached) return undefined;
+    // resourceVersions are etcd revisions in practice; if one is not a number, trust the cache.
+    const a = Number(cached?.metadata.resourceVersion ?? 0);
+    const b = Number(own.metadata.resourceVersion);
+    if (Number.isFinite(a) && Number.isFinite(b) && a < b) return own;
+    overlay.delete(key);
+    return cached;
+  }
+
   // Caches: the informers' stores.
   private setFor(namespace: string): Informers | undefined {
     return this.sets.get(namespace) ?? this.sets.get('');
   }
   osc(namespace: string, name: string): OscObject | undefined {
-    return this.setFor(namespace)?.osc.get(namespace, name);
+    const cached = this.setFor(namespace)?.osc.get(namespace, name);
+    return this.pick(this.oscOverlay, `${namespace}/${name}`, cached, true);
   }
   ownedSecret(namespace: string, name: string): KubeObject | undefined {
-    return this.setFor(namespace)?.owned.get(namespace, name);
+    const cached = this.setFor(namespace)?.owned.get(namespace, name);
+    return this.pick(this.secretOverlay, `${namespace}/${name}`, cached, false);
   }
   ownedSecretsOf(namespace: string, oscName: string): KubeObject[] {
     return (this.setFor(namespace)?.owned.list() ?? []).filter(

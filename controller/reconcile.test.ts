@@ -52,7 +52,7 @@ class World implements Caches, Writer {
     s.metadata.resourceVersion = String(++this.rv);
     this.secrets.set(`${s.metadata.namespace ?? ''}/${s.metadata.name}`, s);
     this.log.push(`apply ${s.metadata.name}`);
-    return Promise.resolve();
+    return Promise.resolve(undefined);
   }
   deleteSecret(ns: string, name: string) {
     this.secrets.delete(`${ns}/${name}`);
@@ -63,7 +63,7 @@ class World implements Caches, Writer {
     const o = this.oscs.get(`${ns}/${name}`);
     if (o) o.status = structuredClone(status);
     this.log.push(`status ${name}`);
-    return Promise.resolve();
+    return Promise.resolve(undefined);
   }
   setFinalizer(ns: string, name: string, present: boolean) {
     const o = this.oscs.get(`${ns}/${name}`);
@@ -72,7 +72,7 @@ class World implements Caches, Writer {
       if (!present && o.metadata.deletionTimestamp) this.oscs.delete(`${ns}/${name}`);
     }
     this.log.push(`finalizer ${name} ${String(present)}`);
-    return Promise.resolve();
+    return Promise.resolve(undefined);
   }
   event(_: OscObject, e: EventInput) {
     this.events.push(e);

@@ -51,12 +51,19 @@ export interface EventInput {
   message: string;
 }
 
-/** What reconcile writes. Each call is one API request. */
+/**
+ * What reconcile writes. Each call is one API request. Writes return the object the server
+ * stored (when it says), so the caller can read its own writes before the watch delivers them.
+ */
 export interface Writer {
-  applySecret(body: Record<string, unknown>): Promise<void>;
+  applySecret(body: Record<string, unknown>): Promise<KubeObject | undefined>;
   deleteSecret(namespace: string, name: string): Promise<void>;
-  patchStatus(namespace: string, name: string, status: OperatingSystemConfigStatus): Promise<void>;
-  setFinalizer(namespace: string, name: string, present: boolean): Promise<void>;
+  patchStatus(
+    namespace: string,
+    name: string,
+    status: OperatingSystemConfigStatus,
+  ): Promise<OscObject | undefined>;
+  setFinalizer(namespace: string, name: string, present: boolean): Promise<OscObject | undefined>;
   event(osc: OscObject, event: EventInput): Promise<void>;
 }
 

@@ -43,9 +43,13 @@ export interface RequestSpec {
 export const CONTENT_JSON = 'application/json';
 export const CONTENT_MERGE_PATCH = 'application/merge-patch+json';
 export const CONTENT_APPLY_PATCH = 'application/apply-patch+yaml';
-/** Lists and watches that return only metadata (no Secret data crosses the wire). */
-export const ACCEPT_METADATA =
-  'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json';
+/**
+ * Lists and watches that return only metadata (no Secret data crosses the wire). A watch must ask
+ * for the item type: offered the list type too, the server picks it and ends the watch at once.
+ */
+export const ACCEPT_METADATA_LIST =
+  'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+export const ACCEPT_METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 export interface KubeHttp {
   request<T>(method: string, path: string, spec?: RequestSpec): Promise<T>;

@@ -7,7 +7,7 @@
  * the watch was down are reported as deleted.
  */
 import { realClock, sleep, type Clock } from '../clock.js';
-import { ApiError, type KubeHttp, ACCEPT_METADATA } from './client.js';
+import { ApiError, type KubeHttp, ACCEPT_METADATA, ACCEPT_METADATA_LIST } from './client.js';
 import type { KubeObject } from './types.js';
 
 export interface WatchEvent<T> {
@@ -16,7 +16,7 @@ export interface WatchEvent<T> {
 }
 
 export interface ListPage<T> {
-  items: T[];
+  items: T[] | null;
   metadata: { resourceVersion?: string; continue?: string };
 }
 
@@ -139,9 +139,14 @@ export class Informer<T extends KubeObject> {
           this.abort.signal,
         );
         this.options.onConnect?.('watch');
+        const opened = this.clock.now();
         await watching;
         // A normal end (the server's timeoutSeconds): watch again at once from where we are.
         if (seen.event) attempt = 0;
+        else if (this.clock.now() - opened < 1000) {
+          // Ended at once with nothing in it: something is wrong; never spin on it.
+          throw new Error('the watch ended immediately without events');
+        }
       } catch (error) {
         if (this.isStopped()) break;
         if (error instanceof GoneError || (error instanceof ApiError && error.status === 410)) {
@@ -165,7 +170,8 @@ export class Informer<T extends KubeObject> {
     let rv = '';
     do {
       const page = await this.source.list(token);
-      for (const item of page.items) fresh.set(keyOf(item), item);
+      // An empty PartialObjectMetadataList comes back with "items": null.
+      for (const item of page.items ?? []) fresh.set(keyOf(item), item);
       token = page.metadata.continue || undefined;
       rv = page.metadata.resourceVersion ?? rv;
     } while (token && !this.stopped);
@@ -241,7 +247,7 @@ export function httpSource<T extends KubeObject>(
     list: (token) =>
       http.request<ListPage<T>>('GET', o.path, {
         query: { labelSelector: o.labelSelector, limit: o.pageSize ?? 500, continue: token },
-        accept,
+        accept: o.metadataOnly ? ACCEPT_METADATA_LIST : undefined,
         timeoutMs: 120_000,
       }),
     watch: (resourceVersion, onEvent, signal) =>

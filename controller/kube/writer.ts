@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigStatus } from '../../api/schema.js';
 import { FINALIZER, type EventInput, type Writer } from '../reconcile.js';
 import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from './client.js';
-import type { OscObject } from './types.js';
+import type { KubeObject, OscObject } from './types.js';
 
 export const FIELD_MANAGER = 'oscar-controller';
 export const OSC_RESOURCE = 'operatingsystemconfigs';
@@ -26,13 +26,19 @@ export class HttpWriter implements Writer {
     private readonly instance: string,
   ) {}
 
-  async applySecret(body: Record<string, unknown>): Promise<void> {
+  async applySecret(body: Record<string, unknown>): Promise<KubeObject> {
     const meta = body.metadata as { name: string; namespace: string };
-    await this.http.request('PATCH', `/api/v1/namespaces/${meta.namespace}/secrets/${meta.name}`, {
-      query: { fieldManager: FIELD_MANAGER, force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body,
-    });
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `/api/v1/namespaces/${meta.namespace}/secrets/${meta.name}`,
+      {
+        query: { fieldManager: FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        body,
+      },
+    );
+    // Only the metadata is kept: the rendered data must not linger in memory.
+    return { metadata: stored.metadata };
   }
 
   async deleteSecret(namespace: string, name: string): Promise<void> {
@@ -47,11 +53,11 @@ export class HttpWriter implements Writer {
     namespace: string,
     name: string,
     status: OperatingSystemConfigStatus,
-  ): Promise<void> {
+  ): Promise<OscObject> {
     // `nodes` is aggregated from agents' reports by whoever owns that; not ours to apply.
     const ours: OperatingSystemConfigStatus = { ...status };
     delete ours.nodes;
-    await this.http.request('PATCH', `${oscPath(namespace, name)}/status`, {
+    return this.http.request<OscObject>('PATCH', `${oscPath(namespace, name)}/status`, {
       query: { fieldManager: FIELD_MANAGER, force: true },
       contentType: CONTENT_APPLY_PATCH,
       body: {
@@ -63,20 +69,24 @@ export class HttpWriter implements Writer {
     });
   }
 
-  async setFinalizer(namespace: string, name: string, present: boolean): Promise<void> {
+  async setFinalizer(
+    namespace: string,
+    name: string,
+    present: boolean,
+  ): Promise<OscObject | undefined> {
     // Applying without the finalizer releases oscar's ownership of it, which removes it while
     // leaving other controllers' finalizers alone.
     const metadata: Record<string, unknown> = { name, namespace };
     if (present) metadata.finalizers = [FINALIZER];
     try {
-      await this.http.request('PATCH', oscPath(namespace, name), {
+      return await this.http.request<OscObject>('PATCH', oscPath(namespace, name), {
         query: { fieldManager: `${FIELD_MANAGER}-finalizer`, force: true },
         contentType: CONTENT_APPLY_PATCH,
         body: { apiVersion: API_VERSION, kind: OSC_KIND, metadata },
       });
     } catch (error) {
       // Already gone: nothing left to finalize.
-      if (!present && isNotFound(error)) return;
+      if (!present && isNotFound(error)) return undefined;
       throw error;
     }
   }

@@ -28,13 +28,18 @@ import { createTestNamespace, skipWithoutCluster } from './support/cluster.js';
 skipWithoutCluster();
 
 const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
+const logs: string[][] = [];
+afterEach(async (ctx) => {
   for (const stop of stops.splice(0)) await stop();
+  // On failure, the controller's log is the first thing one wants to read.
+  if (ctx.task.result?.state === 'fail') process.stderr.write(logs.flat().join(''));
+  logs.length = 0;
 });
 
 async function withController(ns: string) {
   const c = await startController([ns]);
   stops.push(c.stop);
+  logs.push(c.logs);
   return c;
 }
 

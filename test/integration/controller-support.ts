@@ -32,7 +32,7 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 export async function waitFor<T>(
   what: string,
   fn: () => Promise<T | undefined | false>,
-  timeoutMs = 30_000,
+  timeoutMs = 60_000,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
@@ -110,7 +110,7 @@ export class Api {
   }
 
   /** Waits until the OSC's status is Ready for its current generation; returns it. */
-  waitReady(ns: string, name: string, timeoutMs = 30_000): Promise<OscObject> {
+  waitReady(ns: string, name: string, timeoutMs = 60_000): Promise<OscObject> {
     return waitFor(
       `${ns}/${name} Ready for its generation`,
       async () => {
@@ -132,7 +132,7 @@ export class Api {
     name: string,
     type: string,
     status: string,
-    timeoutMs = 30_000,
+    timeoutMs = 60_000,
   ): Promise<OscObject> {
     return waitFor(
       `${ns}/${name} ${type}=${status}`,
