@@ -1,11 +1,15 @@
 // Regenerates renderers/webhook/schemas/*.json from the typebox schemas in protocol.ts:
-// node --import tsx renderers/webhook/gen-schemas.ts
+//   node --import tsx renderers/webhook/gen-schemas.ts
+// (formatted with the repo's prettier settings, so `prettier --check` agrees with the output)
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { format, resolveConfig } from 'prettier';
 import { jsonSchemas } from './protocol.js';
 
 const dir = join(import.meta.dirname, 'schemas');
 for (const [name, schema] of Object.entries(jsonSchemas())) {
-  writeFileSync(join(dir, name), `${JSON.stringify(schema, null, 2)}\n`);
-  console.log(`wrote ${join(dir, name)}`);
+  const path = join(dir, name);
+  const options = (await resolveConfig(path)) ?? {};
+  writeFileSync(path, await format(JSON.stringify(schema), { ...options, filepath: path }));
+  console.log(`wrote ${path}`);
 }
