@@ -110,6 +110,13 @@ describe('the render/v1 protocol', () => {
     expect(() => decodeRequest(bad)).toThrow(
       /request\.context: must have required properties format/,
     );
+    for (const text of ['QQ==QQ==', 'ab c', 'a*bc', 'Q===', 'YWJj_w==']) {
+      const b = structuredClone(good);
+      (b.config.files[0] as { content: unknown }).content = text;
+      expect(() => decodeRequest(b), text).toThrow(
+        /files\[0\]\.content: is not standard padded base64/,
+      );
+    }
     const badBase64 = structuredClone(good);
     (badBase64.config.files[0] as { content: unknown }).content = 'YQ';
     expect(() => decodeRequest(badBase64)).toThrow(
