@@ -29,8 +29,11 @@ const deployDir = join(
 const SA = 'system:serviceaccount:oscar-system:oscar-controller';
 
 const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
+const logs: string[][] = [];
+afterEach(async (ctx) => {
   for (const stop of stops.splice(0)) await stop();
+  if (ctx.task.result?.state === 'fail') process.stderr.write(logs.flat().join(''));
+  logs.length = 0;
 });
 
 /** deploy/controller with the watched-namespace RoleBinding pointed at `watched`. */
@@ -79,6 +82,7 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'operatingsystemconfigs.oscar.dev', watched, ['--subresource=finalizers']],
       ['list', 'secrets', watched],
       ['watch', 'secrets', watched],
+      ['create', 'secrets', watched],
       ['patch', 'secrets', watched],
       ['delete', 'secrets', watched],
       ['list', 'configmaps', watched],
@@ -96,8 +100,8 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['list', 'operatingsystemconfigs.oscar.dev', undefined],
       // Nothing it does not use, even in the watched namespace.
       ['get', 'secrets', watched],
-      ['create', 'secrets', watched],
       ['update', 'secrets', watched],
+      ['create', 'secrets', other],
       ['delete', 'operatingsystemconfigs.oscar.dev', watched],
       ['create', 'operatingsystemconfigs.oscar.dev', watched],
       ['update', 'operatingsystemconfigs.oscar.dev', watched],
@@ -132,6 +136,7 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       leaseDurationMs: 3000,
     });
     stops.push(c.stop);
+    logs.push(c.logs);
     const api = new Api();
     await api.putSecret(watched, 'creds', { token: 'x' });
     await api.applyOsc(watched, 'w', {
