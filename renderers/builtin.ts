@@ -6,31 +6,31 @@ import { gzipSync } from 'node:zlib';
 import { fieldError, ValidationError } from '../api/field-error.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import type { Format } from '../api/schema.js';
-import { renderCloudConfigText } from './cloud-config.js';
+import { renderCloudConfig } from './cloud-config.js';
 import { sizeWarnings } from './common.js';
 import { assertRenderable } from './guard.js';
 import { ignitionWarnings, renderIgnitionText } from './ignition.js';
 import { expand, type OsProfile, PROFILES } from './profiles.js';
-import { renderScriptText } from './script.js';
+import { renderScript } from './script.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
 
 /**
  * The text of one format for a config that is already expanded. `encodings` collects, per file
  * path, how its content was carried (text, b64, gz+b64, data URL…), for `oscar render --explain`.
  */
-export function renderFormatText(
+export function renderFormat(
   format: Format,
   config: ResolvedConfig,
   context: RenderContext,
   encodings?: Map<string, string>,
-): string {
+): Buffer {
   switch (format) {
     case 'cloud-config':
-      return renderCloudConfigText(config, context, encodings);
+      return renderCloudConfig(config, context, encodings);
     case 'ignition':
-      return renderIgnitionText(config, context, encodings);
+      return Buffer.from(renderIgnitionText(config, context, encodings), 'utf8');
     case 'script':
-      return renderScriptText(config, context, encodings);
+      return renderScript(config, context, encodings);
   }
 }
 
@@ -70,7 +70,7 @@ function renderBuiltin(
   }
   const { config: expanded, extraUnits, extraFiles } = expand(config, profiles);
   const warnings: string[] = [];
-  let userData = Buffer.from(renderFormatText(context.format, expanded, context), 'utf8');
+  let userData = renderFormat(context.format, expanded, context);
   if (context.gzip) {
     if (context.format === 'cloud-config') {
       // cloud-init recognises gzip user data by its magic bytes; mtime 0 keeps output stable

@@ -15,6 +15,7 @@
  */
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import { formatMode } from '../api/resolved.js';
+import type { Purpose } from '../api/schema.js';
 import type { RenderContext } from './types.js';
 import {
   base64Length,
@@ -24,6 +25,7 @@ import {
   isReadableText,
   planUnits,
 } from './common.js';
+import { ByteBuilder } from './byte-builder.js';
 import { doubleQuoted, literalBlock, scalar } from './yaml-writer.js';
 
 /** Files above this are never written as a readable block: base64 or gzip+base64 instead. */
@@ -31,65 +33,78 @@ const INLINE_TEXT_MAX = 4096;
 
 const SPECIAL_BITS = 0o7000;
 
-function contentField(file: ResolvedFile, encodings: Map<string, string>): string {
+export function contentField(
+  file: ResolvedFile,
+  purpose: Purpose,
+  encodings: Map<string, string>,
+  out: ByteBuilder,
+): void {
   const content = file.content;
   if (content.length === 0) {
     encodings.set(file.path, 'empty');
-    return "    content: ''\n";
+    out.ascii("    content: ''\n");
+    return;
   }
   const readable = isReadableText(content);
   const plainSize = readable ? content.length : base64Length(content.length);
   if (!readable || content.length > INLINE_TEXT_MAX) {
-    const zipped = gzipIfSmaller(content, plainSize);
+    const zipped = gzipIfSmaller(content, plainSize, purpose);
     if (zipped) {
       encodings.set(file.path, 'gz+b64');
-      return `    encoding: gz+b64\n    content: "${zipped.toString('base64')}"\n`;
+      out
+        .ascii('    encoding: gz+b64\n    content: "')
+        .ascii(zipped.toString('base64'))
+        .ascii('"\n');
+      return;
     }
   }
   if (readable) {
     const text = content.toString('utf8');
     const block = literalBlock(text, 4);
     encodings.set(file.path, block ? 'text' : 'quoted');
-    return `    content: ${block ?? doubleQuoted(text)}\n`;
+    out
+      .ascii('    content: ')
+      .text(block ?? doubleQuoted(text))
+      .ascii('\n');
+    return;
   }
   encodings.set(file.path, 'b64');
-  return `    encoding: b64\n    content: "${content.toString('base64')}"\n`;
+  out.ascii('    encoding: b64\n    content: "').ascii(content.toString('base64')).ascii('"\n');
 }
 
 function flow(items: readonly string[]): string {
   return `[${items.map(scalar).join(', ')}]`;
 }
 
-export function renderCloudConfigText(
+export function renderCloudConfig(
   config: ResolvedConfig,
   context: RenderContext,
   encodings: Map<string, string> = new Map(),
-): string {
+): Buffer {
   const plan = planUnits(config.units);
-  const parts: string[] = [
-    '#cloud-config\n',
-    `# ${header(config, context.name, context.namespace)}\n`,
-    'locale: C.UTF-8\n',
-  ];
+  const out = new ByteBuilder();
+  out.ascii('#cloud-config\n');
+  out.text(`# ${header(config, context.name, context.namespace)}\n`);
+  out.ascii('locale: C.UTF-8\n');
 
   if (config.packages.length > 0) {
     // A minimal image has no package lists yet; refresh them before installing.
-    parts.push('package_update: true\npackages:\n');
+    out.text('package_update: true\npackages:\n');
     for (const p of config.packages) {
-      parts.push(`  - ${p.version === undefined ? scalar(p.name) : flow([p.name, p.version])}\n`);
+      out.text(`  - ${p.version === undefined ? scalar(p.name) : flow([p.name, p.version])}\n`);
     }
   }
 
   const fixups: string[][] = [];
   const files = [...config.files, ...plan.files];
-  if (files.length > 0) parts.push('write_files:\n');
+  if (files.length > 0) out.text('write_files:\n');
   for (const file of files) {
-    parts.push(`  - path: ${scalar(file.path)}\n`);
-    parts.push(contentField(file, encodings));
-    parts.push(`    permissions: "${formatMode(file.mode)}"\n`);
+    out.text(`  - path: ${scalar(file.path)}\n`);
+    contentField(file, config.purpose, encodings, out);
+    out.text(`    permissions: "${formatMode(file.mode)}"\n`);
     const numeric = isNumericId(file.user) || isNumericId(file.group);
     if (!numeric && (file.user !== 'root' || file.group !== 'root')) {
-      parts.push(`    owner: ${doubleQuoted(`${file.user}:${file.group}`)}\n    defer: true\n`);
+      out.text(`    owner: ${doubleQuoted(`${file.user}:${file.group}`)}\n    defer: true\n`);
     }
     if (numeric) fixups.push(['chown', `${file.user}:${file.group}`, file.path]);
     if ((file.mode & SPECIAL_BITS) !== 0) fixups.push(['chmod', formatMode(file.mode), file.path]);
@@ -106,8 +121,8 @@ export function renderCloudConfigText(
     commands.push(['systemctl', '--no-block', command, unit]);
   }
   if (commands.length > 0) {
-    parts.push('runcmd:\n');
-    for (const c of commands) parts.push(`  - ${flow(c)}\n`);
+    out.text('runcmd:\n');
+    for (const c of commands) out.text(`  - ${flow(c)}\n`);
   }
-  return parts.join('');
+  return out.toBuffer();
 }

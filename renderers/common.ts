@@ -3,6 +3,7 @@
  * so the three formats agree), how file content is classified (readable text or bytes), when
  * gzip pays off, and the size warnings.
  */
+import { isUtf8 } from 'node:buffer';
 import { gzipSync } from 'node:zlib';
 import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
@@ -84,8 +85,8 @@ export function isReadableText(content: Buffer): boolean {
     previous = c;
   }
   if (ascii) return previous !== 0x20 && previous !== 0x09;
+  if (!isUtf8(content)) return false; // native check: random bytes fail in a few bytes
   const text = content.toString('utf8');
-  if (!Buffer.from(text, 'utf8').equals(content)) return false; // invalid UTF-8
   // eslint-disable-next-line no-control-regex
   if (/[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]/.test(text)) {
     return false;
@@ -93,16 +94,24 @@ export function isReadableText(content: Buffer): boolean {
   return !/[ \t](\n|$)/.test(text);
 }
 
-/** Below this, gzip's 18-byte header and base64's 4/3 never pay off. */
-const GZIP_MIN_BYTES = 512;
+/**
+ * When gzip is tried. A provision payload must fit a cloud's user-data budget (16 KiB), so every
+ * file worth compressing is tried; a reconcile payload has a 1 MiB Secret to fill and is rendered
+ * on every change, so only large files are (zlib costs ~25x a base64 pass, most of it set-up).
+ */
+export const GZIP_MIN_BYTES: Record<Purpose, number> = { provision: 512, reconcile: 64 * 1024 };
 
 /**
  * The gzip of `content` if it saves at least 10 % over `plainSize` bytes of output (the size the
  * content takes when written without compression), else undefined. Large files first compress a
  * 16 KiB sample at the fastest level: random or already-compressed bytes are skipped cheaply.
  */
-export function gzipIfSmaller(content: Buffer, plainSize: number): Buffer | undefined {
-  if (content.length < GZIP_MIN_BYTES) return undefined;
+export function gzipIfSmaller(
+  content: Buffer,
+  plainSize: number,
+  purpose: Purpose,
+): Buffer | undefined {
+  if (content.length < GZIP_MIN_BYTES[purpose]) return undefined;
   if (content.length > 64 * 1024) {
     const sample = content.subarray(0, 16 * 1024);
     if (gzipSync(sample, { level: 1 }).length > sample.length * 0.9) return undefined;

@@ -6,7 +6,7 @@ import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
 import type { Format } from '../api/schema.js';
-import { renderFormatText } from './builtin.js';
+import { renderFormat } from './builtin.js';
 import { planUnits } from './common.js';
 import { expand } from './profiles.js';
 import type { RenderContext } from './types.js';
@@ -28,7 +28,7 @@ const HOW: Record<Format, string> = {
 export function explain(config: ResolvedConfig, context: RenderContext): ExplainRow[] {
   const { config: expanded, extraFiles, extraUnits } = expand(config);
   const encodings = new Map<string, string>();
-  renderFormatText(context.format, expanded, context, encodings);
+  renderFormat(context.format, expanded, context, encodings);
   const plan = planUnits(expanded.units);
   const addedFiles = new Set(extraFiles.map((f) => f.path));
   const addedUnits = new Set(extraUnits.map((u) => u.name));

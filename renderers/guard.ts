@@ -85,8 +85,22 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
   return errors;
 }
 
+/** Configs renderOsc has just checked, so the renderer it calls does not check them again. */
+const checked = new WeakSet<ResolvedConfig>();
+
+/** Runs `render` with `config` marked as checked (renderOsc, after its own check). */
+export async function withChecked<T>(config: ResolvedConfig, render: () => Promise<T>): Promise<T> {
+  checked.add(config);
+  try {
+    return await render();
+  } finally {
+    checked.delete(config);
+  }
+}
+
 /** Throws a ValidationError listing every problem; renderers call it before they emit anything. */
 export function assertRenderable(config: ResolvedConfig): void {
+  if (checked.has(config)) return;
   const errors = checkResolved(config);
   if (errors.length > 0) throw new ValidationError(errors);
 }

@@ -9,6 +9,7 @@
  * setuid/setgid/sticky bits in 3.3.0 (see IGNITION_MODE_BITS).
  */
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
+import type { Purpose } from '../api/schema.js';
 import type { RenderContext } from './types.js';
 import {
   base64Length,
@@ -63,12 +64,16 @@ function owner(part: string): IgnitionOwner | undefined {
 }
 
 /** RFC 2397 data URL: percent-encoded for readable text, else base64. */
-function dataUrl(file: ResolvedFile, encodings: Map<string, string>): IgnitionFile['contents'] {
+export function dataUrl(
+  file: ResolvedFile,
+  purpose: Purpose,
+  encodings: Map<string, string>,
+): IgnitionFile['contents'] {
   const content = file.content;
   const readable = isReadableText(content);
   const text = readable ? encodeURIComponent(content.toString('utf8')) : undefined;
   const plainSize = text?.length ?? base64Length(content.length);
-  const zipped = gzipIfSmaller(content, plainSize);
+  const zipped = gzipIfSmaller(content, plainSize, purpose);
   if (zipped) {
     encodings.set(file.path, 'gzip data URL');
     return { source: `data:;base64,${zipped.toString('base64')}`, compression: 'gzip' };
@@ -91,7 +96,7 @@ export function renderIgnitionText(
       path: file.path,
       mode: file.mode & IGNITION_MODE_BITS,
       overwrite: true,
-      contents: dataUrl(file, encodings),
+      contents: dataUrl(file, config.purpose, encodings),
     };
     const user = owner(file.user);
     const group = owner(file.group);

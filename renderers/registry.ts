@@ -10,7 +10,7 @@ import type { ResolvedConfig } from '../api/resolved.js';
 import type { Format, OperatingSystemConfig } from '../api/schema.js';
 import { validateOperatingSystemConfig } from '../api/validate.js';
 import { BUILTIN_RENDERERS } from './builtin.js';
-import { checkResolved } from './guard.js';
+import { checkResolved, withChecked } from './guard.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
 
 export class RendererRegistry {
@@ -116,7 +116,7 @@ export async function renderOsc(
     format: selected.format,
   };
   if (options.gzip !== undefined) context.gzip = options.gzip;
-  return selected.renderer.render(config, context);
+  return withChecked(config, () => selected.renderer.render(config, context));
 }
 
 export type RenderDocumentResult =

@@ -7,11 +7,12 @@
  * masked and enabled with `systemctl --root=DIR` and nothing is started or installed. That is how
  * the tests apply it, and how an image build can use it.
  */
-import type { ResolvedConfig } from '../api/resolved.js';
+import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import { formatMode } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
 import { header, isReadableText, planUnits } from './common.js';
 import { profileFor } from './profiles.js';
+import { ByteBuilder } from './byte-builder.js';
 
 export const PROVISION_MARKER = '/var/lib/oscar/provisioned';
 /** Readable text up to this size is written with printf; larger or binary content as base64. */
@@ -100,21 +101,43 @@ function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
   ].join('\n');
 }
 
-export function renderScriptText(
+/** The command that writes one file: printf for readable text, a base64 here-document else. */
+export function fileCommand(
+  file: ResolvedFile,
+  encodings: Map<string, string>,
+  out: ByteBuilder,
+): void {
+  const args = words([file.path, formatMode(file.mode), `${file.user}:${file.group}`]);
+  const content = file.content;
+  if (content.length <= PRINTF_MAX && isReadableText(content)) {
+    encodings.set(file.path, 'text');
+    out.text(`oscar_text ${args} ${shQuote(content.toString('utf8'))}\n`);
+    return;
+  }
+  encodings.set(file.path, 'b64');
+  out.text(`oscar_b64 ${args} <<'${B64_DELIMITER}'\n`);
+  out.ascii(wrapped(content.toString('base64')));
+  out.ascii(content.length > 0 ? `\n${B64_DELIMITER}\n` : `${B64_DELIMITER}\n`);
+}
+
+export function renderScript(
   config: ResolvedConfig,
   context: RenderContext,
   encodings: Map<string, string> = new Map(),
-): string {
+): Buffer {
   const plan = planUnits(config.units);
   const provision = config.purpose === 'provision';
-  const out: string[] = [
-    '#!/bin/sh\n',
-    `# ${header(config, context.name, context.namespace)}\n`,
-    '# Needs only sh, mkdir, base64, chmod, chown and systemctl. Run it as root; running it again\n',
-    '# is safe. ROOT=DIR writes below DIR instead of /, enables units with systemctl --root=DIR and\n',
-    '# starts and installs nothing.\n',
-    PRELUDE,
-  ];
+  const out = new ByteBuilder();
+  out.text(
+    [
+      '#!/bin/sh\n',
+      `# ${header(config, context.name, context.namespace)}\n`,
+      '# Needs only sh, mkdir, base64, chmod, chown and systemctl. Run it as root; running it again\n',
+      '# is safe. ROOT=DIR writes below DIR instead of /, enables units with systemctl --root=DIR and\n',
+      '# starts and installs nothing.\n',
+      PRELUDE,
+    ].join(''),
+  );
   if (provision) {
     out.push(
       `\n# provision runs once: a reboot finds the marker and stops here\n`,
@@ -133,22 +156,7 @@ export function renderScriptText(
 
   const files = [...config.files, ...plan.files];
   if (files.length > 0) out.push('\n');
-  for (const file of files) {
-    const args = words([file.path, formatMode(file.mode), `${file.user}:${file.group}`]);
-    const content = file.content;
-    if (content.length <= PRINTF_MAX && isReadableText(content)) {
-      encodings.set(file.path, 'text');
-      out.push(`oscar_text ${args} ${shQuote(content.toString('utf8'))}\n`);
-    } else {
-      encodings.set(file.path, 'b64');
-      out.push(
-        `oscar_b64 ${args} <<'${B64_DELIMITER}'\n`,
-        wrapped(content.toString('base64')),
-        content.length > 0 ? '\n' : '',
-        `${B64_DELIMITER}\n`,
-      );
-    }
-  }
+  for (const file of files) fileCommand(file, encodings, out);
 
   const touchesUnits =
     plan.files.length + plan.mask.length + plan.enable.length + plan.commands.length > 0;
@@ -177,5 +185,5 @@ export function renderScriptText(
     out.push(`\noscar_parent ${PROVISION_MARKER}\n`, ': >"$marker"\n');
   }
   out.push('echo "oscar: done"\n');
-  return out.join('');
+  return out.toBuffer();
 }
