@@ -38,7 +38,7 @@ const N = Number(opts.oscs);
 const M = Math.min(N, Number(opts.changes));
 const FILES = Number(opts.files);
 const UNITS = Number(opts.units);
-const NS = 'bench';
+const NS = `bench-${Date.now().toString(36)}`;
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const log = (m: string): void => {
   process.stderr.write(`[bench] ${m}\n`);
