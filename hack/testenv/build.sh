@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kubectl and etcd from the pinned Go modules in this
+# Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the pinned Go modules in this
 # folder into ${OSCAR_CACHE:-$HOME/.cache/oscar}/testenv/<versions>/bin.
 # Idempotent: when the binaries for these exact versions exist it exits at once.
 # (Edit this file by writing a new one and renaming it: bash reads a running script lazily.)
@@ -22,7 +22,13 @@ cache_root="${OSCAR_CACHE:-$HOME/.cache/oscar}/testenv"
 out="$cache_root/kube-${kube_version}_etcd-${etcd_version}_${sum_hash}"
 bin="$out/bin"
 
-if [[ -x "$bin/kube-apiserver" && -x "$bin/etcd" && -x "$bin/kubectl" ]]; then
+binaries=(kube-apiserver kube-controller-manager kubectl etcd)
+complete() {
+  local b
+  for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
+}
+
+if complete; then
   echo "$bin"
   exit 0
 fi
@@ -37,7 +43,7 @@ mkdir -p "$out"
 # Two builds racing (e.g. two test runs) must not corrupt each other: serialise on a lock.
 exec 9>"$out/.build.lock"
 flock 9
-if [[ -x "$bin/kube-apiserver" && -x "$bin/etcd" && -x "$bin/kubectl" ]]; then
+if complete; then
   echo "$bin"
   exit 0
 fi
@@ -59,10 +65,15 @@ export GOFLAGS="-p=2 ${GOFLAGS:-} -trimpath"
 export CGO_ENABLED=0
 
 start=$SECONDS
-echo "build.sh: building kube-apiserver/kubectl $kube_version and etcd $etcd_version (cold build takes many minutes)" >&2
-go build -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-go build -ldflags "$ldflags" -o "$tmp/kubectl" k8s.io/kubernetes/cmd/kubectl
-go build -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+echo "build.sh: building kube-apiserver/kube-controller-manager/kubectl $kube_version and etcd $etcd_version (a cold build takes 15-45 min)" >&2
+build() { # $1 = binary name, $2 = package, $3 = ldflags
+  echo "build.sh: $1" >&2
+  go build -ldflags "$3" -o "$tmp/$1" "$2"
+}
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldflags"
+build kubectl k8s.io/kubernetes/cmd/kubectl "$ldflags"
+build etcd go.etcd.io/etcd/server/v3 "-s -w"
 echo "build.sh: built in $((SECONDS - start))s" >&2
 
 rm -rf "$bin"

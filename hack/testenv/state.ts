@@ -50,6 +50,8 @@ export interface TestEnvState {
   info: TestEnvInfo;
   etcd: ServiceState;
   apiserver: ServiceState;
+  /** Garbage collector, namespace and service-account controllers; null when disabled. */
+  controllerManager: ServiceState | null;
 }
 
 /** All runs live under one root so a later run can find and reap abandoned ones. */
@@ -63,7 +65,11 @@ export async function readState(stateFile: string): Promise<TestEnvState> {
   if (state.formatVersion !== 1) {
     throw new Error(`${stateFile}: unknown formatVersion ${String(state.formatVersion)}`);
   }
-  return state as TestEnvState;
+  // Runs recorded before the controller manager existed have no entry for it.
+  const full = state as Omit<TestEnvState, 'controllerManager'> & {
+    controllerManager?: ServiceState | null;
+  };
+  return { ...full, controllerManager: full.controllerManager ?? null };
 }
 
 export async function writeState(stateFile: string, state: TestEnvState): Promise<void> {
@@ -72,10 +78,12 @@ export async function writeState(stateFile: string, state: TestEnvState): Promis
   await rename(tmp, stateFile);
 }
 
-/** Stops every process of a run (API server first, then etcd) and deletes its directory. */
+/** Stops every process of a run (controllers, API server, then etcd) and deletes its directory. */
 export async function teardownRun(stateFile: string, runDir: string): Promise<void> {
   try {
     const state = await readState(stateFile);
+    const kcm = state.controllerManager;
+    if (kcm !== null && kcm.ref !== null) await stopProcess(kcm.ref);
     if (state.apiserver.ref !== null) await stopProcess(state.apiserver.ref);
     if (state.etcd.ref !== null) await stopProcess(state.etcd.ref);
   } catch (err) {

@@ -1,5 +1,6 @@
-// A real, throw-away Kubernetes control plane for the integration suites: etcd
-// plus kube-apiserver (built from pinned Go modules by build.sh), secure serving
+// A real, throw-away Kubernetes control plane for the integration suites: etcd,
+// kube-apiserver and kube-controller-manager (garbage collector, namespace and
+// service-account controllers), built from pinned Go modules by build.sh; secure serving
 // with a generated CA, Node+RBAC authorization, service-account token signing,
 // an admin kubeconfig, a few static-token users, and the project's CRDs applied.
 import { execFile, spawn } from 'node:child_process';
@@ -50,6 +51,12 @@ export interface StartOptions {
   host?: string;
   /** Extra subjectAltNames (IPs or DNS names) for the serving certificate. */
   extraSans?: string[];
+  /**
+   * Run kube-controller-manager with the garbage-collector, namespace and
+   * service-account controllers (owner-reference cleanup, namespace deletion,
+   * "default" ServiceAccounts) — what a real cluster does. Default true.
+   */
+  controllers?: boolean;
   /** Additional static-token users by short name. */
   tokenUsers?: Record<string, Omit<TokenUser, 'token'>>;
   /** Use binaries from here instead of running build.sh. Default: $OSCAR_TESTENV_BIN or build.sh. */
@@ -304,7 +311,46 @@ function apiServerArgs(
   ];
 }
 
-/** Starts etcd and kube-apiserver, writes kubeconfigs, applies the CRDs. */
+function controllerManagerArgs(runDir: string): string[] {
+  return [
+    `--kubeconfig=${join(runDir, 'kube-controller-manager.kubeconfig')}`,
+    '--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller',
+    // Each controller gets its own ServiceAccount token (TokenRequest), as in kubeadm
+    // clusters, so it acts with its bootstrap role rather than one broad identity.
+    '--use-service-account-credentials=true',
+    `--root-ca-file=${join(runDir, 'pki', 'ca.crt')}`,
+    '--leader-elect=false',
+    // No metrics/health endpoint needed: nothing listens, no port to collide.
+    '--secure-port=0',
+    '--v=1',
+  ];
+}
+
+/** Writes a kubeconfig for a client certificate already issued as pki/<certName>.{crt,key}. */
+async function writeCertKubeconfig(
+  info: TestEnvInfo,
+  path: string,
+  name: string,
+  certName: string,
+): Promise<void> {
+  const [caPem, certPem, keyPem] = await Promise.all([
+    readFile(info.caPath, 'utf8'),
+    readFile(join(info.pkiDir, `${certName}.crt`), 'utf8'),
+    readFile(join(info.pkiDir, `${certName}.key`), 'utf8'),
+  ]);
+  await writeFile(
+    path,
+    renderKubeconfig({
+      name,
+      server: info.server,
+      caPem,
+      credentials: { kind: 'clientCert', certPem, keyPem },
+    }),
+    { mode: 0o600 },
+  );
+}
+
+/** Starts etcd, kube-apiserver and the controllers, writes kubeconfigs, applies the CRDs. */
 export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
   const log = opts.log ?? ((): void => undefined);
   const host = opts.host ?? '127.0.0.1';
@@ -389,6 +435,15 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
       args: apiServerArgs(host, apiPort, etcdEndpoint, runDir, issuer),
       logPath: join(runDir, 'kube-apiserver.log'),
     },
+    controllerManager:
+      opts.controllers === false
+        ? null
+        : {
+            ref: null,
+            command: join(binDir, 'kube-controller-manager'),
+            args: controllerManagerArgs(runDir),
+            logPath: join(runDir, 'kube-controller-manager.log'),
+          },
   };
   // Written before anything starts, so a crash from here on is reaped by the next run.
   await writeState(stateFile, state);
@@ -417,6 +472,8 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
         ],
       ),
       pki.issueClient('admin', { user: 'oscar-admin', groups: ['system:masters'] }),
+      // The bootstrap RBAC policy binds this user to what the controller manager needs.
+      pki.issueClient('kube-controller-manager', { user: 'system:kube-controller-manager' }),
       pki.serviceAccountKeys(),
     ]);
     const csvField = (s: string): string => `"${s.replace(/"/g, '""')}"`;
@@ -447,17 +504,29 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
       `kube-apiserver ${versions.kubernetes} ready at ${server} in ${String(Date.now() - t0)} ms (incl. etcd)`,
     );
 
-    const tls = await adminTls(info);
-    await writeFile(
-      info.kubeconfigPath,
-      renderKubeconfig({
-        name: 'oscar-admin',
-        server,
-        caPem: tls.ca,
-        credentials: { kind: 'clientCert', certPem: tls.cert, keyPem: tls.key },
-      }),
-      { mode: 0o600 },
-    );
+    await writeCertKubeconfig(info, info.kubeconfigPath, 'oscar-admin', 'admin');
+    const kcm = state.controllerManager;
+    if (kcm !== null) {
+      const t1 = Date.now();
+      await writeCertKubeconfig(
+        info,
+        join(runDir, 'kube-controller-manager.kubeconfig'),
+        'kube-controller-manager',
+        'kube-controller-manager',
+      );
+      kcm.ref = await startDetached(kcm.command, kcm.args, kcm.logPath);
+      await writeState(stateFile, state);
+      // Its service-account controller creating default/default shows the controllers run.
+      await waitReady(
+        'kube-controller-manager',
+        `${server}/api/v1/namespaces/default/serviceaccounts/default`,
+        await adminTls(info),
+        kcm.ref,
+        kcm.logPath,
+        readyTimeoutMs,
+      );
+      log(`kube-controller-manager running in ${String(Date.now() - t1)} ms`);
+    }
     if (crdDir !== null) await applyCrds(info, crdDir, log);
     return env;
   } catch (err) {

@@ -19,6 +19,7 @@ import {
   testEnv,
   testEnvInfo,
   tokenKubeConfig,
+  uniqueName,
 } from './support/cluster.js';
 import { objectApi, OSC_API_VERSION, refusal } from './support/objects.js';
 
@@ -33,6 +34,14 @@ interface Obj {
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
     resourceVersion?: string;
+    uid?: string;
+    ownerReferences?: {
+      apiVersion: string;
+      kind: string;
+      name: string;
+      uid: string;
+      controller?: boolean;
+    }[];
     managedFields?: { manager?: string; operation?: string }[];
   };
   spec?: Record<string, unknown>;
@@ -289,6 +298,72 @@ describe('@kubernetes/client-node', () => {
   });
 });
 
+describe('controllers (kube-controller-manager)', () => {
+  it('the garbage collector deletes a Secret whose owner OSC is deleted', async () => {
+    const ns = await createTestNamespace('gc');
+    const api = objectApi(adminKubeConfig());
+    const owner = await api.create(osc('owner', ns));
+    const secret: Obj = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name: 'owned',
+        namespace: ns,
+        ownerReferences: [
+          {
+            apiVersion: OSC_API_VERSION,
+            kind: 'OperatingSystemConfig',
+            name: 'owner',
+            uid: owner.metadata.uid ?? '',
+            controller: true,
+          },
+        ],
+      },
+      data: { value: Buffer.from('x').toString('base64') },
+    };
+    await api.create(secret);
+    await api.delete(owner);
+    await vi.waitFor(
+      async () => {
+        const r = await refusal(() =>
+          api.read({
+            apiVersion: 'v1',
+            kind: 'Secret',
+            metadata: { name: 'owned', namespace: ns },
+          }),
+        );
+        expect(r.code).toBe(404);
+      },
+      { timeout: 60_000, interval: 250 },
+    );
+  });
+
+  it('a new namespace gets its default ServiceAccount; a deleted one goes away with its OSCs', async () => {
+    const name = uniqueName('nsctl');
+    const api = objectApi(adminKubeConfig());
+    const ns: Obj = { apiVersion: 'v1', kind: 'Namespace', metadata: { name } };
+    await api.create(ns);
+    await api.create(osc('inside', name));
+    await vi.waitFor(
+      () =>
+        api.read({
+          apiVersion: 'v1',
+          kind: 'ServiceAccount',
+          metadata: { name: 'default', namespace: name },
+        }),
+      { timeout: 30_000, interval: 250 },
+    );
+    await api.delete(ns);
+    await vi.waitFor(
+      async () => {
+        const r = await refusal(() => api.read(ns));
+        expect(r.code).toBe(404);
+      },
+      { timeout: 60_000, interval: 500 },
+    );
+  });
+});
+
 describe('API server restart (etcd keeps the data)', () => {
   it('stops, refuses connections, starts again on the same port with the data intact', async () => {
     const env = await testEnv();
@@ -325,7 +400,8 @@ describe('cluster lifecycle', () => {
     if (ownerPid === undefined) throw new Error('could not start the owner process');
     const other = await startTestEnv({ ownerPid, crdDir: null });
     const state = await readState(other.stateFile);
-    const refs = [state.etcd.ref, state.apiserver.ref];
+    const refs = [state.etcd.ref, state.apiserver.ref, state.controllerManager?.ref ?? null];
+    expect(refs.every((r) => r !== null)).toBe(true);
     for (const ref of refs) expect(await procStartTime(ref?.pid ?? -1)).toBe(ref?.startTime);
     expect(other.server).not.toBe(testEnvInfo().server);
     const me = await whoami(other.kubeconfigPath);

@@ -86,9 +86,8 @@ export function uniqueName(prefix: string): string {
 }
 
 /**
- * Creates a namespace for the current test and deletes it when the test ends.
- * (The test cluster runs no namespace controller: deleted namespaces stay
- * Terminating with their contents; no test should rely on their cleanup.)
+ * Creates a namespace for the current test and deletes it when the test ends
+ * (the namespace controller then removes everything in it, in the background).
  */
 export async function createTestNamespace(prefix = 'test'): Promise<string> {
   const name = uniqueName(prefix);
