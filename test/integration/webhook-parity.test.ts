@@ -3,6 +3,8 @@
 // separate process) + the HTTP client. Refusals match too. Also a batch of generated configs with
 // odd bytes, paths and modes. The built-ins and a provider's renderer speak one contract.
 import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,9 +18,10 @@ import { BUILTIN_RENDERERS } from '../../renderers/builtin.js';
 import { defaultRegistry, renderOsc, type RendererRegistry } from '../../renderers/registry.js';
 import { configArb } from '../../renderers/testdata/arbitraries.js';
 import type { RenderResult } from '../../renderers/types.js';
-import { RendererError } from '../../renderers/webhook/client.js';
+import { TestPki } from '../../hack/testenv/certs.js';
+import { RendererError, WebhookRenderer } from '../../renderers/webhook/client.js';
 import { registryWithWebhooks, type WebhookEntry } from '../../renderers/webhook/config.js';
-import { repoRoot } from '../support/tools.js';
+import { repoRoot, requireTool } from '../support/tools.js';
 import { startOscarRendererServe, type RendererProcess } from './support/webhook.js';
 
 const local = defaultRegistry();
@@ -151,5 +154,54 @@ describe('built-in renderers in process and over HTTP (oscar renderer serve)', (
       ),
       { numRuns: 150 },
     );
+  });
+});
+
+describe('oscar renderer serve over HTTPS (--tls-cert/--tls-key)', () => {
+  it('serves TLS that the client verifies against the CA bundle, and refuses without it', async (ctx) => {
+    if (!requireTool('openssl', 'apt-get install openssl (hack/deps.sh)')) {
+      ctx.skip('openssl is missing');
+      return;
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'oscar-serve-tls-'));
+    const pki = new TestPki(dir);
+    await pki.init();
+    const pair = await pki.issueServing(['127.0.0.1'], ['localhost']);
+    const tls = await startOscarRendererServe(
+      ['generic'],
+      ['--tls-cert', pair.certPath, '--tls-key', pair.keyPath],
+    );
+    const config = examples[0]?.config;
+    if (!config) throw new Error('no example');
+    const context = {
+      name: 'tls',
+      namespace: 'parity',
+      purpose: config.purpose,
+      format: 'script' as const,
+    };
+    const trusted = new WebhookRenderer({
+      url: tls.url,
+      types: ['generic'],
+      formats: ['script'],
+      ca: await readFile(pki.caPath, 'utf8'),
+    });
+    const untrusted = new WebhookRenderer({
+      url: tls.url,
+      types: ['generic'],
+      formats: ['script'],
+    });
+    try {
+      expect(tls.url.startsWith('https://127.0.0.1:')).toBe(true);
+      const generic = { ...config, type: 'generic' };
+      const remoteResult = await trusted.render(generic, context);
+      const localResult = await local.get('generic')?.render(generic, context);
+      expect(remoteResult.userData.equals(localResult?.userData ?? Buffer.alloc(0))).toBe(true);
+      await expect(untrusted.render(generic, context)).rejects.toMatchObject({ code: 'TLSError' });
+    } finally {
+      trusted.close();
+      untrusted.close();
+      await tls.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
