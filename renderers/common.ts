@@ -3,7 +3,7 @@
  * so the three formats agree), how file content is classified (readable text or bytes), when
  * gzip pays off, and the size warnings.
  */
-import { isUtf8 } from 'node:buffer';
+import { isAscii, isUtf8 } from 'node:buffer';
 import { gzipSync } from 'node:zlib';
 import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
@@ -71,27 +71,18 @@ export function planUnits(units: readonly ResolvedUnit[]): UnitPlan {
  * base64. Pure ASCII is checked byte by byte without decoding.
  */
 export function isReadableText(content: Buffer): boolean {
-  const n = content.length;
-  let ascii = true;
-  let previous = 0x0a;
-  for (let i = 0; i < n; i++) {
-    const c = content[i] ?? 0;
-    if (c >= 0x80) {
-      ascii = false;
-      break;
-    }
-    if (c < 0x20 ? c !== 0x0a && c !== 0x09 : c === 0x7f) return false;
-    if (c === 0x0a && (previous === 0x20 || previous === 0x09)) return false;
-    previous = c;
-  }
-  if (ascii) return previous !== 0x20 && previous !== 0x09;
-  if (!isUtf8(content)) return false; // native check: random bytes fail in a few bytes
-  const text = content.toString('utf8');
+  // latin1 maps each byte to one character, so native regular expressions can scan the bytes:
+  // control characters (other than tab and LF) and whitespace before a line end are refused in
+  // any text, and random data meets one within a few bytes
+  const bytes = content.toString('latin1');
   // eslint-disable-next-line no-control-regex
-  if (/[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]/.test(text)) {
-    return false;
-  }
-  return !/[ \t](\n|$)/.test(text);
+  if (/[\x00-\x08\x0b-\x1f\x7f]/.test(bytes) || /[ \t]\n/.test(bytes)) return false;
+  const last = content[content.length - 1];
+  if (last === 0x20 || last === 0x09) return false;
+  if (isAscii(content)) return true;
+  if (!isUtf8(content)) return false;
+  // C1 controls (NEL is a YAML 1.1 line break), LS, PS, BOM and non-characters
+  return !/[\x80-\x9f\u2028\u2029\ufeff\ufffe\uffff]/.test(content.toString('utf8'));
 }
 
 /**

@@ -106,8 +106,11 @@ export function literalBlock(text: string, parentIndent: number): string | undef
   }
   const pad = ' '.repeat(parentIndent + 2);
   const indicator = /^\n* /.test(body) ? '2' : '';
-  // Empty lines stay empty (no trailing spaces); every other line gets the indentation. One
-  // native replace instead of a loop: large files are mostly this.
-  const indented = body.replace(/\n(?=[^\n])/g, `\n${pad}`);
+  // Every line gets the indentation, but empty lines stay empty (no trailing spaces). A plain
+  // replaceAll is the fast path; the regular expression runs only when there are empty lines.
+  let indented = body.replaceAll('\n', `\n${pad}`);
+  if (body.includes('\n\n') || body.endsWith('\n')) {
+    indented = indented.replace(new RegExp(`\n${pad}(?=\n|$)`, 'g'), '\n');
+  }
   return `|${indicator}${chomp}\n${body.startsWith('\n') ? '' : pad}${indented}`;
 }
