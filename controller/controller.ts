@@ -13,7 +13,7 @@ import { referencedObjects } from '../api/resolve.js';
 import { LABEL_OSC } from '../api/secret.js';
 import type { Clock } from './clock.js';
 import type { KubeHttp } from './kube/client.js';
-import { httpSource, Informer, keyOf } from './kube/informer.js';
+import { dropManagedFields, httpSource, Informer, keyOf } from './kube/informer.js';
 import type { DataObject, KubeObject, OscObject } from './kube/types.js';
 import { oscPath, OSC_RESOURCE } from './kube/writer.js';
 import { errorFields, type Logger } from './logger.js';
@@ -77,7 +77,7 @@ export class Controller implements Caches {
 
   constructor(private readonly o: ControllerOptions) {
     this.queue = new WorkQueue({
-      concurrency: 4,
+      concurrency: 16,
       baseDelayMs: 200,
       maxDelayMs: 60_000,
       ...o.queue,
@@ -96,6 +96,7 @@ export class Controller implements Caches {
     const nsPath = ns ? `/namespaces/${ns}` : '';
     const common = (name: string) => ({
       name,
+      transform: dropManagedFields,
       ...(this.o.clock ? { clock: this.o.clock } : {}),
       onError: (error: unknown, attempt: number) => {
         metrics.watchErrors.inc({ informer: name });
@@ -272,7 +273,10 @@ export class Controller implements Caches {
     return {
       applySecret: async (body) => {
         const stored = await inner.applySecret(body);
-        if (stored) this.secretOverlay.set(keyOf(stored), { metadata: stored.metadata });
+        if (stored) {
+          dropManagedFields(stored);
+          this.secretOverlay.set(keyOf(stored), { metadata: stored.metadata });
+        }
         return stored;
       },
       deleteSecret: async (namespace, name) => {
@@ -281,12 +285,18 @@ export class Controller implements Caches {
       },
       patchStatus: async (namespace, name, status) => {
         const stored = await inner.patchStatus(namespace, name, status);
-        if (stored) this.oscOverlay.set(keyOf(stored), stored);
+        if (stored) {
+          dropManagedFields(stored);
+          this.oscOverlay.set(keyOf(stored), stored);
+        }
         return stored;
       },
       setFinalizer: async (namespace, name, present) => {
         const stored = await inner.setFinalizer(namespace, name, present);
-        if (stored) this.oscOverlay.set(keyOf(stored), stored);
+        if (stored) {
+          dropManagedFields(stored);
+          this.oscOverlay.set(keyOf(stored), stored);
+        }
         return stored;
       },
       event: (osc, e) => inner.event(osc, e),

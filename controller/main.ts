@@ -93,7 +93,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
       namespaces: config.namespaces,
       log,
       metrics,
-      queue: { concurrency: config.concurrency ?? 4 },
+      queue: { concurrency: config.concurrency ?? 16 },
       ...(config.watchTimeoutSeconds === undefined
         ? {}
         : { watchTimeoutSeconds: config.watchTimeoutSeconds }),

@@ -42,7 +42,11 @@ export function register(program: Command): void {
       'how long a Lease lasts without renewal (e.g. 15s)',
       '15s',
     )
-    .option('--concurrency <n>', 'reconciles in parallel', '4')
+    .option(
+      '--concurrency <n>',
+      'reconciles in parallel (mostly waiting on API round trips, so more than the CPUs)',
+      '16',
+    )
     .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
     // external renderers (renderers/webhook): type → URL, from a file or a mounted ConfigMap
     .option(

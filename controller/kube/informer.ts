@@ -46,6 +46,17 @@ export interface InformerOptions {
   onError?: (error: unknown, attempt: number) => void;
   /** Called after each successful (re)list and watch (re)connect. */
   onConnect?: (what: 'list' | 'watch') => void;
+  /** Applied to every object before it is cached, e.g. to drop fields never read. */
+  transform?: (obj: unknown) => void;
+}
+
+/**
+ * managedFields lists every field path of an object per manager: for an OSC with 40 files that
+ * is as large as its spec. The controller never reads it; caching it would double its memory.
+ */
+export function dropManagedFields(obj: unknown): void {
+  const meta = (obj as { metadata?: { managedFields?: unknown } } | null)?.metadata;
+  if (meta) delete meta.managedFields;
 }
 
 /** The server said the resourceVersion is too old: relist. */
@@ -171,7 +182,10 @@ export class Informer<T extends KubeObject> {
     do {
       const page = await this.source.list(token);
       // An empty PartialObjectMetadataList comes back with "items": null.
-      for (const item of page.items ?? []) fresh.set(keyOf(item), item);
+      for (const item of page.items ?? []) {
+        this.options.transform?.(item);
+        fresh.set(keyOf(item), item);
+      }
       token = page.metadata.continue || undefined;
       rv = page.metadata.resourceVersion ?? rv;
     } while (token && !this.stopped);
@@ -198,6 +212,7 @@ export class Informer<T extends KubeObject> {
 
   private handle(event: WatchEvent<T>): void {
     const obj = event.object;
+    this.options.transform?.(obj);
     switch (event.type) {
       case 'ERROR': {
         const status = obj as unknown as { code?: number };

@@ -29,7 +29,7 @@ const { values: opts } = parseArgs({
   options: {
     oscs: { type: 'string', default: '1000' },
     changes: { type: 'string', default: '100' },
-    concurrency: { type: 'string', default: '8' },
+    concurrency: { type: 'string', default: '16' },
     files: { type: 'string', default: '40' },
     units: { type: 'string', default: '10' },
   },
