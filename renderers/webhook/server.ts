@@ -49,6 +49,8 @@ export function createRendererApp(
   const served = new Set(types);
   const app = express();
   app.disable('x-powered-by');
+  // express would hash every response for an ETag: megabytes of sha1 no client uses
+  app.set('etag', false);
   app.get('/healthz', (_req, res) => {
     res.type('text/plain').send('ok');
   });
