@@ -9,7 +9,7 @@ import type { Format } from '../api/schema.js';
 import { renderCloudConfig } from './cloud-config.js';
 import { sizeWarnings } from './common.js';
 import { assertRenderable } from './guard.js';
-import { ignitionWarnings, renderIgnitionText } from './ignition.js';
+import { ignitionWarnings, renderIgnition } from './ignition.js';
 import { expand, type OsProfile, PROFILES } from './profiles.js';
 import { renderScript } from './script.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
@@ -28,7 +28,7 @@ export function renderFormat(
     case 'cloud-config':
       return renderCloudConfig(config, context, encodings);
     case 'ignition':
-      return Buffer.from(renderIgnitionText(config, context, encodings), 'utf8');
+      return renderIgnition(config, context, encodings);
     case 'script':
       return renderScript(config, context, encodings);
   }

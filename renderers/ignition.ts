@@ -11,6 +11,7 @@
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import type { Purpose } from '../api/schema.js';
 import type { RenderContext } from './types.js';
+import { ByteBuilder } from './byte-builder.js';
 import {
   base64Length,
   effectiveEnable,
@@ -86,11 +87,11 @@ export function dataUrl(
   return { source: `data:;base64,${content.toString('base64')}` };
 }
 
-export function renderIgnitionText(
+export function renderIgnition(
   config: ResolvedConfig,
   _context: RenderContext,
   encodings: Map<string, string> = new Map(),
-): string {
+): Buffer {
   const files: IgnitionFile[] = config.files.map((file) => {
     const entry: IgnitionFile = {
       path: file.path,
@@ -116,8 +117,27 @@ export function renderIgnitionText(
     // a unit with nothing to write, enable or mask would only draw a warning
     if (Object.keys(entry).length > 1) units.push(entry);
   }
+  // The data URLs are most of the bytes and need no JSON escaping (base64 and percent-encoding
+  // are plain ASCII): JSON.stringify lays out the document around placeholders, and the URLs are
+  // copied in once. A placeholder is a string JSON.stringify must write as "\u0000SRCn\u0000",
+  // which no other string can produce (a literal backslash in content is written as \\).
+  const sources: string[] = [];
+  for (const f of files) {
+    sources.push(f.contents.source);
+    f.contents.source = `\u0000SRC${sources.length - 1}\u0000`;
+  }
   const doc: Record<string, unknown> = { ignition: { version: IGNITION_VERSION } };
   if (files.length > 0) doc.storage = { files };
   if (units.length > 0) doc.systemd = { units };
-  return JSON.stringify(doc, null, 2) + '\n';
+  const layout = JSON.stringify(doc, null, 2).split(/"\\u0000SRC(\d+)\\u0000"/);
+  const out = new ByteBuilder();
+  layout.forEach((part, i) => {
+    if (i % 2 === 0) out.text(part);
+    else
+      out
+        .ascii('"')
+        .ascii(sources[Number(part)] ?? '')
+        .ascii('"');
+  });
+  return out.ascii('\n').toBuffer();
 }
