@@ -15,8 +15,14 @@ import type { ResolvedConfig } from '../../api/resolved.js';
 import type { Format, OperatingSystemConfig } from '../../api/schema.js';
 import { validateOperatingSystemConfig } from '../../api/validate.js';
 import { BUILTIN_RENDERERS } from '../../renderers/builtin.js';
-import { defaultRegistry, renderOsc, type RendererRegistry } from '../../renderers/registry.js';
+import {
+  defaultRegistry,
+  renderDocument,
+  renderOsc,
+  type RendererRegistry,
+} from '../../renderers/registry.js';
 import { configArb } from '../../renderers/testdata/arbitraries.js';
+import { goldenDir, goldenEntries } from '../../renderers/testdata/golden.js';
 import type { RenderResult } from '../../renderers/types.js';
 import { TestPki } from '../../hack/testenv/certs.js';
 import { RendererError, WebhookRenderer } from '../../renderers/webhook/client.js';
@@ -114,6 +120,17 @@ describe('built-in renderers in process and over HTTP (oscar renderer serve)', (
       new Set(['cloud-config', 'ignition', 'script']),
     );
     expect(examples.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it('render every golden file (test/golden) byte for byte over HTTP', async () => {
+    const golden = await goldenEntries();
+    expect(golden.length).toBeGreaterThanOrEqual(8);
+    for (const entry of golden) {
+      const r = await renderDocument(remote, entry.osc, undefined, { format: entry.format });
+      if (!r.ok) throw new Error(`${entry.file}: ${JSON.stringify(r.errors)}`);
+      const onDisk = await readFile(join(goldenDir, entry.file));
+      expect(r.result.userData.equals(onDisk), entry.file).toBe(true);
+    }
   });
 
   for (const example of examples) {
