@@ -5,7 +5,7 @@
  * error names the action and, for a unit, carries its last journal lines.
  */
 import { entriesOf, isUnitAction, plan, RESTARTING, type Action } from './plan.js';
-import { Accounts, hostPath, observe, removeFile, writeFileAtomic } from './fs.js';
+import { Accounts, hostPath, observe, removeFile, syncDir, writeFileAtomic } from './fs.js';
 import { Journal, type JournalAction, type PendingApply } from './journal.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
 import { SystemdError, type Systemd } from './systemd.js';
@@ -108,11 +108,19 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
   }
 
   const touchedUnits: UnitTouched[] = [];
+  // Renames are made durable per directory, once, before a unit job reads them and before
+  // last-applied is written (a SIGKILL needs no fsync at all; a power cut needs these).
+  const dirsToSync = new Set<string>();
+  const flushDirs = async (): Promise<void> => {
+    await Promise.all([...dirsToSync].map((d) => syncDir(d)));
+    dirsToSync.clear();
+  };
   const now = deps.now ?? (() => new Date());
   for (const [i, action] of actions.entries()) {
     if (done.has(i)) continue;
     try {
-      await runAction(deps, accounts, journal, i, action, begun.get(i), log);
+      if (isUnitAction(action) || action.kind === 'daemonReload') await flushDirs();
+      await runAction(deps, accounts, journal, i, action, begun.get(i), log, dirsToSync);
     } catch (error) {
       throw await toApplyError(deps.systemd, action, error);
     }
@@ -124,6 +132,7 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
       touchedUnits.push({ name: action.unit, action: action.kind, time: now().toISOString() });
     }
   }
+  await flushDirs();
   await writeLastApplied(deps.stateDir, desired.text);
   await journal.finish();
   return {
@@ -142,17 +151,24 @@ async function runAction(
   action: Action,
   begunToken: string | undefined,
   log: (message: string) => void,
+  dirsToSync: Set<string>,
 ): Promise<void> {
   switch (action.kind) {
     case 'writeFile': {
       const owner = deps.owners
         ? { uid: accounts.uid(action.user), gid: accounts.gid(action.group) }
         : undefined;
-      await writeFileAtomic(hostPath(deps.root, action.path), action.content, action.mode, owner);
+      await writeFileAtomic(
+        hostPath(deps.root, action.path),
+        action.content,
+        action.mode,
+        owner,
+        dirsToSync,
+      );
       return;
     }
     case 'removeFile':
-      await removeFile(hostPath(deps.root, action.path));
+      await removeFile(hostPath(deps.root, action.path), dirsToSync);
       return;
     case 'daemonReload':
       await deps.systemd.daemonReload();

@@ -88,6 +88,8 @@ export async function writeFileAtomic(
   content: Uint8Array,
   mode: number,
   owner: Ownership | undefined,
+  /** Directories to fsync later in one go; without it the directory is synced now. */
+  dirsToSync?: Set<string>,
 ): Promise<void> {
   const dir = dirname(target);
   await mkdir(dir, { recursive: true, mode: 0o755 });
@@ -106,21 +108,23 @@ export async function writeFileAtomic(
     await handle.close();
   }
   await rename(temp, target);
-  await syncDir(dir);
+  if (dirsToSync) dirsToSync.add(dir);
+  else await syncDir(dir);
 }
 
 /** Removes a file; a file already gone is fine (the action may be resumed after a crash). */
-export async function removeFile(target: string): Promise<void> {
+export async function removeFile(target: string, dirsToSync?: Set<string>): Promise<void> {
   try {
     await unlink(target);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     return;
   }
-  await syncDir(dirname(target));
+  if (dirsToSync) dirsToSync.add(dirname(target));
+  else await syncDir(dirname(target));
 }
 
-async function syncDir(dir: string): Promise<void> {
+export async function syncDir(dir: string): Promise<void> {
   const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
   try {
     await handle.sync();

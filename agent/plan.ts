@@ -186,10 +186,12 @@ export function plan(
   const unitWrites: Action[] = [];
   const removes: Action[] = [];
   const touched = new Set<string>(); // paths written or removed
+  const touchedUnits = new Set<string>(); // units whose unit file or drop-ins were touched
   for (const entry of [...wantEntries.values()].sort((a, b) => compare(a.path, b.path))) {
     const reason = writeReason(entry, lastEntries.get(entry.path), observed.files.get(entry.path));
     if (reason === undefined) continue;
     touched.add(entry.path);
+    if (entry.unit !== undefined) touchedUnits.add(entry.unit);
     const action: Action = {
       kind: 'writeFile',
       path: entry.path,
@@ -205,6 +207,7 @@ export function plan(
   for (const entry of [...lastEntries.values()].sort((a, b) => compare(a.path, b.path))) {
     if (wantEntries.has(entry.path)) continue;
     touched.add(entry.path); // gone from the config: counts as a change even if already gone from disk
+    if (entry.unit !== undefined) touchedUnits.add(entry.unit);
     if (!observed.files.has(entry.path)) continue;
     const action: Action = {
       kind: 'removeFile',
@@ -214,9 +217,7 @@ export function plan(
     if (entry.unit !== undefined) action.unit = entry.unit;
     removes.push(action);
   }
-  const unitFilesTouched = [...touched].some(
-    (p) => wantEntries.get(p)?.unit !== undefined || lastEntries.get(p)?.unit !== undefined,
-  );
+  const unitFilesTouched = touchedUnits.size > 0;
 
   const before: Action[] = []; // unmask, stop and disable before files change
   const enablement: Action[] = []; // after daemon-reload
@@ -250,9 +251,7 @@ export function plan(
 
   for (const u of [...wantUnits.values()].sort((a, b) => compare(a.name, b.name))) {
     const lu = lastUnits.get(u.name);
-    const own = (p: string): boolean =>
-      wantEntries.get(p)?.unit === u.name || lastEntries.get(p)?.unit === u.name;
-    const contentChanged = [...touched].some(own);
+    const contentChanged = touchedUnits.has(u.name);
     const filePaths = new Set([...u.filePaths, ...(lu?.filePaths ?? [])]);
     const changedFiles = [...filePaths].filter((p) => touched.has(p));
     const changed = contentChanged || changedFiles.length > 0;

@@ -1,0 +1,78 @@
+// Agent benchmark: planner time for 1,000 files and 100 units (no change, one change, all
+// changed) and apply time of 1,000 small files into a directory root (atomic writes with fsync).
+//   node --import tsx hack/bench/agent.ts [--runs N] [--dir DIR]
+// Targets (docs/agent.md): plan ≤ 20 ms.
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { applyDesired } from '../../agent/apply.js';
+import { plan } from '../../agent/plan.js';
+import { LocalSystemd } from '../../agent/systemd.js';
+import { applyToModel, diskOf, nodeFrom } from '../../agent/testing/node-model.js';
+import { bigConfig, desiredOf, file } from '../../agent/testing/fixtures.js';
+
+const { values } = parseArgs({
+  options: { runs: { type: 'string', default: '30' }, dir: { type: 'string' } },
+});
+const runs = Number(values.runs);
+
+function stats(samples: number[]): string {
+  const s = [...samples].sort((a, b) => a - b);
+  const q = (p: number): number => s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? NaN;
+  return `p50 ${q(0.5).toFixed(2)} ms  p99 ${q(0.99).toFixed(2)} ms  max ${(s.at(-1) ?? NaN).toFixed(2)} ms`;
+}
+
+function time(f: () => void): number {
+  const t0 = performance.now();
+  f();
+  return performance.now() - t0;
+}
+
+const base = bigConfig(1000, 100, 'one');
+const all = bigConfig(1000, 100, 'two');
+const one = structuredClone(base);
+one.files = base.files.map((f, i) => (i === 500 ? file(f.path, 'changed\n') : f));
+const disk = diskOf(nodeFrom(base));
+
+console.log(`agent bench: 1,000 files, 100 units, ${runs} runs each (${new Date().toISOString()})`);
+for (const [name, next] of [
+  ['no change', base],
+  ['one file changed', one],
+  ['all changed', all],
+] as const) {
+  for (let i = 0; i < 3; i++) plan(base, next, disk); // warm up
+  const samples = Array.from({ length: runs }, () => time(() => plan(base, next, disk)));
+  const n = plan(base, next, disk).length;
+  console.log(`plan  ${name.padEnd(17)} ${String(n).padStart(5)} actions  ${stats(samples)}`);
+}
+// sanity: the plan of "all changed" reaches the desired state in the model
+const model = nodeFrom(base);
+applyToModel(model, plan(base, all, disk));
+if (plan(all, all, diskOf(model)).length !== 0)
+  throw new Error('bench sanity: model did not converge');
+
+const parent = values.dir ?? tmpdir();
+const applySamples: number[] = [];
+const noopSamples: number[] = [];
+const files = desiredOf(bigConfig(1000, 0, 'x'));
+for (let i = 0; i < Math.min(5, runs); i++) {
+  const root = await mkdtemp(join(parent, 'oscar-bench-'));
+  const stateDir = join(root, 'var/lib/oscar');
+  await mkdir(stateDir, { recursive: true });
+  const deps = {
+    root,
+    stateDir,
+    systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+    owners: false,
+  };
+  let t0 = performance.now();
+  await applyDesired(deps, files);
+  applySamples.push(performance.now() - t0);
+  t0 = performance.now();
+  await applyDesired(deps, files);
+  noopSamples.push(performance.now() - t0);
+  await rm(root, { recursive: true, force: true });
+}
+console.log(`apply 1,000 small files into ${parent} (fsync per file): ${stats(applySamples)}`);
+console.log(`apply again (observe 1,000 files, nothing to do):       ${stats(noopSamples)}`);
