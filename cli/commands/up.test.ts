@@ -1,0 +1,75 @@
+import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { buildProgram } from '../main.js';
+
+let out: string;
+beforeEach(async () => {
+  out = await mkdtemp(join(tmpdir(), 'oscar-up-'));
+});
+afterEach(async () => {
+  vi.restoreAllMocks();
+  process.exitCode = undefined;
+  await rm(out, { recursive: true, force: true });
+});
+
+async function oscar(...args: string[]): Promise<string> {
+  const chunks: string[] = [];
+  vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => {
+    chunks.push(String(c));
+    return true;
+  });
+  vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => {
+    chunks.push(`${a.join(' ')}\n`);
+  });
+  await buildProgram()
+    .exitOverride()
+    .parseAsync(['node', 'oscar', ...args]);
+  vi.restoreAllMocks();
+  return chunks.join('');
+}
+
+describe('oscar up --once / oscar plan', () => {
+  it('applies every example to its sandbox root, printing the plan; a second run has nothing to do', async () => {
+    const first = await oscar('up', 'examples', '--once', '--out', out);
+    expect(process.exitCode).toBe(0);
+    expect(first).toMatch(/oscar up: \d+ file\(s\) in examples\//);
+    expect(first).toMatch(/generic-edge \(reconcile, [0-9a-f]{12}\)/);
+    expect(first).toMatch(/write \/etc\/edge-proxy\/proxy\.conf \(0640 root:root, \d+ B\) — new/);
+    expect(
+      await readFile(join(out, 'root/generic-edge/etc/edge-proxy/proxy.conf'), 'utf8'),
+    ).toMatch(/listen 127\.0\.0\.1:8080/);
+    // the OS profile's expansion is applied too (containerd config for the kubeadm worker)
+    expect(
+      await readFile(join(out, 'root/worker-reconcile/etc/containerd/config.toml'), 'utf8'),
+    ).toMatch(/SystemdCgroup/);
+    const second = await oscar('up', 'examples', '--once', '--out', out);
+    expect(second).not.toMatch(/ — new/);
+    expect(second.match(/nothing to do/g)?.length).toBe(first.match(/^● /gm)?.length);
+  });
+
+  it('an invalid file is reported with its field and the others still apply', async () => {
+    const dir = join(out, 'oscs');
+    await mkdir(dir);
+    const good = await readFile('examples/generic.yaml', 'utf8');
+    await writeFile(join(dir, 'good.yaml'), good);
+    await writeFile(
+      join(dir, 'bad.yaml'),
+      good.replace("permissions: '0640'", 'permissions: 0640').replace('generic-edge', 'bad'),
+    );
+    const text = await oscar('up', dir, '--once', '--out', join(out, 'sandbox'));
+    expect(process.exitCode).toBe(1);
+    expect(text).toMatch(/✗ .*bad\.yaml: not applied[\s\S]*spec\.files\[0\]\.permissions/);
+    expect(text).toMatch(/good\.yaml → .*generic-edge/);
+  });
+
+  it('oscar plan shows what applying would do, without doing it', async () => {
+    const root = join(out, 'root');
+    const text = await oscar('plan', '--file', 'examples/generic.yaml', '--root', root);
+    expect(text).toMatch(/plan for examples\/generic\.yaml \([0-9a-f]{12}\) on /);
+    expect(text).toMatch(/enable edge-proxy\.service — new/);
+    expect(text).toMatch(/5 action\(s\)/);
+    await expect(readFile(join(root, 'etc/edge-proxy/proxy.conf'))).rejects.toThrow(/ENOENT/);
+  });
+});
