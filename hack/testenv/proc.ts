@@ -4,7 +4,7 @@
 // can exit without taking them along; they are identified later by pid plus the
 // kernel's start time, so a recycled pid is never mistaken for ours.
 import { spawn } from 'node:child_process';
-import { open, readFile } from 'node:fs/promises';
+import { open, readdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 
 /** A process we started: pid plus its start time (clock ticks since boot) from /proc. */
@@ -97,6 +97,30 @@ export async function stopProcess(
       await sleep(50);
     }
   }
+}
+
+/**
+ * Processes running one of the binaries in `binDir` with `marker` (a run
+ * directory) in their arguments: a safety net that finds a run's processes even
+ * when the state file lost track of one.
+ */
+export async function findProcesses(binDir: string, marker: string): Promise<ProcRef[]> {
+  const found: ProcRef[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = (await readFile(`/proc/${entry}/cmdline`, 'utf8')).split('\0');
+    } catch {
+      continue;
+    }
+    const exe = argv[0] ?? '';
+    if (!exe.startsWith(`${binDir}/`) || !argv.slice(1).some((a) => a.includes(marker))) continue;
+    const pid = Number(entry);
+    const startTime = await procStartTime(pid);
+    if (startTime !== undefined) found.push({ pid, startTime });
+  }
+  return found;
 }
 
 /** A TCP port on `host` that was free a moment ago (the kernel picks it). */

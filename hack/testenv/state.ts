@@ -5,7 +5,7 @@
 import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isRunning, stopProcess, type ProcRef } from './proc.js';
+import { findProcesses, isRunning, stopProcess, type ProcRef } from './proc.js';
 
 /** A named static-token identity (from --token-auth-file). */
 export interface TokenUser {
@@ -78,14 +78,34 @@ export async function writeState(stateFile: string, state: TestEnvState): Promis
   await rename(tmp, stateFile);
 }
 
+/**
+ * Read-modify-write of the state file. Every change after the first write goes
+ * through here, never through a copy held in memory: the API server's entry is
+ * also changed by other processes (a test worker restarting it).
+ */
+export async function updateState(
+  stateFile: string,
+  change: (state: TestEnvState) => void,
+): Promise<TestEnvState> {
+  const state = await readState(stateFile);
+  change(state);
+  await writeState(stateFile, state);
+  return state;
+}
+
 /** Stops every process of a run (controllers, API server, then etcd) and deletes its directory. */
 export async function teardownRun(stateFile: string, runDir: string): Promise<void> {
   try {
     const state = await readState(stateFile);
     const kcm = state.controllerManager;
     if (kcm !== null && kcm.ref !== null) await stopProcess(kcm.ref);
-    if (state.apiserver.ref !== null) await stopProcess(state.apiserver.ref);
+    // The API server lingers after SIGTERM (see API_SERVER_GRACE_MS in testenv.ts).
+    if (state.apiserver.ref !== null) await stopProcess(state.apiserver.ref, 'SIGTERM', 5_000);
     if (state.etcd.ref !== null) await stopProcess(state.etcd.ref);
+    // Anything of this run the state file lost track of (a crash between spawn and write).
+    for (const ref of await findProcesses(state.info.binDir, `${runDir}/`)) {
+      await stopProcess(ref, 'SIGKILL', 5_000);
+    }
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }

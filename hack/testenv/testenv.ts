@@ -19,6 +19,7 @@ import {
   readState,
   runsRoot,
   teardownRun,
+  updateState,
   writeState,
   type TestEnvInfo,
   type TestEnvState,
@@ -80,6 +81,10 @@ export interface TestEnv extends TestEnvInfo {
   /** Writes a kubeconfig for a named static-token user; returns its path. */
   writeTokenKubeconfig(name: string, namespace?: string): Promise<string>;
 }
+
+// kube-apiserver stops listening as soon as it gets SIGTERM, but its process then
+// lingers on open connections for up to a minute; nothing is lost by SIGKILL after this.
+export const API_SERVER_GRACE_MS = 5_000;
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = join(here, '..', '..');
@@ -486,13 +491,13 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
     );
 
     const t0 = Date.now();
-    state.etcd.ref = await startDetached(state.etcd.command, state.etcd.args, state.etcd.logPath);
-    await writeState(stateFile, state);
+    const etcdRef = await startDetached(state.etcd.command, state.etcd.args, state.etcd.logPath);
+    await updateState(stateFile, (s) => (s.etcd.ref = etcdRef));
     await waitReady(
       'etcd',
       `${etcdEndpoint}/health`,
       undefined,
-      state.etcd.ref,
+      etcdRef,
       state.etcd.logPath,
       readyTimeoutMs,
     );
@@ -505,6 +510,9 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
     );
 
     await writeCertKubeconfig(info, info.kubeconfigPath, 'oscar-admin', 'admin');
+    // CRDs before the controllers: the garbage collector discovers resource types at
+    // start (then only every 30 s), so OSC owner references work from the first test.
+    if (crdDir !== null) await applyCrds(info, crdDir, log);
     const kcm = state.controllerManager;
     if (kcm !== null) {
       const t1 = Date.now();
@@ -514,20 +522,21 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
         'kube-controller-manager',
         'kube-controller-manager',
       );
-      kcm.ref = await startDetached(kcm.command, kcm.args, kcm.logPath);
-      await writeState(stateFile, state);
+      const kcmRef = await startDetached(kcm.command, kcm.args, kcm.logPath);
+      await updateState(stateFile, (s) => {
+        if (s.controllerManager !== null) s.controllerManager.ref = kcmRef;
+      });
       // Its service-account controller creating default/default shows the controllers run.
       await waitReady(
         'kube-controller-manager',
         `${server}/api/v1/namespaces/default/serviceaccounts/default`,
         await adminTls(info),
-        kcm.ref,
+        kcmRef,
         kcm.logPath,
         readyTimeoutMs,
       );
       log(`kube-controller-manager running in ${String(Date.now() - t1)} ms`);
     }
-    if (crdDir !== null) await applyCrds(info, crdDir, log);
     return env;
   } catch (err) {
     await teardownRun(stateFile, runDir).catch(() => undefined);
@@ -540,11 +549,10 @@ export async function attachTestEnv(stateFile: string): Promise<TestEnv> {
   const { info } = await readState(stateFile);
 
   const stopApiServer = async (o?: { signal?: NodeJS.Signals }): Promise<void> => {
-    const state = await readState(stateFile);
-    if (state.apiserver.ref === null) return;
-    await stopProcess(state.apiserver.ref, o?.signal ?? 'SIGTERM');
-    state.apiserver.ref = null;
-    await writeState(stateFile, state);
+    const { apiserver } = await readState(stateFile);
+    if (apiserver.ref === null) return;
+    await stopProcess(apiserver.ref, o?.signal ?? 'SIGTERM', API_SERVER_GRACE_MS);
+    await updateState(stateFile, (s) => (s.apiserver.ref = null));
   };
 
   const startApiServer = async (): Promise<void> => {
@@ -557,8 +565,7 @@ export async function attachTestEnv(stateFile: string): Promise<TestEnv> {
     }
     const { command, args, logPath } = state.apiserver;
     const ref = await startDetached(command, args, logPath);
-    state.apiserver.ref = ref;
-    await writeState(stateFile, state);
+    await updateState(stateFile, (s) => (s.apiserver.ref = ref));
     // A freshly started apiserver answers 403 to anonymous probes, so probe as admin.
     await waitReady(
       'kube-apiserver',
