@@ -16,11 +16,8 @@ import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigSpec } from '../../api/schema.js';
 import { ANNOTATION_CHECKSUM, LABEL_OSC } from '../../api/secret.js';
-import {
-  ACCEPT_METADATA,
-  CONTENT_APPLY_PATCH,
-  HttpKubeClient,
-} from '../../controller/kube/client.js';
+import { CONTENT_APPLY_PATCH, HttpKubeClient } from '../../controller/kube/client.js';
+import { dropManagedFields, httpSource, Informer } from '../../controller/kube/informer.js';
 import type { KubeObject, OscObject } from '../../controller/kube/types.js';
 import { oscPath } from '../../controller/kube/writer.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
@@ -85,7 +82,7 @@ async function main(): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(env.kubeconfigPath);
   const http = new HttpKubeClient(kc);
-  const abort = new AbortController();
+  let stopInformers = (): Promise<void> => Promise.resolve();
   let child: ReturnType<typeof spawn> | undefined;
   try {
     await http
@@ -101,41 +98,53 @@ async function main(): Promise<void> {
     const check = (): void => {
       if (ready.size >= N && secrets.size >= N) allDone();
     };
-    void http
-      .stream(
-        `/apis/${API_VERSION}/namespaces/${NS}/operatingsystemconfigs`,
-        { query: { watch: 1 }, signal: abort.signal },
-        (line) => {
-          const e = JSON.parse(line) as { type: string; object: OscObject };
-          const o = e.object;
-          const r = o.status?.conditions?.find((c) => c.type === 'Ready');
-          if (r?.status === 'True' && o.status?.observedGeneration === o.metadata.generation) {
-            ready.add(o.metadata.name);
-          } else ready.delete(o.metadata.name);
-          check();
+    // Informers (relist/reconnect built in): a plain watch can be dropped by a busy API server,
+    // and the bench would wait forever.
+    const onOsc = (o: OscObject): void => {
+      const r = o.status?.conditions?.find((c) => c.type === 'Ready');
+      if (r?.status === 'True' && o.status?.observedGeneration === o.metadata.generation) {
+        ready.add(o.metadata.name);
+      } else ready.delete(o.metadata.name);
+      check();
+    };
+    const oscInformer = new Informer<OscObject>(
+      httpSource(http, { path: `/apis/${API_VERSION}/namespaces/${NS}/operatingsystemconfigs` }),
+      {
+        onAdd: onOsc,
+        onUpdate: (_, o) => {
+          onOsc(o);
         },
-      )
-      .catch(() => undefined);
-    void http
-      .stream(
-        `/api/v1/namespaces/${NS}/secrets`,
-        {
-          query: { watch: 1, labelSelector: LABEL_OSC },
-          accept: ACCEPT_METADATA,
-          signal: abort.signal,
+      },
+      { name: 'bench-oscs', transform: dropManagedFields },
+    );
+    const onSecret = (obj: KubeObject): void => {
+      const at = performance.now();
+      const osc = obj.metadata.labels?.[LABEL_OSC] ?? '';
+      const checksum = obj.metadata.annotations?.[ANNOTATION_CHECKSUM] ?? '';
+      const before = secrets.get(osc);
+      secrets.set(osc, { checksum, at });
+      if (before && before.checksum !== checksum) secretChanged.get(osc)?.(at, checksum);
+      check();
+    };
+    const secretInformer = new Informer<KubeObject>(
+      httpSource(http, {
+        path: `/api/v1/namespaces/${NS}/secrets`,
+        labelSelector: LABEL_OSC,
+        metadataOnly: true,
+      }),
+      {
+        onAdd: onSecret,
+        onUpdate: (_, o) => {
+          onSecret(o);
         },
-        (line) => {
-          const at = performance.now();
-          const e = JSON.parse(line) as { type: string; object: KubeObject };
-          const osc = e.object.metadata.labels?.[LABEL_OSC] ?? '';
-          const checksum = e.object.metadata.annotations?.[ANNOTATION_CHECKSUM] ?? '';
-          const before = secrets.get(osc);
-          secrets.set(osc, { checksum, at });
-          if (before && before.checksum !== checksum) secretChanged.get(osc)?.(at, checksum);
-          check();
-        },
-      )
-      .catch(() => undefined);
+      },
+      { name: 'bench-secrets', transform: dropManagedFields },
+    );
+    oscInformer.start();
+    secretInformer.start();
+    stopInformers = async () => {
+      await Promise.all([oscInformer.stop(), secretInformer.stop()]);
+    };
 
     // The controller as its own process, so its memory is its own.
     child = spawn(
@@ -220,7 +229,7 @@ async function main(): Promise<void> {
       `  controller peak RSS (VmHWM):                           ${(hwmKb / 1024).toFixed(1)} MiB   (target 200 MB)`,
     );
   } finally {
-    abort.abort();
+    await stopInformers();
     child?.kill('SIGTERM');
     http.close();
     if (!attach) await env.stop();
