@@ -41,7 +41,8 @@ function rootSchema(description: string, properties: Json, required: string[] = 
         description:
           'Kind is a string value representing the REST resource this object represents.',
       },
-      metadata: { type: 'object', description: 'Standard object metadata.' },
+      // The API server refuses anything but `type` here (metadata is implicitly specified).
+      metadata: { type: 'object' },
       ...properties,
     },
   };

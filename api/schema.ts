@@ -153,27 +153,27 @@ export const File = Type.Object(
       pattern: '^/',
       'x-kubernetes-validations': [
         {
-          rule: "!self.endsWith('/') && !self.contains('//') && !self.contains('/./') && !self.contains('/../') && !self.endsWith('/.') && !self.endsWith('/..')",
+          rule: "!self.matches('//|/[.][.]?(/|$)|/$')",
           message:
             'path must be absolute and normalised: no "//", no "." or ".." segments, no trailing "/"',
         },
       ],
     }),
     permissions: Type.Optional(
+      // int-or-string so that an unquoted YAML number reaches the CEL rule below and gets the
+      // octal-trap message, instead of a bare "must be of type string".
       Type.Unsafe<string>({
         description:
           'File mode as a quoted octal string such as "0644" (default "0644"). Unquoted YAML numbers are refused: YAML reads 0644 as the integer 420.',
         'x-kubernetes-int-or-string': true,
+        // Value validations without a type apply to strings only; integers meet the CEL rule.
+        maxLength: 5,
+        pattern: '^0?[0-7]{3,4}$',
         'x-kubernetes-validations': [
           {
             rule: 'type(self) == string',
             message:
               'permissions must be a quoted octal string such as "0644": unquoted, YAML reads 0644 as the integer 420 (or 644 as decimal), which is not the mode you meant',
-          },
-          {
-            rule: "type(self) != string || self.matches('^0?[0-7]{3,4}$')",
-            message:
-              'permissions must be an octal string of 3 or 4 digits between "000" and "07777"',
           },
         ],
       }),

@@ -151,10 +151,10 @@ const invalidCases: InvalidCase[] = [
     message: /permissions must be a quoted octal string such as "0644"/,
   },
   {
-    name: 'permissions not octal (CEL)',
+    name: 'permissions not octal (pattern on the string branch of int-or-string)',
     mutate: (s) => (file0(s).permissions = '0988'),
     field: 'spec.files[0].permissions',
-    message: /permissions must be an octal string of 3 or 4 digits/,
+    message: /should match '\^0\?\[0-7\]\{3,4\}\$'/,
   },
   {
     name: 'owner with three parts',
