@@ -4,7 +4,7 @@
  * Runs on a spec that may also have failed the schema, so it guards every access.
  */
 import { fieldError, type FieldError } from './field-error.js';
-import { decodeInline } from './resolve.js';
+import { decodedInlineSize } from './resolve.js';
 import { LIMITS } from './schema.js';
 import { dropInPath, unitPath } from './resolved.js';
 import { hasKey, parseUnitFile } from './systemd/unit-file.js';
@@ -272,12 +272,12 @@ function checkFiles(spec: Obj, out: FieldError[]): void {
       if (inline.data.length > LIMITS.inlineDataBytes) return; // the schema already said so
       const encoding = typeof inline.encoding === 'string' ? inline.encoding : '';
       try {
-        const bytes = decodeInline(inline.data, encoding);
-        if (bytes.length > LIMITS.secretBytes) {
+        const size = decodedInlineSize(inline.data, encoding);
+        if (size > LIMITS.secretBytes) {
           out.push(
             fieldError(
               `${base}.content.inline.data`,
-              `decodes to ${formatBytes(bytes.length)}, above the 1 MiB a Kubernetes Secret can hold; ship it in the image instead`,
+              `decodes to ${formatBytes(size)}, above the 1 MiB a Kubernetes Secret can hold; ship it in the image instead`,
             ),
           );
         }

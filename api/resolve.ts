@@ -80,6 +80,24 @@ function decodeBase64Strict(data: string): Buffer {
   return Buffer.from(compact, 'base64');
 }
 
+let scratch: Buffer | undefined;
+
+/**
+ * The size `data` decodes to, checking it decodes, without keeping the bytes: validation runs on
+ * every OSC the controller sees, so the common base64 case decodes into a reused buffer.
+ */
+export function decodedInlineSize(data: string, encoding: string | undefined): number {
+  if ((encoding ?? '') === '') return Buffer.byteLength(data, 'utf8');
+  if (encoding === 'b64' && data.length % 4 === 0 && !data.includes('-') && !data.includes('_')) {
+    const padding = data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0;
+    const expected = (data.length / 4) * 3 - padding;
+    if (!scratch || scratch.length < expected)
+      scratch = Buffer.allocUnsafe(Math.max(expected, 1 << 20));
+    if (scratch.write(data, 0, 'base64') === expected) return expected;
+  }
+  return decodeInline(data, encoding).length;
+}
+
 function splitOwner(owner: string): { user: string; group: string } {
   const [user = 'root', group] = owner.split(':');
   return { user, group: group ?? user };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { checkFilePath, checkPermissions } from './deep-validate.js';
-import { decodeInline, referencedObjects, resolve } from './resolve.js';
+import { decodedInlineSize, decodeInline, referencedObjects, resolve } from './resolve.js';
 import { toFieldPath, validateOperatingSystemConfig } from './validate.js';
 
 const osc = (spec: Record<string, unknown>) => ({
@@ -189,6 +189,15 @@ describe('decodeInline', () => {
     expect(decodeInline('aG\nk=', 'b64').toString()).toBe('hi');
     expect(decodeInline(gzipSync('z').toString('base64'), 'gzip+b64').toString()).toBe('z');
   });
+  it('measures the decoded size without keeping the bytes, and refuses what decodeInline refuses', () => {
+    for (const data of ['', 'aGk=', 'aGVsbG8gd29ybGQ=', Buffer.alloc(3000, 9).toString('base64')]) {
+      expect(decodedInlineSize(data, 'b64')).toBe(decodeInline(data, 'b64').length);
+    }
+    expect(decodedInlineSize('héllo', '')).toBe(6);
+    expect(() => decodedInlineSize('aGk!', 'b64')).toThrow(/not valid base64/);
+    expect(() => decodedInlineSize('aG-k', 'b64')).toThrow(/not valid base64/);
+  });
+
   it('refuses base64 that Node would silently truncate', () => {
     expect(() => decodeInline('aGk=!!', 'b64')).toThrow(/not valid base64/);
     expect(() => decodeInline('aGk', 'b64')).toThrow(/not valid base64/);

@@ -52,15 +52,22 @@ function once(osc: ReturnType<typeof buildOsc>): string {
   return canonicalWithChecksum(resolved.config).checksum;
 }
 
+/**
+ * Wall time and this process's CPU time per OSC. On a shared, loaded machine the CPU time is the
+ * fairer figure: it leaves out the time the scheduler gave to other processes.
+ */
 function time(label: string, runs: number, fn: () => unknown): number {
   for (let i = 0; i < 20; i++) fn(); // warm up
+  const cpuStart = process.cpuUsage();
   const started = process.hrtime.bigint();
   for (let i = 0; i < runs; i++) fn();
-  const ms = Number(process.hrtime.bigint() - started) / 1e6 / runs;
+  const wall = Number(process.hrtime.bigint() - started) / 1e6 / runs;
+  const used = process.cpuUsage(cpuStart);
+  const cpu = (used.user + used.system) / 1000 / runs;
   console.log(
-    `${label.padEnd(44)} ${ms.toFixed(3).padStart(8)} ms/OSC  ${(1000 / ms).toFixed(0).padStart(6)} OSC/s`,
+    `${label.padEnd(48)} wall ${wall.toFixed(2).padStart(7)} ms  cpu ${cpu.toFixed(2).padStart(7)} ms/OSC  ${(1000 / cpu).toFixed(0).padStart(5)} OSC/s per core`,
   );
-  return ms;
+  return cpu;
 }
 
 const osc = buildOsc();
@@ -75,4 +82,6 @@ if (!resolved.ok) throw new Error('resolve failed');
 time('resolve (decode contents, defaults, sort)', runs, () => resolve(osc.spec));
 time('canonicalise + sha256', runs, () => canonicalWithChecksum(resolved.config));
 const total = time('all: validate + resolve + canonical + checksum', runs, () => once(osc));
-console.log(`\ntarget ≤ 5 ms per OSC: ${total <= 5 ? 'met' : 'NOT met'} (${total.toFixed(2)} ms)`);
+console.log(
+  `\ntarget ≤ 5 ms per OSC (CPU): ${total <= 5 ? 'met' : 'NOT met'} (${total.toFixed(2)} ms)`,
+);
