@@ -48,8 +48,9 @@ export class AgentMetrics {
     registers: [this.registry],
   });
 
-  constructor() {
-    collectDefaultMetrics({ register: this.registry });
+  /** Process metrics (CPU, memory, event-loop lag) only when served: their sampling costs idle CPU. */
+  collectProcessMetrics(): void {
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
   }
 
   reporter(): Reporter {
@@ -93,6 +94,7 @@ export async function startHealthServer(
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new Error(`--metrics-addr must be host:port such as 127.0.0.1:9464, got "${addr}"`);
   }
+  metrics.collectProcessMetrics();
   const app = express();
   app.get('/healthz', (_req, res) => {
     res.type('text/plain').send(`ok applied=${applied() ?? 'none'}\n`);

@@ -5,9 +5,6 @@ import { startHealthServer, AgentMetrics } from '../../agent/metrics.js';
 import { FileSource } from '../../agent/source-file.js';
 import type { Source } from '../../agent/source.js';
 import { lockStateDir } from '../../agent/state.js';
-import { loadKubeConfig } from '../../agent/kube.js';
-import { KubeReporter } from '../../agent/report.js';
-import { SecretSource } from '../../agent/source-secret.js';
 
 interface AgentFlags {
   file?: string;
@@ -135,6 +132,12 @@ async function secretWiring(
   const node = flags.node ?? process.env.NODE_NAME;
   if (node === undefined || node === '')
     throw new Error('name this node with --node (or $NODE_NAME)');
+  // loaded only in Secret mode: the Kubernetes client is the bulk of the agent's memory
+  const [{ loadKubeConfig }, { KubeReporter }, { SecretSource }] = await Promise.all([
+    import('../../agent/kube.js'),
+    import('../../agent/report.js'),
+    import('../../agent/source-secret.js'),
+  ]);
   const kc = loadKubeConfig(flags.kubeconfig);
   const onRequest = (): void => {
     metrics.apiRequests.inc();
@@ -149,5 +152,5 @@ async function secretWiring(
   reporters.push(
     new KubeReporter(kc, { node, oscRef: { namespace, secretName: secret }, log, onRequest }),
   );
-  return Promise.resolve({ source });
+  return { source };
 }
