@@ -3,7 +3,7 @@
 # the suites need first (each step is cached and fast when already done):
 #   Debian packages (validators, systemd-nspawn), kube-apiserver + etcd built from Go modules,
 #   a debootstrapped Debian root for real-systemd tests, then lint, unit, integration and e2e tests.
-# Extra arguments go to vitest (e.g. `npm test -- --project unit`).
+# Extra arguments go to every vitest run as filters (e.g. `npm test -- api/` runs only tests under api/).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,17 +26,32 @@ step "lint (eslint, prettier)"
 npx eslint .
 npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
 
-step "tests (vitest: unit, integration, e2e)"
-report="$(mktemp -t oscar-vitest.XXXXXX.json)"
-trap 'rm -f "$report"' EXIT
+# One vitest run per rung of the ladder: the unit tests never wait for the test cluster (vitest
+# starts every selected project's global setup before any test), and a failure in one rung does
+# not hide the others' results.
+reports="$(mktemp -d -t oscar-vitest.XXXXXX)"
+trap 'rm -rf "$reports"' EXIT
 status=0
-npx vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@" || status=$?
+# With a filter, a rung may have nothing to run; without one, every rung must run tests.
+extra=()
+[[ $# -gt 0 ]] && extra=(--passWithNoTests)
+for project in unit integration e2e; do
+  step "tests: $project"
+  npx vitest run --project "$project" --reporter=default --reporter=json \
+    --outputFile.json="$reports/$project.json" "${extra[@]}" "$@" || status=$?
+done
 
-# One plain closing line that any CI can read, from vitest's own JSON report.
+# One plain closing line that any CI can read, summed from vitest's own JSON reports.
 node -e '
-  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-  const skipped = r.numPendingTests + r.numTodoTests;
-  console.log(`\n${r.numPassedTests} passed, ${r.numFailedTests} failed` + (skipped ? `, ${skipped} skipped` : ""));
-' "$report" || true
+  const fs = require("fs");
+  let passed = 0, failed = 0, skipped = 0;
+  for (const f of process.argv.slice(1)) {
+    if (!fs.existsSync(f)) { failed++; console.log(`no report: ${f}`); continue; }
+    const r = JSON.parse(fs.readFileSync(f, "utf8"));
+    passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
+    if (r.numFailedTestSuites > 0 && r.numFailedTests === 0) failed += r.numFailedTestSuites;
+  }
+  console.log(`\n${passed} passed, ${failed} failed` + (skipped ? `, ${skipped} skipped` : ""));
+' "$reports/unit.json" "$reports/integration.json" "$reports/e2e.json" || true
 echo "(npm test took $((SECONDS - started)) s)"
 exit "$status"
