@@ -51,7 +51,17 @@ describe('controller resilience (real API server)', () => {
       await api.waitReady(ns, 'w');
 
       const env = await testEnv();
-      await env.restartApiServer({ signal });
+      await env.stopApiServer({ signal });
+      // Right after a SIGKILL the port can still be taken for a moment: retry the start.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await env.startApiServer();
+          break;
+        } catch (error) {
+          if (attempt >= 3) throw error;
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      }
       await changeAndConverge(api, ns, 'after-restart\n');
       const errors = await c.handle.metrics.watchErrors.get();
       expect(errors.values.reduce((n, v) => n + v.value, 0)).toBeGreaterThan(0);
