@@ -53,8 +53,18 @@ export interface CrdManifest {
   object: Json;
 }
 
-export function operatingSystemConfigCrd(): Json {
-  const plural = 'operatingsystemconfigs';
+interface CrdOptions {
+  kind: string;
+  shortName: string;
+  scope: 'Namespaced' | 'Cluster';
+  columns: Json[];
+  schema: Json;
+}
+
+/** The parts every oscar CRD shares: group, one served storage version, status subresource. */
+function customResourceDefinition({ kind, shortName, scope, columns, schema }: CrdOptions): Json {
+  const singular = kind.toLowerCase();
+  const plural = `${singular}s`;
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -62,90 +72,73 @@ export function operatingSystemConfigCrd(): Json {
     spec: {
       group: GROUP,
       names: {
-        kind: OSC_KIND,
-        listKind: `${OSC_KIND}List`,
+        kind,
+        listKind: `${kind}List`,
         plural,
-        singular: 'operatingsystemconfig',
-        shortNames: ['osc'],
+        singular,
+        shortNames: [shortName],
         categories: ['oscar'],
       },
-      scope: 'Namespaced',
+      scope,
       versions: [
         {
           name: VERSION,
           served: true,
           storage: true,
           subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: 'Type', type: 'string', jsonPath: '.spec.type' },
-            { name: 'Purpose', type: 'string', jsonPath: '.spec.purpose' },
-            { name: 'Checksum', type: 'string', jsonPath: '.status.checksumShort' },
-            {
-              name: 'Ready',
-              type: 'string',
-              jsonPath: '.status.conditions[?(@.type=="Ready")].status',
-            },
-            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-          ],
-          schema: {
-            openAPIV3Schema: rootSchema(
-              'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS into a Secret and its agent keeps nodes in sync in place.',
-              {
-                spec: toOpenApi(OperatingSystemConfigSpec),
-                status: toOpenApi(OperatingSystemConfigStatus),
-              },
-              ['spec'],
-            ),
-          },
+          additionalPrinterColumns: columns,
+          schema: { openAPIV3Schema: schema },
         },
       ],
     },
   };
 }
 
-export function operatingSystemConfigNodeCrd(): Json {
-  const plural = 'operatingsystemconfignodes';
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.${GROUP}` },
-    spec: {
-      group: GROUP,
-      names: {
-        kind: OSC_NODE_KIND,
-        listKind: `${OSC_NODE_KIND}List`,
-        plural,
-        singular: 'operatingsystemconfignode',
-        shortNames: ['oscnode'],
-        categories: ['oscar'],
+const AGE_COLUMN = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
+
+export function operatingSystemConfigCrd(): Json {
+  return customResourceDefinition({
+    kind: OSC_KIND,
+    shortName: 'osc',
+    scope: 'Namespaced',
+    columns: [
+      { name: 'Type', type: 'string', jsonPath: '.spec.type' },
+      { name: 'Purpose', type: 'string', jsonPath: '.spec.purpose' },
+      { name: 'Checksum', type: 'string', jsonPath: '.status.checksumShort' },
+      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      AGE_COLUMN,
+    ],
+    schema: rootSchema(
+      'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS into a Secret and its agent keeps nodes in sync in place.',
+      {
+        spec: toOpenApi(OperatingSystemConfigSpec),
+        status: toOpenApi(OperatingSystemConfigStatus),
       },
-      scope: 'Cluster',
-      versions: [
-        {
-          name: VERSION,
-          served: true,
-          storage: true,
-          subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: 'Desired', type: 'string', jsonPath: '.status.desiredChecksum', priority: 1 },
-            { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksum' },
-            {
-              name: 'Degraded',
-              type: 'string',
-              jsonPath: '.status.conditions[?(@.type=="Degraded")].status',
-            },
-            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-          ],
-          schema: {
-            openAPIV3Schema: rootSchema(
-              "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent. Named after the node.",
-              { status: toOpenApi(OperatingSystemConfigNodeStatus) },
-            ),
-          },
-        },
-      ],
-    },
-  };
+      ['spec'],
+    ),
+  });
+}
+
+export function operatingSystemConfigNodeCrd(): Json {
+  return customResourceDefinition({
+    kind: OSC_NODE_KIND,
+    shortName: 'oscnode',
+    scope: 'Cluster',
+    columns: [
+      { name: 'Desired', type: 'string', jsonPath: '.status.desiredChecksum', priority: 1 },
+      { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksum' },
+      {
+        name: 'Degraded',
+        type: 'string',
+        jsonPath: '.status.conditions[?(@.type=="Degraded")].status',
+      },
+      AGE_COLUMN,
+    ],
+    schema: rootSchema(
+      "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent. Named after the node.",
+      { status: toOpenApi(OperatingSystemConfigNodeStatus) },
+    ),
+  });
 }
 
 export function crdManifests(): CrdManifest[] {

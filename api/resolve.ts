@@ -103,6 +103,31 @@ function splitOwner(owner: string): { user: string; group: string } {
   return { user, group: group ?? user };
 }
 
+/** A referenced key's bytes, or an error naming what is missing and what exists. */
+function lookup(
+  objects: References['secrets'],
+  ref: { name: string; key: string },
+  kind: 'Secret' | 'ConfigMap',
+  path: string,
+): Buffer | FieldError {
+  const data = objects.get(ref.name);
+  if (!data) {
+    return fieldError(
+      path,
+      `${kind} "${ref.name}" not found in the OperatingSystemConfig's namespace; create it or fix the name`,
+    );
+  }
+  const value = data[ref.key];
+  if (!value) {
+    const keys = Object.keys(data).sort().join(', ') || 'no keys';
+    return fieldError(
+      `${path}.key`,
+      `${kind} "${ref.name}" has no key "${ref.key}" (it has: ${keys})`,
+    );
+  }
+  return value;
+}
+
 function resolveFile(file: File, index: number, refs: References): ResolvedFile | FieldError {
   const path = `spec.files[${index}].content`;
   let content: Buffer;
@@ -114,37 +139,13 @@ function resolveFile(file: File, index: number, refs: References): ResolvedFile 
       return fieldError(`${path}.inline.data`, (error as Error).message);
     }
   } else if (secretRef) {
-    const data = refs.secrets.get(secretRef.name);
-    const value = data?.[secretRef.key];
-    if (!data) {
-      return fieldError(
-        `${path}.secretRef`,
-        `Secret "${secretRef.name}" not found in the OperatingSystemConfig's namespace; create it or fix the name`,
-      );
-    }
-    if (!value) {
-      return fieldError(
-        `${path}.secretRef.key`,
-        `Secret "${secretRef.name}" has no key "${secretRef.key}" (it has: ${Object.keys(data).sort().join(', ') || 'no keys'})`,
-      );
-    }
-    content = value;
+    const found = lookup(refs.secrets, secretRef, 'Secret', `${path}.secretRef`);
+    if (!Buffer.isBuffer(found)) return found;
+    content = found;
   } else if (configMapRef) {
-    const data = refs.configMaps.get(configMapRef.name);
-    const value = data?.[configMapRef.key];
-    if (!data) {
-      return fieldError(
-        `${path}.configMapRef`,
-        `ConfigMap "${configMapRef.name}" not found in the OperatingSystemConfig's namespace; create it or fix the name`,
-      );
-    }
-    if (!value) {
-      return fieldError(
-        `${path}.configMapRef.key`,
-        `ConfigMap "${configMapRef.name}" has no key "${configMapRef.key}" (it has: ${Object.keys(data).sort().join(', ') || 'no keys'})`,
-      );
-    }
-    content = value;
+    const found = lookup(refs.configMaps, configMapRef, 'ConfigMap', `${path}.configMapRef`);
+    if (!Buffer.isBuffer(found)) return found;
+    content = found;
   } else {
     return fieldError(path, 'set exactly one of inline, secretRef, configMapRef');
   }

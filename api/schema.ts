@@ -10,6 +10,7 @@
  * differ from what the operator wrote. oscar applies them when it resolves (api/defaults.ts).
  */
 import { Type, type Static } from 'typebox';
+import { UNIT_TYPES } from './systemd/unit-name.js';
 
 export const GROUP = 'oscar.dev';
 export const VERSION = 'v1alpha1';
@@ -38,19 +39,8 @@ export const LIMITS = {
   provisionUserDataBytes: 16 * 1024,
 } as const;
 
-export const UNIT_SUFFIXES = [
-  'service',
-  'socket',
-  'device',
-  'mount',
-  'automount',
-  'swap',
-  'target',
-  'path',
-  'timer',
-  'slice',
-  'scope',
-] as const;
+/** The unit types systemd knows, from oscar's systemd module. */
+export const UNIT_SUFFIXES = UNIT_TYPES;
 
 export const PURPOSES = ['provision', 'reconcile'] as const;
 export const FORMATS = ['cloud-config', 'ignition', 'script'] as const;
