@@ -15,7 +15,7 @@ import {
   HttpKubeClient,
   isNotFound,
   type KubeHttp,
-} from '../controller/kube/client.js';
+} from '../kube/client.js';
 import type { Reporter } from './agent.js';
 import { ApplyError, type ApplyResult } from './apply.js';
 

@@ -10,7 +10,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ANNOTATION_CHECKSUM, CorruptPayloadError, decodeConfigData } from '../api/secret.js';
-import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../controller/kube/client.js';
+import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../kube/client.js';
 import type { Source, SourceEvents } from './source.js';
 
 const ACCEPT_PARTIAL_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';

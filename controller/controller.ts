@@ -12,7 +12,7 @@
 import { referencedObjects } from '../api/resolve.js';
 import { LABEL_OSC } from '../api/secret.js';
 import type { Clock } from './clock.js';
-import type { KubeHttp } from './kube/client.js';
+import type { KubeHttp } from '../kube/client.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from './kube/informer.js';
 import type { DataObject, KubeObject, OscObject } from './kube/types.js';
 import { oscPath, OSC_RESOURCE } from './kube/writer.js';

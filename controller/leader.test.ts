@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from './clock.js';
-import { ApiError } from './kube/client.js';
+import { ApiError } from '../kube/client.js';
 import { LeaderElector, type Lease, type LeaseStore } from './leader.js';
 import { createLogger } from './logger.js';
 

@@ -6,7 +6,7 @@
  * client-go does), not from the renewTime written by another machine whose clock may differ.
  */
 import { realClock, sleep, type Clock } from './clock.js';
-import { isConflict, isNotFound, ApiError, type KubeHttp } from './kube/client.js';
+import { isConflict, isNotFound, ApiError, type KubeHttp } from '../kube/client.js';
 import { errorFields, type Logger } from './logger.js';
 
 export interface LeaseSpec {

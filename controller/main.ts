@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import express from 'express';
 import { Controller } from './controller.js';
-import { HttpKubeClient } from './kube/client.js';
+import { HttpKubeClient } from '../kube/client.js';
 import { HttpWriter } from './kube/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
 import { createLogger, errorFields, type Logger } from './logger.js';

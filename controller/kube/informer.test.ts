@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from './client.js';
+import { ApiError } from '../../kube/client.js';
 import { Informer, type ListPage, type ListWatchSource, type WatchEvent } from './informer.js';
 import type { KubeObject } from './types.js';
 

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigStatus } from '../../api/schema.js';
 import { FINALIZER, type EventInput, type Writer } from '../reconcile.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from './client.js';
+import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
 import type { KubeObject, OscObject } from './types.js';
 
 export const FIELD_MANAGER = 'oscar-controller';

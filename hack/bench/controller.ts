@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigSpec } from '../../api/schema.js';
 import { ANNOTATION_CHECKSUM, LABEL_OSC } from '../../api/secret.js';
-import { CONTENT_APPLY_PATCH, HttpKubeClient } from '../../controller/kube/client.js';
+import { CONTENT_APPLY_PATCH, HttpKubeClient } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer } from '../../controller/kube/informer.js';
 import type { KubeObject, OscObject } from '../../controller/kube/types.js';
 import { oscPath } from '../../controller/kube/writer.js';

@@ -1,8 +1,9 @@
 /**
  * A small HTTP client for the Kubernetes API: JSON requests and line-delimited watch streams.
  * Written on node:https (credentials from @kubernetes/client-node's KubeConfig) rather than on
- * the generated API classes so the controller controls what matters here: server-side apply
+ * the generated API classes so oscar controls what matters here: server-side apply
  * content types, metadata-only lists (PartialObjectMetadata), watch bookmarks and stream ends.
+ * Shared by the controller and the agent, so it sits below both.
  */
 import { Agent, request, type RequestOptions } from 'node:https';
 import type { IncomingMessage } from 'node:http';
