@@ -32,26 +32,33 @@ npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
 reports="$(mktemp -d -t oscar-vitest.XXXXXX)"
 trap 'rm -rf "$reports"' EXIT
 status=0
+failed_rungs=()
 # With a filter, a rung may have nothing to run; without one, every rung must run tests.
 extra=()
 [[ $# -gt 0 ]] && extra=(--passWithNoTests)
 for project in unit integration e2e; do
   step "tests: $project"
   npx vitest run --project "$project" --reporter=default --reporter=json \
-    --outputFile.json="$reports/$project.json" "${extra[@]}" "$@" || status=$?
+    --outputFile.json="$reports/$project.json" "${extra[@]}" "$@" || { status=$?; failed_rungs+=("$project"); }
 done
 
 # One plain closing line that any CI can read, summed from vitest's own JSON reports.
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
-  for (const f of process.argv.slice(1)) {
-    if (!fs.existsSync(f)) { failed++; console.log(`no report: ${f}`); continue; }
+  const [failedRungs, ...files] = process.argv.slice(1);
+  for (const f of files) {
+    if (!fs.existsSync(f)) { console.log(`no report: ${f}`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
     passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
-    if (r.numFailedTestSuites > 0 && r.numFailedTests === 0) failed += r.numFailedTestSuites;
+    // A rung that failed before any test ran (a global setup error, no test files) still counts.
+    const rung = f.replace(/.*\//, "").replace(/\.json$/, "");
+    if (failedRungs.split(" ").includes(rung) && r.numFailedTests === 0) failed += Math.max(1, r.numFailedTestSuites);
+  }
+  for (const rung of failedRungs.split(" ").filter(Boolean)) {
+    if (!files.some((f) => f.endsWith(`/${rung}.json`) && fs.existsSync(f))) failed++;
   }
   console.log(`\n${passed} passed, ${failed} failed` + (skipped ? `, ${skipped} skipped` : ""));
-' "$reports/unit.json" "$reports/integration.json" "$reports/e2e.json" || true
+' "${failed_rungs[*]:-}" "$reports/unit.json" "$reports/integration.json" "$reports/e2e.json" || true
 echo "(npm test took $((SECONDS - started)) s)"
 exit "$status"
