@@ -7,7 +7,12 @@
  * the watch was down are reported as deleted.
  */
 import { realClock, sleep, type Clock } from '../clock.js';
-import { ApiError, type KubeHttp, ACCEPT_METADATA, ACCEPT_METADATA_LIST } from '../../kube/client.js';
+import {
+  ApiError,
+  type KubeHttp,
+  ACCEPT_METADATA,
+  ACCEPT_METADATA_LIST,
+} from '../../kube/client.js';
 import type { KubeObject } from './types.js';
 
 export interface WatchEvent<T> {
