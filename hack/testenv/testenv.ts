@@ -281,7 +281,34 @@ export async function applyCrds(
     ...paths,
   ]);
   await kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...paths]);
-  log(`applied and Established: ${files.join(', ')}`);
+  // Established is not yet servable: the custom resource's storage may still be initialising and
+  // answer 429 "storage is (re)initializing". Wait until a list of each resource succeeds.
+  const names = (
+    await execFileP(info.kubectlPath, [
+      '--kubeconfig',
+      info.kubeconfigPath,
+      'get',
+      '-o',
+      'name',
+      ...paths,
+    ])
+  ).stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((n) => n.replace(/^[^/]*\//, ''));
+  const deadline = Date.now() + 60_000;
+  for (const name of names) {
+    for (;;) {
+      try {
+        await kubectl(['get', name, '--all-namespaces', '--request-timeout=5s']);
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  }
+  log(`applied, Established and served: ${files.join(', ')}`);
 }
 
 function apiServerArgs(
