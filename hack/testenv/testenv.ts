@@ -5,6 +5,7 @@
 // an admin kubeconfig, a few static-token users, and the project's CRDs applied.
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -248,7 +249,31 @@ export async function writeTokenKubeconfigFor(
   return path;
 }
 
-/** Applies every *.yaml in crdDir and waits until each CRD is Established. */
+/**
+ * Waits until every CRD's resources can be listed. Established (and /readyz after a restart) is not
+ * yet servable: a custom resource's storage may still answer 429 "storage is (re)initializing".
+ */
+async function waitCrdsServed(info: TestEnvInfo, timeoutMs = 60_000): Promise<void> {
+  const run = (args: string[]) =>
+    execFileP(info.kubectlPath, ['--kubeconfig', info.kubeconfigPath, ...args]);
+  const deadline = Date.now() + timeoutMs;
+  const names = (await run(['get', 'crd', '-o', 'jsonpath={.items[*].metadata.name}'])).stdout
+    .split(/\s+/)
+    .filter(Boolean);
+  for (const name of names) {
+    for (;;) {
+      try {
+        await run(['get', name, '--all-namespaces', '--request-timeout=5s']);
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) throw new Error(`${name} is not served`, { cause: err });
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  }
+}
+
+/** Applies every *.yaml in crdDir and waits until each CRD is Established and served. */
 export async function applyCrds(
   info: TestEnvInfo,
   crdDir: string,
@@ -281,33 +306,7 @@ export async function applyCrds(
     ...paths,
   ]);
   await kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...paths]);
-  // Established is not yet servable: the custom resource's storage may still be initialising and
-  // answer 429 "storage is (re)initializing". Wait until a list of each resource succeeds.
-  const names = (
-    await execFileP(info.kubectlPath, [
-      '--kubeconfig',
-      info.kubeconfigPath,
-      'get',
-      '-o',
-      'name',
-      ...paths,
-    ])
-  ).stdout
-    .split('\n')
-    .filter(Boolean)
-    .map((n) => n.replace(/^[^/]*\//, ''));
-  const deadline = Date.now() + 60_000;
-  for (const name of names) {
-    for (;;) {
-      try {
-        await kubectl(['get', name, '--all-namespaces', '--request-timeout=5s']);
-        break;
-      } catch (err) {
-        if (Date.now() > deadline) throw err;
-        await new Promise((r) => setTimeout(r, 250));
-      }
-    }
-  }
+  await waitCrdsServed(info);
   log(`applied, Established and served: ${files.join(', ')}`);
 }
 
@@ -602,6 +601,9 @@ export async function attachTestEnv(stateFile: string): Promise<TestEnv> {
       logPath,
       120_000,
     );
+    // On a restart (the first start comes before the kubeconfig and the CRDs), wait for the
+    // custom resources' storage too, or the first requests get 429 "storage is (re)initializing".
+    if (existsSync(info.kubeconfigPath)) await waitCrdsServed(info);
   };
 
   return {
