@@ -100,7 +100,7 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
     });
     actions = plan(last?.config, desired.config, observed);
     if (actions.length === 0) {
-      if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.text);
+      if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.bytes);
       if (pending) await Journal.resume(deps.stateDir, pending).finish();
       return { checksum: desired.checksum, actions, resumed, touchedUnits: [] };
     }
@@ -133,7 +133,7 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
     }
   }
   await flushDirs();
-  await writeLastApplied(deps.stateDir, desired.text);
+  await writeLastApplied(deps.stateDir, desired.bytes);
   await journal.finish();
   return {
     checksum: desired.checksum,

@@ -40,7 +40,7 @@ beforeAll(async () => {
     outfile: child,
     logLevel: 'error',
   });
-  await writeFile(join(work, 'after.json'), after.text);
+  await writeFile(join(work, 'after.json'), after.bytes);
   // a root that has `before` applied, copied for every trial
   template = join(work, 'template');
   const stateDir = join(template, 'var/lib/oscar');

@@ -33,8 +33,8 @@ export class DesiredError extends Error {
 }
 
 export function desiredFromConfig(config: ResolvedConfig): Desired {
-  const { text, checksum } = canonicalWithChecksum(config);
-  return { config, checksum, text };
+  const { bytes, checksum } = canonicalWithChecksum(config);
+  return { config, checksum, bytes };
 }
 
 /** Every OSC in a YAML stream, validated and resolved; any problem throws with file:doc: field. */
@@ -81,7 +81,8 @@ export async function desiredFromText(
   const trimmed = text.trimStart();
   if (trimmed.startsWith('{') && trimmed.includes(`"kind":"${CANONICAL_KIND}"`)) {
     try {
-      return { name: file, config: parseCanonical(text), checksum: sha256Hex(text), text };
+      const bytes = Buffer.from(text, 'utf8');
+      return { name: file, config: parseCanonical(bytes), checksum: sha256Hex(bytes), bytes };
     } catch (error) {
       throw new DesiredError(`${file}: ${(error as Error).message}`, { cause: error });
     }

@@ -48,7 +48,7 @@ describe('desiredFromText', () => {
     expect(fromYaml.config.files[0]).toMatchObject({ path: '/etc/x.conf', mode: 0o600 });
     const text = canonicalize(config([], [file('/etc/y', 'y')]));
     const fromJson = await desiredFromText(text, 'y.json');
-    expect(fromJson.text).toBe(text);
+    expect(fromJson.bytes.toString()).toBe(text);
     expect(fromJson.config.files[0]?.content.toString()).toBe('y');
   });
 

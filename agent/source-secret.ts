@@ -118,7 +118,11 @@ export class SecretSource implements Source {
       const decoded = decodeConfigData(data, checksum);
       this.lastChecksum = decoded.checksum;
       this.lastRefusal = undefined;
-      events.onDesired({ config: decoded.config, checksum: decoded.checksum, text: decoded.text });
+      events.onDesired({
+        config: decoded.config,
+        checksum: decoded.checksum,
+        bytes: decoded.bytes,
+      });
     } catch (error) {
       if (!(error instanceof CorruptPayloadError)) throw error;
       const key = `${checksum ?? ''}:${secret.metadata?.resourceVersion ?? ''}`;

@@ -16,22 +16,22 @@ export const DEFAULT_STATE_DIR = '/var/lib/oscar';
 export interface Desired {
   config: ResolvedConfig;
   checksum: string;
-  /** The canonical text (what the checksum is taken over). */
-  text: string;
+  /** The canonical bytes (what the checksum is taken over). */
+  bytes: Buffer;
 }
 
 const LAST_APPLIED = 'last-applied.json';
 
 export async function readLastApplied(stateDir: string): Promise<Desired | undefined> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await readFile(join(stateDir, LAST_APPLIED), 'utf8');
+    bytes = await readFile(join(stateDir, LAST_APPLIED));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
   }
   try {
-    return { config: parseCanonical(text), checksum: sha256Hex(text), text };
+    return { config: parseCanonical(bytes), checksum: sha256Hex(bytes), bytes };
   } catch (error) {
     // Written atomically, so this is outside damage; planning from nothing rewrites every file
     // (idempotent) and removes nothing, which is the safe direction.
@@ -42,8 +42,8 @@ export async function readLastApplied(stateDir: string): Promise<Desired | undef
   }
 }
 
-export async function writeLastApplied(stateDir: string, text: string): Promise<void> {
-  await writeFileAtomic(join(stateDir, LAST_APPLIED), Buffer.from(text, 'utf8'), 0o600, undefined);
+export async function writeLastApplied(stateDir: string, bytes: Buffer): Promise<void> {
+  await writeFileAtomic(join(stateDir, LAST_APPLIED), bytes, 0o600, undefined);
 }
 
 function alive(pid: number): boolean {

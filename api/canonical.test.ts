@@ -1,9 +1,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, canonicalStringify, checksumOf, parseCanonical } from './canonical.js';
+import {
+  canonicalDocument,
+  canonicalize,
+  canonicalStringify,
+  checksumOf,
+  parseCanonical,
+} from './canonical.js';
 import type { ResolvedConfig } from './resolved.js';
 import { resolve } from './resolve.js';
-import type { OperatingSystemConfigSpec } from './schema.js';
+import { CGROUP_DRIVERS, FORMATS, type OperatingSystemConfigSpec } from './schema.js';
 
 const unitArb = fc.record({
   name: fc.stringMatching(/^[a-z][a-z0-9-]{0,10}\.service$/),
@@ -11,9 +17,12 @@ const unitArb = fc.record({
   mask: fc.constant(false),
   command: fc.constantFrom('start' as const, 'restart' as const, 'stop' as const),
   onChange: fc.constantFrom('restart' as const, 'none' as const, 'stopStart' as const),
-  content: fc.option(fc.string(), { nil: undefined }),
+  content: fc.option(fc.string({ unit: 'binary' }), { nil: undefined }),
   dropIns: fc.uniqueArray(
-    fc.record({ name: fc.stringMatching(/^[0-9]{2}-[a-z]{1,6}\.conf$/), content: fc.string() }),
+    fc.record({
+      name: fc.stringMatching(/^[0-9]{2}-[a-z]{1,6}\.conf$/),
+      content: fc.string({ unit: 'binary' }),
+    }),
     { selector: (d) => d.name, maxLength: 3 },
   ),
   filePaths: fc.uniqueArray(fc.stringMatching(/^\/etc\/[a-z]{1,8}$/), { maxLength: 3 }),
@@ -34,13 +43,29 @@ const configArb: fc.Arbitrary<ResolvedConfig> = fc
     purpose: fc.constantFrom('provision' as const, 'reconcile' as const),
     units: fc.uniqueArray(unitArb, { selector: (u) => u.name, maxLength: 5 }),
     files: fc.uniqueArray(fileArb, { selector: (f) => f.path, maxLength: 6 }),
-    packages: fc.uniqueArray(fc.record({ name: fc.stringMatching(/^[a-z]{1,8}$/) }), {
-      selector: (p) => p.name,
-      maxLength: 3,
-    }),
+    packages: fc.uniqueArray(
+      fc.record(
+        {
+          name: fc.stringMatching(/^[a-z]{1,8}$/),
+          version: fc.stringMatching(/^[0-9.:~+-]{1,8}$/),
+        },
+        { requiredKeys: ['name'] },
+      ),
+      { selector: (p) => p.name, maxLength: 3 },
+    ),
+    format: fc.option(fc.constantFrom(...FORMATS), { nil: undefined }),
+    cri: fc.option(
+      fc.record({
+        name: fc.constant('containerd' as const),
+        cgroupDriver: fc.constantFrom(...CGROUP_DRIVERS),
+      }),
+      { nil: undefined },
+    ),
   })
-  .map((c) => ({
+  .map(({ format, cri, ...c }) => ({
     ...c,
+    ...(format === undefined ? {} : { format }),
+    ...(cri === undefined ? {} : { cri }),
     units: [...c.units]
       .sort((a, b) => (a.name < b.name ? -1 : 1))
       .map((u) => {
@@ -68,6 +93,25 @@ describe('canonical form', () => {
     expect(canonicalStringify({ b: 1, a: { d: [{ z: 1, y: 2 }], c: 'x' } })).toBe(
       '{"a":{"c":"x","d":[{"y":2,"z":1}]},"b":1}',
     );
+  });
+
+  it('writes exactly what the generic sorted-key writer writes (property)', () => {
+    fc.assert(
+      fc.property(configArb, (config) => {
+        expect(canonicalize(config)).toBe(canonicalStringify(canonicalDocument(config)));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('writes content as its canonical base64, whatever padding bits the input had', () => {
+    const r = resolve({
+      type: 'ubuntu',
+      purpose: 'reconcile',
+      files: [{ path: '/etc/a', content: { inline: { encoding: 'b64', data: 'QR==' } } }],
+    });
+    if (!r.ok) throw new Error('resolve failed');
+    expect(canonicalize(r.config)).toContain('"content":"QQ=="');
   });
 
   it('is independent of key order (property)', () => {

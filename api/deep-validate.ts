@@ -49,7 +49,7 @@ export const PROTECTED_PATHS = new Set([
 ]);
 
 /** Virtual file systems: nothing written there survives or means what it seems to. */
-const VIRTUAL_ROOTS = ['/proc/', '/sys/', '/dev/'];
+const VIRTUAL_ROOT_PREFIX = /^\/(?:proc|sys|dev)\//;
 
 type Obj = Record<string, unknown>;
 
@@ -70,14 +70,16 @@ export function checkFilePath(path: string): string | undefined {
   }
   if (path.includes('//'))
     return `must be normalised: replace "//" with "/" ("${path.replace(/\/+/g, '/')}")`;
-  const segments = path.split('/').slice(1);
-  if (segments.includes('..'))
-    return 'must not contain ".." segments: write the path it resolves to';
-  if (segments.includes('.')) return 'must not contain "." segments: write the path without them';
+  if (path.includes('/.')) {
+    const segments = path.split('/').slice(1);
+    if (segments.includes('..'))
+      return 'must not contain ".." segments: write the path it resolves to';
+    if (segments.includes('.')) return 'must not contain "." segments: write the path without them';
+  }
   if (PROTECTED_PATHS.has(path)) {
     return `"${path}" is a directory the operating system owns; name a file inside it instead`;
   }
-  if (VIRTUAL_ROOTS.some((root) => path.startsWith(root))) {
+  if (VIRTUAL_ROOT_PREFIX.test(path)) {
     return `"${path}" is on a kernel virtual file system; configure it another way (sysctl files in /etc/sysctl.d, udev rules in /etc/udev/rules.d)`;
   }
   return undefined;
@@ -271,6 +273,8 @@ function checkFiles(spec: Obj, out: FieldError[]): void {
     if (isObj(inline) && typeof inline.data === 'string') {
       if (inline.data.length > LIMITS.inlineDataBytes) return; // the schema already said so
       const encoding = typeof inline.encoding === 'string' ? inline.encoding : '';
+      // Plain text cannot grow past three bytes per character: short text needs no counting.
+      if (encoding === '' && inline.data.length * 3 <= LIMITS.secretBytes) return;
       try {
         const size = decodedInlineSize(inline.data, encoding);
         if (size > LIMITS.secretBytes) {

@@ -20,18 +20,18 @@ const config = (size: number): ResolvedConfig => ({
 
 describe('the reconcile Secret payload', () => {
   it('stays plain when small and is gzipped when large', () => {
-    expect(Object.keys(encodeConfigData(canonicalWithChecksum(config(10)).text))).toEqual([
+    expect(Object.keys(encodeConfigData(canonicalWithChecksum(config(10)).bytes))).toEqual([
       KEY_CONFIG,
     ]);
     expect(
-      Object.keys(encodeConfigData(canonicalWithChecksum(config(GZIP_THRESHOLD_BYTES)).text)),
+      Object.keys(encodeConfigData(canonicalWithChecksum(config(GZIP_THRESHOLD_BYTES)).bytes)),
     ).toEqual([KEY_CONFIG_GZIP]);
   });
 
   it('round-trips and verifies the checksum', () => {
     for (const size of [10, GZIP_THRESHOLD_BYTES * 2]) {
-      const { text, checksum } = canonicalWithChecksum(config(size));
-      const decoded = decodeConfigData(encodeConfigData(text), checksum);
+      const { bytes, checksum } = canonicalWithChecksum(config(size));
+      const decoded = decodeConfigData(encodeConfigData(bytes), checksum);
       expect(decoded.checksum).toBe(checksum);
       expect(decoded.config.files[0]?.content.length).toBe(size);
     }
@@ -39,7 +39,7 @@ describe('the reconcile Secret payload', () => {
 
   it('refuses a bad checksum, truncated gzip, both keys or none', () => {
     const big = canonicalWithChecksum(config(GZIP_THRESHOLD_BYTES * 2));
-    const data = encodeConfigData(big.text);
+    const data = encodeConfigData(big.bytes);
     expect(() => decodeConfigData(data, 'f'.repeat(64))).toThrow(/checksum mismatch/);
     const zipped = data[KEY_CONFIG_GZIP]!;
     expect(() =>

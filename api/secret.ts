@@ -33,9 +33,8 @@ export function secretNameFor(oscName: string, purpose: Purpose): string {
   return `${name.slice(0, 253 - 11)}-${hash}`;
 }
 
-/** The reconcile Secret's config keys for a canonical text (gzip above the threshold). */
-export function encodeConfigData(canonicalText: string): Record<string, Buffer> {
-  const bytes = Buffer.from(canonicalText, 'utf8');
+/** The reconcile Secret's config keys for the canonical bytes (gzip above the threshold). */
+export function encodeConfigData(bytes: Buffer): Record<string, Buffer> {
   if (bytes.length <= GZIP_THRESHOLD_BYTES) return { [KEY_CONFIG]: bytes };
   return { [KEY_CONFIG_GZIP]: gzipSync(bytes, { level: 6 }) };
 }
@@ -55,7 +54,7 @@ export class CorruptPayloadError extends Error {
 export function decodeConfigData(
   data: Readonly<Record<string, Buffer | undefined>>,
   expectedChecksum: string | undefined,
-): { config: ResolvedConfig; checksum: string; text: string } {
+): { config: ResolvedConfig; checksum: string; bytes: Buffer } {
   if (!expectedChecksum) {
     throw new CorruptPayloadError(`the Secret has no ${ANNOTATION_CHECKSUM} annotation`);
   }
@@ -79,15 +78,14 @@ export function decodeConfigData(
       `the Secret must hold exactly one of ${KEY_CONFIG}, ${KEY_CONFIG_GZIP}`,
     );
   }
-  const text = bytes.toString('utf8');
-  const checksum = sha256Hex(text);
+  const checksum = sha256Hex(bytes);
   if (checksum !== expectedChecksum) {
     throw new CorruptPayloadError(
       `checksum mismatch: content hashes to ${checksum.slice(0, 12)}…, annotation says ${expectedChecksum.slice(0, 12)}…`,
     );
   }
   try {
-    return { config: parseCanonical(text), checksum, text };
+    return { config: parseCanonical(bytes), checksum, bytes };
   } catch (error) {
     throw new CorruptPayloadError(`the config does not parse: ${(error as Error).message}`, {
       cause: error,

@@ -149,34 +149,54 @@ function article(type: string): string {
   return /^[aeiou]/.test(word) ? `an ${word}` : `a ${word}`;
 }
 
-/** Fields the schema does not know are refused, as `kubectl apply --validate=strict` would. */
-function unknownFields(schema: SchemaNode, value: unknown, path: string, out: FieldError[]): void {
+/**
+ * Fields the schema does not know are refused, as `kubectl apply --validate=strict` would. The
+ * path is kept as segments and joined only for an error: valid documents (the common case) are
+ * walked without building a string per field.
+ */
+function unknownFields(
+  schema: SchemaNode,
+  value: unknown,
+  path: (string | number)[],
+  out: FieldError[],
+): void {
   if (value === null || typeof value !== 'object') return;
   if (Array.isArray(value)) {
     const items = schema.items as SchemaNode | undefined;
-    if (items)
-      value.forEach((item, i) => {
-        unknownFields(items, item, `${path}[${i}]`, out);
-      });
+    if (!items || (items.properties === undefined && items.items === undefined)) return;
+    for (let i = 0; i < value.length; i++) {
+      path.push(i);
+      unknownFields(items, value[i], path, out);
+      path.pop();
+    }
     return;
   }
   const properties = schema.properties as Record<string, SchemaNode> | undefined;
   if (!properties || schema['x-kubernetes-preserve-unknown-fields'] === true) return;
-  for (const [key, child] of Object.entries(value as Record<string, unknown>)) {
-    const childPath = path ? `${path}.${key}` : key;
+  for (const key in value) {
     const childSchema = properties[key];
+    path.push(key);
     if (childSchema) {
-      unknownFields(childSchema, child, childPath, out);
-      continue;
+      unknownFields(childSchema, (value as Record<string, unknown>)[key], path, out);
+    } else {
+      const guess = closest(key, Object.keys(properties));
+      out.push(
+        fieldError(
+          joinPath(path),
+          `unknown field${guess ? `; did you mean "${guess}"?` : `; known fields here: ${Object.keys(properties).join(', ')}`}`,
+        ),
+      );
     }
-    const guess = closest(key, Object.keys(properties));
-    out.push(
-      fieldError(
-        childPath,
-        `unknown field${guess ? `; did you mean "${guess}"?` : `; known fields here: ${Object.keys(properties).join(', ')}`}`,
-      ),
-    );
+    path.pop();
   }
+}
+
+function joinPath(path: readonly (string | number)[]): string {
+  let out = '';
+  for (const part of path) {
+    out += typeof part === 'number' ? `[${String(part)}]` : out === '' ? part : `.${part}`;
+  }
+  return out;
 }
 
 function closest(word: string, candidates: string[]): string | undefined {
@@ -259,7 +279,7 @@ export function validateOperatingSystemConfig(doc: unknown): FieldError[] {
     );
   }
   errors.push(...schemaErrors(doc));
-  unknownFields(OperatingSystemConfig as unknown as SchemaNode, doc, '', errors);
+  unknownFields(OperatingSystemConfig as unknown as SchemaNode, doc, [], errors);
   if (object.spec !== null && typeof object.spec === 'object' && !Array.isArray(object.spec)) {
     errors.push(...deepValidate(object.spec as Record<string, unknown>));
   }

@@ -182,12 +182,12 @@ async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Prom
     return { kind: 'renderFailed', message: (error as Error).message };
   }
   const { result, expanded } = rendered;
-  const { text, checksum } = canonicalWithChecksum(expanded);
+  const { bytes, checksum } = canonicalWithChecksum(expanded);
   const data: Record<string, Buffer> = {
     [KEY_VALUE]: result.userData,
     [KEY_FORMAT]: Buffer.from(result.format, 'utf8'),
   };
-  if (osc.spec.purpose === 'reconcile') Object.assign(data, encodeConfigData(text));
+  if (osc.spec.purpose === 'reconcile') Object.assign(data, encodeConfigData(bytes));
   const size = dataSize(data);
   if (size > LIMITS.secretBytes) {
     return { kind: 'tooLarge', size, format: result.format, warnings: result.warnings };

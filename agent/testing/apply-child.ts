@@ -27,7 +27,7 @@ const result = await applyDesired(
     systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
     owners: false,
   },
-  { config: parseCanonical(text), checksum: sha256Hex(text), text },
+  { config: parseCanonical(text), checksum: sha256Hex(text), bytes: Buffer.from(text) },
 );
 await unlock();
 process.stdout.write(

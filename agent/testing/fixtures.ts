@@ -34,8 +34,8 @@ export function config(units: ResolvedUnit[], files: ResolvedFile[] = []): Resol
 }
 
 export function desiredOf(c: ResolvedConfig): Desired {
-  const { text, checksum } = canonicalWithChecksum(c);
-  return { config: c, checksum, text };
+  const { bytes, checksum } = canonicalWithChecksum(c);
+  return { config: c, checksum, bytes };
 }
 
 /**

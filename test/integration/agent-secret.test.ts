@@ -183,7 +183,7 @@ async function setup(pollIntervalMs = 60_000): Promise<Setup> {
 }
 
 const put = (s: Setup, d: ReturnType<typeof version>) =>
-  s.putSecret(encodeConfigData(d.text), d.checksum);
+  s.putSecret(encodeConfigData(d.bytes), d.checksum);
 
 const appliedIs = (s: Setup, checksum: string) =>
   waitFor(`oscnode appliedChecksum ${checksum.slice(0, 12)}`, async () => {
@@ -226,7 +226,7 @@ describe('agent with the real API server', () => {
     await appliedIs(s, v1.checksum);
 
     const v2 = version('2');
-    await s.putSecret(encodeConfigData(v2.text), 'f'.repeat(64)); // annotation does not match
+    await s.putSecret(encodeConfigData(v2.bytes), 'f'.repeat(64)); // annotation does not match
     const bad = await waitFor('Degraded=True InvalidSecret', async () => {
       const st = await s.nodeStatus();
       const d = st?.conditions?.find((c) => c.type === 'Degraded');
@@ -236,7 +236,7 @@ describe('agent with the real API server', () => {
     expect(bad.appliedChecksum).toBe(v1.checksum);
     expect(await readFile(join(s.root, 'etc/app/app.conf'), 'utf8')).toBe('version 1\n');
 
-    const gz = gzipSync(Buffer.from(v2.text));
+    const gz = gzipSync(v2.bytes);
     await s.putSecret({ [KEY_CONFIG_GZIP]: gz.subarray(0, gz.length - 10) }, v2.checksum);
     const truncated = await waitFor('the truncated gzip reported', async () => {
       const st = await s.nodeStatus();

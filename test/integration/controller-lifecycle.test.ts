@@ -82,7 +82,7 @@ describe('controller lifecycle (real API server)', () => {
         expect(decoded.config.files.map((f) => [f.path, f.mode, f.content.toString()])).toEqual([
           ['/etc/demo/app.conf', 0o640, 'v1\n'],
         ]);
-        expect(sha256Hex(decoded.text)).toBe(checksum);
+        expect(sha256Hex(decoded.bytes)).toBe(checksum);
       }
 
       // Status.
@@ -177,8 +177,14 @@ describe('controller lifecycle (real API server)', () => {
       const d = decodeConfigData(secretData(s), s?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
       return d.config.files[0]?.content.toString() === rotated;
     });
-    const after = await api.waitReady(ns, 'joiner');
-    expect(after.status?.checksum).not.toBe(ready.status?.checksum);
+    // The generation stays the same (only the reference changed), so the status
+    // is written after the Secret: wait for its checksum to follow.
+    const after = await waitFor('the status checksum to follow the rotated Secret', async () => {
+      const o = await api.waitReady(ns, 'joiner');
+      return o.status?.checksum !== ready.status?.checksum ? o : undefined;
+    });
+    const s2 = await api.getSecret(ns, secretName);
+    expect(after.status?.checksum).toBe(s2?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
 
     // Secrets never reach the logs.
     const text = logs.join('');
