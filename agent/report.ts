@@ -5,6 +5,9 @@
  * is created if missing; status goes through the status subresource as a merge patch. Writes are
  * coalesced (only the newest status is sent) and retried with exponential backoff and jitter, so
  * an API server outage loses nothing but the intermediate states.
+ * status.oscRef names the OperatingSystemConfig this node follows (namespace, name, the Secret):
+ * the name comes from the Secret's oscar.dev/osc label through setOscRef, and the controller
+ * counts the nodes of each config by it (OSC status.nodes).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Condition, OperatingSystemConfigNodeStatus } from '../api/schema.js';
@@ -87,6 +90,22 @@ export class KubeReporter implements Reporter {
     );
   }
 
+  /**
+   * The config this node follows, as the Secret's label names it. Sent with the next write: the
+   * source calls this in the same tick as the payload's desired(), which makes it one request.
+   */
+  setOscRef(ref: { namespace: string; name: string }): void {
+    const current = this.status.oscRef;
+    if (current?.namespace === ref.namespace && current.name === ref.name) return;
+    const secretName = current?.secretName ?? this.opts.oscRef?.secretName;
+    this.status.oscRef = {
+      namespace: ref.namespace,
+      name: ref.name,
+      ...(secretName ? { secretName } : {}),
+    };
+    this.push();
+  }
+
   desired(checksum: string): void {
     this.status.desiredChecksum = checksum;
     this.push();
@@ -158,9 +177,13 @@ export class KubeReporter implements Reporter {
   private push(): void {
     this.dirty = true;
     if (!this.sending) {
-      this.sending = this.sendLoop().finally(() => {
-        this.sending = undefined;
-      });
+      // Started a microtask later, so updates made in the same tick (oscRef and desired
+      // checksum, say) go out as one request.
+      this.sending = Promise.resolve()
+        .then(() => this.sendLoop())
+        .finally(() => {
+          this.sending = undefined;
+        });
     }
   }
 

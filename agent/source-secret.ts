@@ -7,17 +7,42 @@
  *   only when it changed.
  * Every payload is verified with decodeConfigData: a corrupted Secret is refused and reported,
  * and the agent keeps its last good state.
+ * The Secret's oscar.dev/osc label names the OperatingSystemConfig it was rendered from; the
+ * source passes it on (onOscRef) so the node's report can say which config it follows — the
+ * controller counts nodes per config by it.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ANNOTATION_CHECKSUM, CorruptPayloadError, decodeConfigData } from '../api/secret.js';
+import {
+  ANNOTATION_CHECKSUM,
+  CorruptPayloadError,
+  decodeConfigData,
+  LABEL_OSC,
+} from '../api/secret.js';
 import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../kube/client.js';
 import type { Source, SourceEvents } from './source.js';
 
 const ACCEPT_PARTIAL_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
 interface SecretObject {
-  metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> };
+  metadata?: {
+    name?: string;
+    resourceVersion?: string;
+    annotations?: Record<string, string>;
+    labels?: Record<string, string>;
+  };
   data?: Record<string, string>;
+}
+
+/** The OperatingSystemConfig a reconcile Secret was rendered from. */
+export interface OscRef {
+  namespace: string;
+  name: string;
+}
+
+/** The config named by the Secret's oscar.dev/osc label, if it carries one. */
+export function oscRefOf(secret: SecretObject, namespace: string): OscRef | undefined {
+  const name = secret.metadata?.labels?.[LABEL_OSC];
+  return name ? { namespace, name } : undefined;
 }
 
 interface WatchEvent {
@@ -35,6 +60,12 @@ export interface SecretSourceOptions {
   log?: (message: string) => void;
   /** Called once per API request (for the requests-per-minute metric). */
   onRequest?: () => void;
+  /**
+   * Called with the config a verified payload was rendered from (its oscar.dev/osc label),
+   * right before that payload is delivered and only when it differs from the last one: wire it
+   * to KubeReporter.setOscRef.
+   */
+  onOscRef?: (ref: OscRef) => void;
   /** Injected HTTP client (tests); default: one built from the kubeconfig. */
   http?: KubeHttp;
   backoffBaseMs?: number;
@@ -55,6 +86,7 @@ export class SecretSource implements Source {
   private lastChecksum: string | undefined;
   private lastRefusal: string | undefined;
   private resourceVersion: string | undefined;
+  private lastOscRef: OscRef | undefined;
 
   constructor(
     kc: KubeConfig,
@@ -118,6 +150,7 @@ export class SecretSource implements Source {
       const decoded = decodeConfigData(data, checksum);
       this.lastChecksum = decoded.checksum;
       this.lastRefusal = undefined;
+      this.noteOscRef(oscRefOf(secret, this.opts.namespace));
       events.onDesired({
         config: decoded.config,
         checksum: decoded.checksum,
@@ -137,6 +170,17 @@ export class SecretSource implements Source {
         ),
       );
     }
+  }
+
+  /** The config the last verified payload came from (undefined: the Secret has no label). */
+  get oscRef(): OscRef | undefined {
+    return this.lastOscRef;
+  }
+
+  private noteOscRef(ref: OscRef | undefined): void {
+    if (!ref || ref.name === this.lastOscRef?.name) return;
+    this.lastOscRef = ref;
+    this.opts.onOscRef?.(ref);
   }
 
   /** The safety net: metadata only; the data is fetched only when the checksum annotation moved. */

@@ -1,0 +1,66 @@
+// The node reporter over an in-memory HTTP seam: what its status writes carry, and how many.
+import { KubeConfig } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { KubeHttp, RequestSpec } from '../kube/client.js';
+import { KubeReporter } from './report.js';
+
+class RecordingHttp implements KubeHttp {
+  readonly requests: { method: string; path: string; body: unknown }[] = [];
+  request<T>(method: string, path: string, spec?: RequestSpec): Promise<T> {
+    this.requests.push({ method, path, body: spec?.body });
+    return Promise.resolve({} as T);
+  }
+  stream(): Promise<void> {
+    return Promise.reject(new Error('no watches here'));
+  }
+  patches(): { status: Record<string, unknown> }[] {
+    return this.requests
+      .filter((r) => r.method === 'PATCH')
+      .map((r) => r.body as { status: Record<string, unknown> });
+  }
+}
+
+function reporter(http: RecordingHttp) {
+  return new KubeReporter(new KubeConfig(), {
+    node: 'n1',
+    oscRef: { namespace: 'ns', secretName: 'oscar-web-reconcile' },
+    http,
+    now: () => new Date('2026-01-01T00:00:00Z'),
+  });
+}
+
+describe('KubeReporter oscRef', () => {
+  it('reports the config named by the source with the desired checksum, in one write', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.setOscRef({ namespace: 'ns', name: 'web' });
+    r.desired('a'.repeat(64));
+    await r.flush();
+    expect(http.requests.map((q) => `${q.method} ${q.path}`)).toEqual([
+      'POST /apis/oscar.dev/v1alpha1/operatingsystemconfignodes',
+      'PATCH /apis/oscar.dev/v1alpha1/operatingsystemconfignodes/n1/status',
+    ]);
+    expect(http.patches()[0]?.status).toMatchObject({
+      oscRef: { namespace: 'ns', name: 'web', secretName: 'oscar-web-reconcile' },
+      desiredChecksum: 'a'.repeat(64),
+    });
+  });
+
+  it('an unchanged oscRef writes nothing; a changed one is written', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.setOscRef({ namespace: 'ns', name: 'web' });
+    await r.flush();
+    const before = http.requests.length;
+    r.setOscRef({ namespace: 'ns', name: 'web' });
+    await r.flush();
+    expect(http.requests.length).toBe(before);
+    r.setOscRef({ namespace: 'ns', name: 'db' });
+    await r.flush();
+    expect(http.patches().at(-1)?.status.oscRef).toEqual({
+      namespace: 'ns',
+      name: 'db',
+      secretName: 'oscar-web-reconcile',
+    });
+  });
+});

@@ -1,0 +1,119 @@
+// The Secret source over an in-memory HTTP seam: which config a payload names (oscar.dev/osc)
+// reaches onOscRef before the payload itself, once per change, never from a refused payload.
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../api/secret.js';
+import type { KubeHttp, RequestSpec } from '../kube/client.js';
+import { oscRefOf, SecretSource, type OscRef } from './source-secret.js';
+import { config, desiredOf, file, unit } from './testing/fixtures.js';
+
+interface Secret {
+  metadata: {
+    name: string;
+    resourceVersion: string;
+    annotations: Record<string, string>;
+    labels?: Record<string, string>;
+  };
+  data: Record<string, string>;
+}
+
+function secretFor(version: string, label: string | undefined, checksum?: string): Secret {
+  const d = desiredOf(config([unit('a.service')], [file('/etc/a.conf', `v${version}\n`)]));
+  const data = Object.fromEntries(
+    Object.entries(encodeConfigData(d.bytes)).map(([k, v]) => [k, v.toString('base64')]),
+  );
+  return {
+    metadata: {
+      name: 's',
+      resourceVersion: version,
+      annotations: { [ANNOTATION_CHECKSUM]: checksum ?? d.checksum },
+      ...(label ? { labels: { [LABEL_OSC]: label } } : {}),
+    },
+    data,
+  };
+}
+
+/** Serves one Secret; the watch delivers what `emit` sends until the source stops. */
+class FakeHttp implements KubeHttp {
+  private onLine: ((line: string) => void) | undefined;
+  constructor(public secret: Secret) {}
+  request<T>(_method: string, path: string): Promise<T> {
+    if (path.endsWith('/secrets')) {
+      return Promise.resolve({ metadata: { resourceVersion: '1' }, items: [this.secret] } as T);
+    }
+    return Promise.resolve(this.secret as T);
+  }
+  stream(_path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void> {
+    this.onLine = onLine;
+    return new Promise((resolve) =>
+      spec.signal?.addEventListener('abort', () => {
+        resolve();
+      }),
+    );
+  }
+  emit(secret: Secret): void {
+    this.secret = secret;
+    this.onLine?.(JSON.stringify({ type: 'MODIFIED', object: secret }));
+  }
+}
+
+const sources: SecretSource[] = [];
+afterEach(async () => {
+  for (const s of sources.splice(0)) await s.stop();
+});
+
+async function follow(first: Secret) {
+  const http = new FakeHttp(first);
+  const seen: string[] = [];
+  const source = new SecretSource(new KubeConfig(), {
+    namespace: 'ns',
+    name: 's',
+    pollIntervalMs: 3_600_000,
+    http,
+    onOscRef: (r: OscRef) => seen.push(`osc ${r.namespace}/${r.name}`),
+  });
+  sources.push(source);
+  await source.start({
+    onDesired: (d) => seen.push(`desired ${d.checksum.slice(0, 6)}`),
+    onError: (e) => seen.push(`error ${e.name}`),
+  });
+  await new Promise((r) => setTimeout(r, 0)); // the watch loop's list
+  return { http, seen, source };
+}
+
+describe('oscRefOf', () => {
+  it('reads the oscar.dev/osc label, in the Secret namespace', () => {
+    expect(oscRefOf(secretFor('1', 'web'), 'ns')).toEqual({ namespace: 'ns', name: 'web' });
+    expect(oscRefOf(secretFor('1', undefined), 'ns')).toBeUndefined();
+    expect(oscRefOf({}, 'ns')).toBeUndefined();
+  });
+});
+
+describe('SecretSource oscRef', () => {
+  it('names the config before delivering its payload, once per change', async () => {
+    const v1 = secretFor('1', 'web');
+    const { http, seen, source } = await follow(v1);
+    const c1 = v1.metadata.annotations[ANNOTATION_CHECKSUM]?.slice(0, 6) ?? '';
+    expect(seen).toEqual(['osc ns/web', `desired ${c1}`]);
+    expect(source.oscRef).toEqual({ namespace: 'ns', name: 'web' });
+
+    const v2 = secretFor('2', 'web');
+    http.emit(v2);
+    const c2 = v2.metadata.annotations[ANNOTATION_CHECKSUM]?.slice(0, 6) ?? '';
+    expect(seen.slice(2)).toEqual([`desired ${c2}`]); // same config: not named again
+
+    const v3 = secretFor('3', 'db');
+    http.emit(v3);
+    expect(seen.slice(3, 4)).toEqual(['osc ns/db']);
+  });
+
+  it('a refused payload names nothing; a Secret without the label names nothing', async () => {
+    const { http, seen, source } = await follow(secretFor('1', 'web', 'f'.repeat(64)));
+    expect(seen).toEqual(['error CorruptPayloadError']);
+    expect(source.oscRef).toBeUndefined();
+    http.emit(secretFor('2', undefined));
+    expect(seen).toHaveLength(2);
+    expect(seen[1]).toMatch(/^desired /);
+    expect(source.oscRef).toBeUndefined();
+  });
+});
