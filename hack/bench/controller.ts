@@ -6,10 +6,10 @@
 //   3. the controller process's peak RSS (VmHWM).
 // Also times the creates alone, to show when the API server rather than the controller is the limit.
 //
-//   node --import tsx hack/bench/controller.ts [--oscs 1000] [--changes 100] [--concurrency 8]
+//   npm run build && node --import tsx hack/bench/controller.ts [--oscs 1000] [--changes 100] [--concurrency 8]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { access, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -148,13 +148,18 @@ async function main(): Promise<void> {
       await Promise.all([oscInformer.stop(), secretInformer.stop()]);
     };
 
-    // The controller as its own process, so its memory is its own.
+    // The controller as its own process, so its memory is its own, compiled as it ships (tsx
+    // would add its transpiler to the RSS).
+    const entry = join(repoRoot, 'dist', 'cli', 'oscar.js');
+    try {
+      await access(entry);
+    } catch {
+      throw new Error(`${entry} is missing: run "npm run build" first`);
+    }
     child = spawn(
       process.execPath,
       [
-        '--import',
-        'tsx',
-        join(repoRoot, 'cli', 'oscar.ts'),
+        entry,
         'controller',
         '--kubeconfig',
         env.kubeconfigPath,
