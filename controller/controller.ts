@@ -6,8 +6,11 @@
  *   all reconcile needs to know whether a write is due, and rendered data never sits in memory;
  * - the other Secrets and the ConfigMaps, for the references (a change re-renders every OSC
  *   that uses the object, through the RefIndex).
+ * And once, cluster-wide, the OperatingSystemConfigNodes the agents report in, slimmed to what
+ * the OSC's status.nodes counts need (NodeIndex): a node's change re-reconciles the OSCs whose
+ * counts it moves, and nothing else.
  * Workers start only once every cache is synced, so a fresh start never mistakes "not yet
- * listed" for "missing".
+ * listed" for "missing" (nor writes node counts of 0 before the nodes are listed).
  */
 import { referencedObjects } from '../api/resolve.js';
 import { LABEL_OSC } from '../api/secret.js';
@@ -21,8 +24,17 @@ import type { ControllerMetrics } from './metrics.js';
 import type { Pipeline } from './pipeline.js';
 import { WorkQueue, type QueueOptions } from './queue.js';
 import { RefIndex, type Ref } from './ref-index.js';
+import {
+  NodeIndex,
+  slimNode,
+  summarize,
+  type NodeSummary,
+  type OscNodeObject,
+} from './node-index.js';
 import { reconcile, RenderFailedError, type Caches, type Memo, type Writer } from './reconcile.js';
 import { API_VERSION } from '../api/schema.js';
+
+export const OSC_NODE_RESOURCE = 'operatingsystemconfignodes';
 
 export interface ControllerOptions {
   http: KubeHttp;
@@ -64,6 +76,8 @@ export class Controller implements Caches {
   readonly queue: WorkQueue;
   private readonly sets = new Map<string, Informers>();
   private readonly refs = new RefIndex();
+  private readonly nodeIndex = new NodeIndex();
+  private readonly nodes: Informer<OscNodeObject>;
   private readonly memo = new Map<string, Memo>();
   private started = false;
   /**
@@ -89,6 +103,48 @@ export class Controller implements Caches {
     this.writer = this.recordingWriter(o.writer);
     const scopes = o.namespaces.length === 0 ? [''] : o.namespaces;
     for (const ns of scopes) this.sets.set(ns, this.makeInformers(ns));
+    this.nodes = this.makeNodeInformer();
+  }
+
+  private makeNodeInformer(): Informer<OscNodeObject> {
+    const { http, log, metrics } = this.o;
+    const name = 'operatingsystemconfignodes';
+    const watched = (key: string): boolean =>
+      this.o.namespaces.length === 0 || this.o.namespaces.includes(key.slice(0, key.indexOf('/')));
+    const note = (touched: string[]): void => {
+      for (const k of touched) if (watched(k)) this.queue.add(k);
+    };
+    return new Informer<OscNodeObject>(
+      httpSource(http, {
+        path: `/apis/${API_VERSION}/${OSC_NODE_RESOURCE}`,
+        ...(this.o.watchTimeoutSeconds === undefined
+          ? {}
+          : { watchTimeoutSeconds: this.o.watchTimeoutSeconds }),
+      }),
+      {
+        onAdd: (n) => {
+          note(this.nodeIndex.set(n.metadata.name, summarize(n)));
+        },
+        onUpdate: (_, n) => {
+          note(this.nodeIndex.set(n.metadata.name, summarize(n)));
+        },
+        onDelete: (n) => {
+          note(this.nodeIndex.remove(n.metadata.name));
+        },
+      },
+      {
+        name,
+        transform: slimNode,
+        ...(this.o.clock ? { clock: this.o.clock } : {}),
+        onError: (error: unknown, attempt: number) => {
+          metrics.watchErrors.inc({ informer: name });
+          log.warn(
+            { informer: name, attempt, ...errorFields(error) },
+            'list/watch failed; retrying',
+          );
+        },
+      },
+    );
   }
 
   private makeInformers(ns: string): Informers {
@@ -198,12 +254,15 @@ export class Controller implements Caches {
   }
 
   private all(): Informer<KubeObject>[] {
-    return [...this.sets.values()].flatMap((s): Informer<KubeObject>[] => [
-      s.osc,
-      s.owned,
-      s.secrets,
-      s.configMaps,
-    ]);
+    return [
+      ...[...this.sets.values()].flatMap((s): Informer<KubeObject>[] => [
+        s.osc,
+        s.owned,
+        s.secrets,
+        s.configMaps,
+      ]),
+      this.nodes,
+    ];
   }
 
   get synced(): boolean {
@@ -343,6 +402,9 @@ export class Controller implements Caches {
   }
   configMap(namespace: string, name: string): DataObject | undefined {
     return this.setFor(namespace)?.configMaps.get(namespace, name);
+  }
+  nodesOf(namespace: string, name: string): readonly NodeSummary[] {
+    return this.nodeIndex.of(`${namespace}/${name}`);
   }
 }
 

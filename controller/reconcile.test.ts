@@ -9,6 +9,7 @@ import {
 } from '../api/secret.js';
 import type { OperatingSystemConfigStatus } from '../api/schema.js';
 import type { DataObject, KubeObject, OscObject } from './kube/types.js';
+import type { NodeSummary } from './node-index.js';
 import { registryPipeline } from './pipeline.js';
 import {
   FINALIZER,
@@ -24,6 +25,8 @@ class World implements Caches, Writer {
   oscs = new Map<string, OscObject>();
   secrets = new Map<string, DataObject>();
   configMaps = new Map<string, DataObject>();
+  /** The node summaries per OSC key, as the node informer would index them. */
+  nodes = new Map<string, NodeSummary[]>();
   log: string[] = [];
   events: EventInput[] = [];
   rv = 1;
@@ -46,6 +49,9 @@ class World implements Caches, Writer {
   }
   configMap(ns: string, name: string) {
     return this.configMaps.get(`${ns}/${name}`);
+  }
+  nodesOf(ns: string, name: string) {
+    return this.nodes.get(`${ns}/${name}`) ?? [];
   }
   applySecret(body: Record<string, unknown>) {
     const s = structuredClone(body) as unknown as DataObject;
@@ -262,5 +268,55 @@ describe('reconcile', () => {
     world.secrets.delete('ns/oscar-a-reconcile');
     expect((await reconcile('ns/a', deps)).result).toBe('written');
     expect(world.secrets.has('ns/oscar-a-reconcile')).toBe(true);
+  });
+
+  it('counts the nodes that follow the OSC against its current checksum, writing only on change', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    // A reconcile OSC shows its (zero) nodes from the start.
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0 });
+    const v1 = world.osc('ns', 'a')?.status?.checksum ?? '';
+
+    world.nodes.set('ns/a', [
+      { osc: 'ns/a', applied: v1, degraded: false },
+      { osc: 'ns/a', applied: 'old', degraded: false },
+      { osc: 'ns/a', degraded: true },
+    ]);
+    world.log = [];
+    expect((await reconcile('ns/a', deps)).writes).toBe(1);
+    expect(world.log).toEqual(['status a']);
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 3, updated: 1, degraded: 1 });
+    world.log = [];
+    expect((await reconcile('ns/a', deps)).writes).toBe(0);
+
+    // A new rendering: nobody has applied it yet; the same pass writes the new counts.
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec('v2\n') });
+    await reconcile('ns/a', deps);
+    expect(world.osc('ns', 'a')?.status?.checksum).not.toBe(v1);
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 3, updated: 0, degraded: 1 });
+
+    // An invalid update keeps the last good checksum, and counts against it.
+    const v2 = world.osc('ns', 'a')?.status?.checksum ?? '';
+    world.nodes.set('ns/a', [{ osc: 'ns/a', applied: v2, degraded: false }]);
+    const bad = spec('v3\n');
+    bad.units[0]!.filePaths = ['/etc/undeclared.conf'];
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: bad });
+    expect((await reconcile('ns/a', deps)).result).toBe('invalid');
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 1, updated: 1, degraded: 0 });
+  });
+
+  it('a provision OSC has no node counts unless some node says it follows it', async () => {
+    const { world, deps } = setup();
+    const provision = { ...spec(), purpose: 'provision' as const };
+    world.put({ metadata: { name: 'p', namespace: 'ns' }, spec: provision });
+    await reconcile('ns/p', deps);
+    expect(world.osc('ns', 'p')?.status).not.toHaveProperty('nodes');
+    world.nodes.set('ns/p', [{ osc: 'ns/p', degraded: true }]);
+    await reconcile('ns/p', deps);
+    expect(world.osc('ns', 'p')?.status?.nodes).toEqual({ total: 1, updated: 0, degraded: 1 });
+    world.nodes.delete('ns/p');
+    await reconcile('ns/p', deps);
+    expect(world.osc('ns', 'p')?.status).not.toHaveProperty('nodes');
   });
 });

@@ -1,6 +1,7 @@
 /**
  * One reconcile of one OperatingSystemConfig: validate (deep checks) → resolve references →
  * expand and render → apply the Secret when its checksum changed → patch status when it changed.
+ * The status also counts the nodes that follow the OSC (status.nodes), from the agents' reports.
  * Reads come from the informer caches and writes go through a narrow interface, so this logic is
  * unit-tested in memory and integration-tested against the real API server unchanged.
  *
@@ -22,6 +23,7 @@ import {
 import { validateOperatingSystemConfig } from '../api/validate.js';
 import { setConditions, type ConditionInput } from './conditions.js';
 import type { DataObject, KubeObject, OscObject } from './kube/types.js';
+import { countNodes, type NodeSummary } from './node-index.js';
 import type { Pipeline } from './pipeline.js';
 import {
   dataChecksum,
@@ -43,6 +45,8 @@ export interface Caches {
   ownedSecretsOf(namespace: string, oscName: string): KubeObject[];
   secret(namespace: string, name: string): DataObject | undefined;
   configMap(namespace: string, name: string): DataObject | undefined;
+  /** The nodes whose OperatingSystemConfigNode says they follow this OSC. */
+  nodesOf(namespace: string, name: string): readonly NodeSummary[];
 }
 
 export interface EventInput {
@@ -211,8 +215,18 @@ function errorsMessage(errors: readonly FieldError[]): string {
   return errors.map(formatFieldError).join('; ');
 }
 
-/** The status for an outcome, keeping the last good rendering's fields when nothing new rendered. */
-function desiredStatus(osc: OscObject, outcome: Outcome, now: Date): OperatingSystemConfigStatus {
+/**
+ * The status for an outcome, keeping the last good rendering's fields when nothing new rendered.
+ * status.nodes counts against the checksum the status ends up with (the last good one when this
+ * pass rendered nothing): it is there for every reconcile OSC (0 nodes is worth seeing) and for
+ * any other OSC some node says it follows.
+ */
+function desiredStatus(
+  osc: OscObject,
+  outcome: Outcome,
+  nodes: readonly NodeSummary[],
+  now: Date,
+): OperatingSystemConfigStatus {
   const current = osc.status ?? {};
   const generation = osc.metadata.generation;
   const lastGood = current.checksumShort
@@ -230,7 +244,6 @@ function desiredStatus(osc: OscObject, outcome: Outcome, now: Date): OperatingSy
   ] as const) {
     if (current[k] !== undefined) (status as Record<string, unknown>)[k] = current[k];
   }
-  if (current.nodes) status.nodes = current.nodes;
   switch (outcome.kind) {
     case 'rendered':
       inputs = [
@@ -304,6 +317,8 @@ function desiredStatus(osc: OscObject, outcome: Outcome, now: Date): OperatingSy
       break;
     }
   }
+  const counts = countNodes(nodes, status.checksum);
+  if (osc.spec.purpose === 'reconcile' || counts.total > 0) status.nodes = counts;
   if (generation !== undefined) status.observedGeneration = generation;
   status.conditions = setConditions(current.conditions, inputs, generation, now);
   return status;
@@ -393,7 +408,7 @@ export async function reconcile(key: string, deps: ReconcileDeps): Promise<Recon
     }
   }
 
-  const status = desiredStatus(osc, outcome, deps.now());
+  const status = desiredStatus(osc, outcome, caches.nodesOf(namespace, name), deps.now());
   if (!jsonEqual(status, osc.status ?? {})) {
     const before = osc.status?.conditions?.find((c) => c.type === 'Ready');
     await writer.patchStatus(namespace, name, status);

@@ -54,9 +54,7 @@ export class HttpWriter implements Writer {
     name: string,
     status: OperatingSystemConfigStatus,
   ): Promise<OscObject> {
-    // `nodes` is aggregated from agents' reports by whoever owns that; not ours to apply.
-    const ours: OperatingSystemConfigStatus = { ...status };
-    delete ours.nodes;
+    // The whole status is ours, nodes included: a field left out of the apply is removed.
     return this.http.request<OscObject>('PATCH', `${oscPath(namespace, name)}/status`, {
       query: { fieldManager: FIELD_MANAGER, force: true },
       contentType: CONTENT_APPLY_PATCH,
@@ -64,7 +62,7 @@ export class HttpWriter implements Writer {
         apiVersion: API_VERSION,
         kind: OSC_KIND,
         metadata: { name, namespace },
-        status: ours,
+        status,
       },
     });
   }

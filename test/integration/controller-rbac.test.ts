@@ -90,6 +90,9 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['create', 'leases.coordination.k8s.io', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
       ['update', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
+      // The nodes' reports, read-only, for the OSCs' status.nodes (cluster-scoped objects).
+      ['list', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['watch', 'operatingsystemconfignodes.oscar.dev', undefined],
     ];
     const denied: [string, string, string | undefined, string[]?][] = [
       // Secrets nowhere but in the watched namespace; never cluster-wide.
@@ -111,7 +114,13 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'leases.coordination.k8s.io/someone-else', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', watched],
       ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
-      ['list', 'operatingsystemconfignodes.oscar.dev', undefined],
+      // Reads the nodes' reports; writes none of them (only each node's agent does).
+      ['get', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['create', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['update', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['delete', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],
     ];
     const wrong: string[] = [];
     for (const [verb, res, ns, extra] of allowed) {

@@ -1,0 +1,110 @@
+/**
+ * Which nodes follow which OperatingSystemConfig, from the agents' OperatingSystemConfigNode
+ * reports (status.oscRef), and how far each got: the input of an OSC's status.nodes counts.
+ * The controller keeps one small summary per node — never the reports themselves, which carry
+ * journal lines and can be many — and re-reconciles an OSC only when a summary that counts for
+ * it changed (a report's timestamps moving changes nothing here).
+ */
+import type {
+  OperatingSystemConfigNodeStatus,
+  OperatingSystemConfigStatus,
+} from '../api/schema.js';
+import type { KubeObject } from './kube/types.js';
+
+export interface OscNodeObject extends KubeObject {
+  status?: OperatingSystemConfigNodeStatus;
+}
+
+/** What counts of one node: the config it follows ("namespace/name"), what it applied, health. */
+export interface NodeSummary {
+  osc: string;
+  applied?: string;
+  degraded: boolean;
+}
+
+export type NodeCounts = NonNullable<OperatingSystemConfigStatus['nodes']>;
+
+/** The node's summary, or undefined while its agent has not named the config it follows. */
+export function summarize(node: OscNodeObject): NodeSummary | undefined {
+  const ref = node.status?.oscRef;
+  if (!ref?.name || !ref.namespace) return undefined;
+  const degraded =
+    node.status?.conditions?.some((c) => c.type === 'Degraded' && c.status === 'True') ?? false;
+  const applied = node.status?.appliedChecksum;
+  return applied
+    ? { osc: `${ref.namespace}/${ref.name}`, applied, degraded }
+    : { osc: `${ref.namespace}/${ref.name}`, degraded };
+}
+
+/**
+ * Drops what counting never reads, before the informer caches the object: a report's
+ * lastError journal lines and restarted units would otherwise sit in memory for every node.
+ */
+export function slimNode(obj: unknown): void {
+  const node = obj as OscNodeObject | null;
+  if (!node?.metadata) return;
+  const { name, namespace, uid, resourceVersion } = node.metadata;
+  node.metadata = { name };
+  if (namespace !== undefined) node.metadata.namespace = namespace;
+  if (uid !== undefined) node.metadata.uid = uid;
+  if (resourceVersion !== undefined) node.metadata.resourceVersion = resourceVersion;
+  const s = node.status;
+  if (!s) return;
+  const slim: OperatingSystemConfigNodeStatus = {};
+  if (s.oscRef) slim.oscRef = s.oscRef;
+  if (s.appliedChecksum) slim.appliedChecksum = s.appliedChecksum;
+  const degraded = s.conditions?.filter((c) => c.type === 'Degraded');
+  if (degraded?.length) slim.conditions = degraded;
+  node.status = slim;
+}
+
+/** total: nodes following the config; updated: those that applied `checksum`; degraded. */
+export function countNodes(nodes: Iterable<NodeSummary>, checksum: string | undefined): NodeCounts {
+  const counts: NodeCounts = { total: 0, updated: 0, degraded: 0 };
+  for (const n of nodes) {
+    counts.total++;
+    if (checksum !== undefined && n.applied === checksum) counts.updated++;
+    if (n.degraded) counts.degraded++;
+  }
+  return counts;
+}
+
+function same(a: NodeSummary | undefined, b: NodeSummary | undefined): boolean {
+  return a?.osc === b?.osc && a?.applied === b?.applied && a?.degraded === b?.degraded;
+}
+
+export class NodeIndex {
+  private readonly byNode = new Map<string, NodeSummary>();
+  private readonly byOsc = new Map<string, Map<string, NodeSummary>>();
+
+  /** Records a node's summary; returns the configs whose counts may have changed. */
+  set(node: string, summary: NodeSummary | undefined): string[] {
+    const before = this.byNode.get(node);
+    if (same(before, summary)) return [];
+    if (before) {
+      const users = this.byOsc.get(before.osc);
+      users?.delete(node);
+      if (users?.size === 0) this.byOsc.delete(before.osc);
+      this.byNode.delete(node);
+    }
+    if (summary) {
+      this.byNode.set(node, summary);
+      let users = this.byOsc.get(summary.osc);
+      if (!users) this.byOsc.set(summary.osc, (users = new Map<string, NodeSummary>()));
+      users.set(node, summary);
+    }
+    const touched = new Set<string>();
+    if (before) touched.add(before.osc);
+    if (summary) touched.add(summary.osc);
+    return [...touched];
+  }
+
+  remove(node: string): string[] {
+    return this.set(node, undefined);
+  }
+
+  /** The summaries of the nodes that follow the config "namespace/name". */
+  of(oscKey: string): NodeSummary[] {
+    return [...(this.byOsc.get(oscKey)?.values() ?? [])];
+  }
+}
