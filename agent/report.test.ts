@@ -64,3 +64,47 @@ describe('KubeReporter oscRef', () => {
     });
   });
 });
+
+describe('KubeReporter Degraded', () => {
+  const c1 = '1'.repeat(64);
+  const applied = { checksum: c1, actions: [], resumed: false, touchedUnits: [] };
+
+  it('a source failure is over when the source delivers what is applied: Degraded=False', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.desired(c1);
+    r.applied(applied);
+    r.sourceFailed(new Error('connect ECONNREFUSED'));
+    await r.flush();
+    const degraded = (): unknown =>
+      (http.patches().at(-1)?.status.conditions as { type: string; status: string }[]).find(
+        (c) => c.type === 'Degraded',
+      )?.status;
+    expect(degraded()).toBe('True');
+    expect(http.patches().at(-1)?.status.lastError).toMatchObject({
+      message: 'connect ECONNREFUSED',
+    });
+
+    r.desired(c1);
+    await r.flush();
+    expect(degraded()).toBe('False');
+    expect(http.patches().at(-1)?.status.lastError).toBeNull(); // merge patch: removed
+  });
+
+  it('a different payload, or an apply failure, stays Degraded until an apply says otherwise', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.desired(c1);
+    r.applied(applied);
+    r.sourceFailed(new Error('connect ECONNREFUSED'));
+    r.desired('2'.repeat(64));
+    r.failed('2'.repeat(64), new Error('disk full'));
+    r.desired(c1); // back to the applied one, but the failure was an apply's
+    await r.flush();
+    const status = http.patches().at(-1)?.status;
+    const d = (status?.conditions as { type: string; status: string; reason: string }[]).find(
+      (c) => c.type === 'Degraded',
+    );
+    expect(d).toMatchObject({ status: 'True', reason: 'ApplyFailed' });
+  });
+});

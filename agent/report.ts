@@ -37,6 +37,9 @@ export interface KubeReporterOptions {
 
 type Status = OperatingSystemConfigNodeStatus;
 
+/** Degraded reasons set by sourceFailed: the source's trouble, not an apply's. */
+const SOURCE_REASONS = new Set(['InvalidSecret', 'SourceUnavailable']);
+
 /** Keeps lastTransitionTime when a condition's status did not change (metav1.Condition rules). */
 export function setCondition(
   conditions: readonly Condition[],
@@ -108,6 +111,23 @@ export class KubeReporter implements Reporter {
 
   desired(checksum: string): void {
     this.status.desiredChecksum = checksum;
+    // A verified payload means the source works; if it is what this node already applied, a
+    // Degraded that only the source caused is over (no apply will come to clear it).
+    const degraded = this.status.conditions?.find((c) => c.type === 'Degraded');
+    if (
+      degraded?.status === 'True' &&
+      SOURCE_REASONS.has(degraded.reason) &&
+      checksum === this.status.appliedChecksum
+    ) {
+      this.condition(
+        'Degraded',
+        'False',
+        'Applied',
+        `the source is healthy again; ${checksum.slice(0, 12)} stays applied`,
+      );
+      delete this.status.lastError;
+      this.cleared.add('lastError');
+    }
     this.push();
   }
 

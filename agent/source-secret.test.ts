@@ -1,7 +1,8 @@
 // The Secret source over an in-memory HTTP seam: which config a payload names (oscar.dev/osc)
-// reaches onOscRef before the payload itself, once per change, never from a refused payload.
+// reaches onOscRef before the payload itself, once per change, never from a refused payload;
+// after a reported failure, a healthy Secret is announced by delivering the last payload again.
 import { KubeConfig } from '@kubernetes/client-node';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../api/secret.js';
 import type { KubeHttp, RequestSpec } from '../kube/client.js';
 import { oscRefOf, SecretSource, type OscRef } from './source-secret.js';
@@ -36,6 +37,8 @@ function secretFor(version: string, label: string | undefined, checksum?: string
 /** Serves one Secret; the watch delivers what `emit` sends until the source stops. */
 class FakeHttp implements KubeHttp {
   private onLine: ((line: string) => void) | undefined;
+  /** Watches that fail at once (connection refused) before one stays open. */
+  failingStreams = 0;
   constructor(public secret: Secret) {}
   request<T>(_method: string, path: string): Promise<T> {
     if (path.endsWith('/secrets')) {
@@ -44,6 +47,10 @@ class FakeHttp implements KubeHttp {
     return Promise.resolve(this.secret as T);
   }
   stream(_path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void> {
+    if (this.failingStreams > 0) {
+      this.failingStreams--;
+      return Promise.reject(new Error('connect ECONNREFUSED'));
+    }
     this.onLine = onLine;
     return new Promise((resolve) =>
       spec.signal?.addEventListener('abort', () => {
@@ -55,6 +62,14 @@ class FakeHttp implements KubeHttp {
     this.secret = secret;
     this.onLine?.(JSON.stringify({ type: 'MODIFIED', object: secret }));
   }
+  bookmark(): void {
+    this.onLine?.(
+      JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '99' } } }),
+    );
+  }
+  get watching(): boolean {
+    return this.onLine !== undefined;
+  }
 }
 
 const sources: SecretSource[] = [];
@@ -62,14 +77,16 @@ afterEach(async () => {
   for (const s of sources.splice(0)) await s.stop();
 });
 
-async function follow(first: Secret) {
+async function follow(first: Secret, failingStreams = 0) {
   const http = new FakeHttp(first);
+  http.failingStreams = failingStreams;
   const seen: string[] = [];
   const source = new SecretSource(new KubeConfig(), {
     namespace: 'ns',
     name: 's',
     pollIntervalMs: 3_600_000,
     http,
+    backoffBaseMs: 1,
     onOscRef: (r: OscRef) => seen.push(`osc ${r.namespace}/${r.name}`),
   });
   sources.push(source);
@@ -115,5 +132,35 @@ describe('SecretSource oscRef', () => {
     expect(seen).toHaveLength(2);
     expect(seen[1]).toMatch(/^desired /);
     expect(source.oscRef).toBeUndefined();
+  });
+});
+
+describe('SecretSource after a failure', () => {
+  const sum = (s: Secret): string => s.metadata.annotations[ANNOTATION_CHECKSUM]?.slice(0, 6) ?? '';
+
+  it('a refused Secret repaired to the same good payload: that payload is delivered again', async () => {
+    const v1 = secretFor('1', 'web');
+    const { http, seen } = await follow(v1);
+    const bad = secretFor('2', 'web', 'f'.repeat(64));
+    http.emit(bad);
+    http.bookmark(); // the watch works, but the Secret is still bad: nothing to announce
+    expect(seen.slice(2)).toEqual(['error CorruptPayloadError']);
+    http.emit({ ...v1, metadata: { ...v1.metadata, resourceVersion: '3' } });
+    expect(seen.slice(3)).toEqual([`desired ${sum(v1)}`]);
+    http.bookmark(); // once only
+    expect(seen).toHaveLength(4);
+  });
+
+  it('a broken watch: once it works again (a bookmark), the last payload is delivered again', async () => {
+    const v1 = secretFor('1', 'web');
+    const { http, seen } = await follow(v1, 1);
+    await vi.waitFor(() => {
+      expect(http.watching).toBe(true);
+    });
+    expect(seen).toEqual(['osc ns/web', `desired ${sum(v1)}`, 'error Error']);
+    http.bookmark();
+    expect(seen.slice(3)).toEqual([`desired ${sum(v1)}`]);
+    http.bookmark();
+    expect(seen).toHaveLength(4);
   });
 });

@@ -7,6 +7,9 @@
  *   only when it changed.
  * Every payload is verified with decodeConfigData: a corrupted Secret is refused and reported,
  * and the agent keeps its last good state.
+ * After a reported failure (API unreachable, Secret deleted or refused), the source says so once
+ * it sees its Secret healthy again — by delivering the last good payload once more, even when its
+ * checksum did not change — so the node's report does not stay Degraded until the next change.
  * The Secret's oscar.dev/osc label names the OperatingSystemConfig it was rendered from; the
  * source passes it on (onOscRef) so the node's report can say which config it follows — the
  * controller counts nodes per config by it.
@@ -20,6 +23,7 @@ import {
 } from '../api/secret.js';
 import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../kube/client.js';
 import type { Source, SourceEvents } from './source.js';
+import type { Desired } from './state.js';
 
 const ACCEPT_PARTIAL_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
@@ -87,6 +91,12 @@ export class SecretSource implements Source {
   private lastRefusal: string | undefined;
   private resourceVersion: string | undefined;
   private lastOscRef: OscRef | undefined;
+  /** The last payload delivered, for the re-delivery that says the source works again. */
+  private lastDesired: Desired | undefined;
+  /** A failure was reported and no payload was delivered since. */
+  private reportedFailure = false;
+  /** The Secret, as last seen, holds the last delivered payload (not deleted, not refused). */
+  private secretGood = false;
 
   constructor(
     kc: KubeConfig,
@@ -119,11 +129,25 @@ export class SecretSource implements Source {
     try {
       await this.fetch(events);
     } catch (error) {
-      events.onError(this.describe(error));
+      this.fail(events, error);
     }
     this.watching = this.watchLoop(events);
     this.pollTimer = setInterval(() => void this.poll(events), this.opts.pollIntervalMs);
     this.pollTimer.unref();
+  }
+
+  private fail(events: SourceEvents, error: unknown): void {
+    if (isNotFound(error)) this.secretGood = false;
+    this.reportedFailure = true;
+    events.onError(this.describe(error));
+  }
+
+  /** After a reported failure: the API answers and the Secret holds the last good payload. */
+  private recover(events: SourceEvents): void {
+    if (!this.reportedFailure || !this.secretGood || !this.lastDesired) return;
+    this.reportedFailure = false;
+    this.log(`${this.description} is healthy again (${this.lastDesired.checksum.slice(0, 12)})`);
+    events.onDesired(this.lastDesired);
   }
 
   private describe(error: unknown): Error {
@@ -143,7 +167,11 @@ export class SecretSource implements Source {
 
   private handle(secret: SecretObject, events: SourceEvents): void {
     const checksum = secret.metadata?.annotations?.[ANNOTATION_CHECKSUM];
-    if (checksum !== undefined && checksum === this.lastChecksum) return;
+    if (checksum !== undefined && checksum === this.lastChecksum) {
+      this.secretGood = true;
+      this.recover(events);
+      return;
+    }
     const data: Record<string, Buffer> = {};
     for (const [k, v] of Object.entries(secret.data ?? {})) data[k] = Buffer.from(v, 'base64');
     try {
@@ -151,17 +179,19 @@ export class SecretSource implements Source {
       this.lastChecksum = decoded.checksum;
       this.lastRefusal = undefined;
       this.noteOscRef(oscRefOf(secret, this.opts.namespace));
-      events.onDesired({
-        config: decoded.config,
-        checksum: decoded.checksum,
-        bytes: decoded.bytes,
-      });
+      const desired = { config: decoded.config, checksum: decoded.checksum, bytes: decoded.bytes };
+      this.lastDesired = desired;
+      this.secretGood = true;
+      this.reportedFailure = false;
+      events.onDesired(desired);
     } catch (error) {
       if (!(error instanceof CorruptPayloadError)) throw error;
+      this.secretGood = false;
       const key = `${checksum ?? ''}:${secret.metadata?.resourceVersion ?? ''}`;
       if (key === this.lastRefusal) return; // reported once per bad version
       this.lastRefusal = key;
-      events.onError(
+      this.fail(
+        events,
         new CorruptPayloadError(
           `${this.description} refused, keeping the last good state: ${error.message}`,
           {
@@ -198,9 +228,12 @@ export class SecretSource implements Source {
           `poll: checksum annotation changed to ${(checksum ?? 'none').slice(0, 12)}; fetching the Secret`,
         );
         await this.fetch(events);
+      } else if (checksum !== undefined && checksum === this.lastChecksum) {
+        this.secretGood = true;
+        this.recover(events);
       }
     } catch (error) {
-      if (!this.isStopped()) events.onError(this.describe(error));
+      if (!this.isStopped()) this.fail(events, error);
     }
   }
 
@@ -248,10 +281,14 @@ export class SecretSource implements Source {
               this.handle(event.object, events);
             if (event.type === 'DELETED') {
               this.lastChecksum = undefined;
-              events.onError(
+              this.secretGood = false;
+              this.fail(
+                events,
                 new Error(`${this.description} was deleted; keeping the last applied state`),
               );
             }
+            // Any event, a bookmark too, shows the watch works again.
+            this.recover(events);
           },
         );
       } catch (error) {
@@ -266,7 +303,7 @@ export class SecretSource implements Source {
         this.log(
           `watch: ${(error as Error).message}; reconnecting in ${(delay / 1000).toFixed(1)} s`,
         );
-        if (failures === 1) events.onError(this.describe(error));
+        if (failures === 1) this.fail(events, error);
         await new Promise((r) => setTimeout(r, delay));
       }
     }

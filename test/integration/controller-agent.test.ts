@@ -1,0 +1,188 @@
+// The whole chain on the real API server: the real controller renders an OSC into its reconcile
+// Secret; the real agent — as its own least-privilege identity (deploy/agent-rbac.yaml) —
+// follows that Secret into a directory root and reports in its OperatingSystemConfigNode, naming
+// the OSC it follows; the controller counts the node in the OSC's status.nodes. An OSC change
+// reaches the disk and the counts; a change the node cannot apply counts it as degraded until
+// the obstacle is gone and the agent's retry converges.
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Agent, logReporter } from '../../agent/agent.js';
+import { KubeReporter } from '../../agent/report.js';
+import { SecretSource } from '../../agent/source-secret.js';
+import { LocalSystemd } from '../../agent/systemd.js';
+import { secretNameFor } from '../../api/secret.js';
+import type { OperatingSystemConfigNode } from '../../api/schema.js';
+import { isNotFound } from '../../kube/client.js';
+import { Api, demoSpec, startController, waitFor } from './controller-support.js';
+import {
+  createTestNamespace,
+  kubeConfigFor,
+  kubectl,
+  skipWithoutCluster,
+  uniqueName,
+} from './support/cluster.js';
+
+skipWithoutCluster();
+
+const cleanups: (() => Promise<void>)[] = [];
+const logs: string[][] = [];
+afterEach(async (ctx) => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  if (ctx.task.result?.state === 'fail') process.stderr.write(logs.flat().join(''));
+  logs.length = 0;
+});
+
+const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+
+describe('controller and agent (real API server)', () => {
+  it('an OSC change reaches the node, its report and the OSC status.nodes', async () => {
+    const ns = await createTestNamespace('chain');
+    const node = uniqueName('node');
+    const osc = 'web';
+    const secret = secretNameFor(osc, 'reconcile');
+    const api = new Api();
+
+    // The agent's identity: its own Secret and its own node object, nothing else.
+    const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
+      .replaceAll('NODE_NAME', node)
+      .replaceAll('NAMESPACE', ns)
+      .replaceAll('SECRET_NAME', secret);
+    const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
+    expect(applied.code, applied.stderr).toBe(0);
+    cleanups.push(async () => {
+      await kubectl(['delete', 'clusterrole,clusterrolebinding', `oscar-agent-${node}`]);
+      try {
+        await api.http.request('DELETE', `${NODES}/${node}`);
+      } catch (error) {
+        if (!isNotFound(error)) throw error;
+      }
+    });
+
+    const controller = await startController([ns]);
+    cleanups.push(controller.stop);
+    logs.push(controller.logs);
+
+    await api.applyOsc(ns, osc, demoSpec('reconcile', 'v1\n'));
+    const v1 = await api.waitReady(ns, osc);
+    expect(v1.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0 });
+
+    // The agent, wired as `oscar agent --secret` wires it.
+    const kc = await kubeConfigFor({
+      user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
+      groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
+    });
+    const root = await mkdtemp(join(tmpdir(), 'oscar-chain-'));
+    const stateDir = join(root, 'var/lib/oscar');
+    await mkdir(stateDir, { recursive: true });
+    const agentLogs: string[] = [];
+    logs.push(agentLogs);
+    const log = (m: string): void => {
+      agentLogs.push(`agent: ${m}\n`);
+    };
+    const reporter = new KubeReporter(kc, {
+      node,
+      oscRef: { namespace: ns, secretName: secret },
+      log,
+      backoffMaxMs: 2_000,
+    });
+    const agent = new Agent({
+      source: new SecretSource(kc, {
+        namespace: ns,
+        name: secret,
+        pollIntervalMs: 60_000,
+        log,
+        backoffMaxMs: 2_000,
+        onOscRef: (ref) => {
+          reporter.setOscRef(ref);
+        },
+      }),
+      deps: {
+        root,
+        stateDir,
+        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+        owners: false,
+      },
+      reporters: [logReporter(log), reporter],
+      log,
+      retryBaseMs: 200,
+      retryMaxMs: 2_000,
+    });
+    cleanups.push(async () => {
+      await agent.stop();
+      reporter.stop();
+      await rm(root, { recursive: true, force: true });
+    });
+    await agent.start();
+
+    const nodeStatus = async (): Promise<OperatingSystemConfigNode['status']> =>
+      (await api.http.request<OperatingSystemConfigNode>('GET', `${NODES}/${node}`)).status;
+    const nodeApplied = (checksum: string) =>
+      waitFor(`oscnode ${node} applied ${checksum.slice(0, 12)}`, async () => {
+        const st = await nodeStatus();
+        return st?.appliedChecksum === checksum ? st : undefined;
+      });
+    const nodesCount = (checksum: string, want: { updated: number; degraded: number }) =>
+      waitFor(`${ns}/${osc} status.nodes ${JSON.stringify(want)}`, async () => {
+        const o = await api.getOsc(ns, osc);
+        const n = o?.status?.nodes;
+        return o?.status?.checksum === checksum &&
+          n?.total === 1 &&
+          n.updated === want.updated &&
+          n.degraded === want.degraded
+          ? o
+          : undefined;
+      });
+    const appConf = (): Promise<string> => readFile(join(root, 'etc/demo/app.conf'), 'utf8');
+
+    // First apply: the file on disk, the report names the OSC, the OSC counts the node.
+    const c1 = v1.status?.checksum ?? '';
+    expect(c1).toMatch(/^[0-9a-f]{64}$/);
+    const st1 = await nodeApplied(c1);
+    expect(st1.oscRef).toEqual({ namespace: ns, name: osc, secretName: secret });
+    expect(await appConf()).toBe('v1\n');
+    await nodesCount(c1, { updated: 1, degraded: 0 });
+
+    // The OSC changes: the controller re-renders, the agent applies it in place (the unit that
+    // lists the file is restarted), the report carries the new checksum, the counts follow.
+    await api.applyOsc(ns, osc, demoSpec('reconcile', 'v2\n'));
+    const v2 = await api.waitReady(ns, osc);
+    const c2 = v2.status?.checksum ?? '';
+    expect(c2).not.toBe(c1);
+    const st2 = await nodeApplied(c2);
+    expect(await appConf()).toBe('v2\n');
+    expect(st2.restartedUnits?.map((u) => `${u.action} ${u.name}`)).toEqual([
+      'restart demo.service',
+    ]);
+    expect(st2.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
+    const after = await nodesCount(c2, { updated: 1, degraded: 0 });
+    expect(after.status?.nodes).toEqual({ total: 1, updated: 1, degraded: 0 });
+
+    // A change this node cannot apply (a directory sits where a new file must go): the node
+    // reports Degraded and keeps v2 as applied; the OSC counts it degraded and not updated.
+    const obstacle = join(root, 'etc/demo/extra.conf');
+    await mkdir(obstacle, { recursive: true });
+    await writeFile(join(obstacle, 'not-oscars'), 'x');
+    const v3spec = demoSpec('reconcile', 'v3\n');
+    v3spec.files?.push({ path: '/etc/demo/extra.conf', content: { inline: { data: 'extra\n' } } });
+    await api.applyOsc(ns, osc, v3spec);
+    const c3 = (await api.waitReady(ns, osc)).status?.checksum ?? '';
+    expect(c3).not.toBe(c2);
+    await nodesCount(c3, { updated: 0, degraded: 1 });
+    const failed = await nodeStatus();
+    expect(failed?.appliedChecksum).toBe(c2);
+    expect(failed?.conditions?.find((c) => c.type === 'Degraded')).toMatchObject({
+      status: 'True',
+      reason: 'ApplyFailed',
+    });
+    expect(failed?.lastError?.message).toContain('extra.conf');
+
+    // The obstacle goes; the agent's retry applies v3: updated, healthy, counted.
+    await rm(obstacle, { recursive: true });
+    await nodeApplied(c3);
+    expect(await appConf()).toBe('v3\n');
+    expect(await readFile(join(root, 'etc/demo/extra.conf'), 'utf8')).toBe('extra\n');
+    await nodesCount(c3, { updated: 1, degraded: 0 });
+  });
+});
