@@ -2,7 +2,7 @@
 // the contract's keys, labels, owner and checksum; status converges; updates, invalid updates,
 // referenced Secrets, deletion; and an idle controller writes nothing.
 import { randomBytes } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { sha256Hex } from '../../api/canonical.js';
 import {
   ANNOTATION_CHECKSUM,
@@ -15,6 +15,7 @@ import {
   secretNameFor,
 } from '../../api/secret.js';
 import { FINALIZER } from '../../controller/reconcile.js';
+import { CONTENT_MERGE_PATCH } from '../../kube/client.js';
 import {
   Api,
   demoSpec,
@@ -260,7 +261,7 @@ describe('controller lifecycle (real API server)', () => {
     expect(await api.getSecret(ns, secretNameFor('big', 'reconcile'))).toBeUndefined();
   });
 
-  it('writes nothing at steady state: a watch sees no events for 10 s', async () => {
+  it('writes nothing at steady state (a node report that moves no count included): a watch sees no events for 10 s', async () => {
     const ns = await createTestNamespace('ctl');
     const api = new Api();
     const { handle } = await withController(ns);
@@ -274,6 +275,46 @@ describe('controller lifecycle (real API server)', () => {
       files: [{ path: '/etc/ref', content: { secretRef: { name: 'ref', key: 'k' } } }],
     });
     for (const n of ['osc-0', 'osc-1', 'osc-2', 'with-ref']) await api.waitReady(ns, n);
+    // A node that follows osc-1 and applied it: counted once, then quiet.
+    const node = `steady-${ns}`;
+    const nodePath = `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${node}`;
+    const T = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    await api.http.request('POST', '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes', {
+      body: {
+        apiVersion: 'oscar.dev/v1alpha1',
+        kind: 'OperatingSystemConfigNode',
+        metadata: { name: node },
+      },
+    });
+    onTestFinished(async () => {
+      await api.http.request('DELETE', nodePath);
+    });
+    const report = (lastAppliedTime: string, checksum: string) =>
+      api.http.request('PATCH', `${nodePath}/status`, {
+        contentType: CONTENT_MERGE_PATCH,
+        body: {
+          status: {
+            oscRef: { namespace: ns, name: 'osc-1' },
+            appliedChecksum: checksum,
+            lastAppliedTime,
+            conditions: [
+              {
+                type: 'Degraded',
+                status: 'False',
+                reason: 'Applied',
+                message: 'ok',
+                lastTransitionTime: T,
+              },
+            ],
+          },
+        },
+      });
+    const sum1 = (await api.getOsc(ns, 'osc-1'))?.status?.checksum ?? '';
+    await report(T, sum1);
+    await waitFor('osc-1 counts its node', async () => {
+      const n = (await api.getOsc(ns, 'osc-1'))?.status?.nodes;
+      return n?.total === 1 && n.updated === 1 && n.degraded === 0;
+    });
     await sleep(1000); // let the echoes of our own writes settle
 
     const events: string[] = [];
@@ -297,7 +338,10 @@ describe('controller lifecycle (real API server)', () => {
     await sleep(500);
     initial.n = events.length;
     expect(events.slice(0, initial.n).every((e) => e.startsWith('ADDED'))).toBe(true);
-    await sleep(10_000);
+    // A report that moves nothing the counts read (a later lastAppliedTime) writes nothing.
+    await sleep(2_000);
+    await report(new Date(Date.now() + 60_000).toISOString().replace(/\.\d+Z$/, 'Z'), sum1);
+    await sleep(8_000);
     abort.abort();
     await Promise.all([w1, w2]);
     expect(events.slice(initial.n)).toEqual([]);
