@@ -1,9 +1,9 @@
 /**
  * The agent's Prometheus metrics and its small HTTP server: /healthz (the process is alive and
  * its loop runs) and /metrics. Bind it to loopback on a node unless a scraper needs it.
+ * Two GET routes need no framework: node:http keeps express (and its memory) off every node.
  */
-import type { Server } from 'node:http';
-import express from 'express';
+import { createServer } from 'node:http';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Reporter } from './agent.js';
 
@@ -95,20 +95,35 @@ export async function startHealthServer(
     throw new Error(`--metrics-addr must be host:port such as 127.0.0.1:9464, got "${addr}"`);
   }
   metrics.collectProcessMetrics();
-  const app = express();
-  app.get('/healthz', (_req, res) => {
-    res.type('text/plain').send(`ok applied=${applied() ?? 'none'}\n`);
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const reply = (status: number, type: string, body: string): void => {
+      res.writeHead(status, { 'content-type': type }).end(req.method === 'HEAD' ? '' : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      reply(405, 'text/plain; charset=utf-8', 'method not allowed\n');
+    } else if (path === '/healthz') {
+      reply(200, 'text/plain; charset=utf-8', `ok applied=${applied() ?? 'none'}\n`);
+    } else if (path === '/metrics') {
+      metrics.registry.metrics().then(
+        (text) => {
+          reply(200, metrics.registry.contentType, text);
+        },
+        (error: unknown) => {
+          reply(500, 'text/plain; charset=utf-8', `${(error as Error).message}\n`);
+        },
+      );
+    } else {
+      reply(404, 'text/plain; charset=utf-8', 'not found: try /healthz or /metrics\n');
+    }
   });
-  app.get('/metrics', (_req, res) => {
-    void metrics.registry.metrics().then((text) => {
-      res.type(metrics.registry.contentType).send(text);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host ?? '0.0.0.0', () => {
+      server.off('error', reject);
+      resolve();
     });
-  });
-  const server = await new Promise<Server>((resolve, reject) => {
-    const s = app.listen(port, host ?? '0.0.0.0', () => {
-      resolve(s);
-    });
-    s.once('error', reject);
   });
   const a = server.address();
   const address = typeof a === 'object' && a ? `${a.address}:${a.port}` : addr;

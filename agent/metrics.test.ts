@@ -1,0 +1,47 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { AgentMetrics, startHealthServer, type HealthServer } from './metrics.js';
+
+let server: HealthServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+describe('the agent health server', () => {
+  it('serves /healthz with the applied checksum and /metrics with the agent counters', async () => {
+    const metrics = new AgentMetrics();
+    metrics.apiRequests.inc();
+    metrics.apiRequests.inc();
+    const state: { applied?: string } = {};
+    server = await startHealthServer('127.0.0.1:0', metrics, () => state.applied);
+    const base = `http://${server.address}`;
+    expect(await (await fetch(`${base}/healthz`)).text()).toBe('ok applied=none\n');
+    state.applied = 'abc123';
+    expect(await (await fetch(`${base}/healthz?verbose`)).text()).toBe('ok applied=abc123\n');
+    const res = await fetch(`${base}/metrics`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    const text = await res.text();
+    expect(text).toMatch(/^oscar_agent_api_requests_total 2$/m);
+    expect(text).toMatch(/^process_cpu_seconds_total /m); // process metrics when served
+  });
+
+  it('answers 404 for other paths and 405 for other methods', async () => {
+    server = await startHealthServer('127.0.0.1:0', new AgentMetrics(), () => undefined);
+    const base = `http://${server.address}`;
+    const missing = await fetch(`${base}/nope`);
+    expect(missing.status).toBe(404);
+    expect(await missing.text()).toMatch(/\/healthz/);
+    const post = await fetch(`${base}/healthz`, { method: 'POST' });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+    const head = await fetch(`${base}/healthz`, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+  });
+
+  it('refuses a bad address with the flag name', async () => {
+    await expect(
+      startHealthServer('localhost:http', new AgentMetrics(), () => undefined),
+    ).rejects.toThrow(/--metrics-addr must be host:port/);
+  });
+});
