@@ -4,13 +4,14 @@
  * a node gets exactly what the controller would put in its Secret.
  */
 import { join } from 'node:path';
-import { expand } from '../renderers/profiles.js';
 import type { ApplyDeps } from './apply.js';
 import type { Expand } from './desired.js';
 import { DEFAULT_STATE_DIR } from './state.js';
 import { LocalSystemd, SystemctlSystemd } from './systemd.js';
 
-export const expandForOs: Expand = (config) => Promise.resolve(expand(config).config);
+/** Loaded on first use: the Secret path never expands (the controller already did). */
+export const expandForOs: Expand = async (config) =>
+  (await import('../renderers/profiles.js')).expand(config).config;
 
 export interface RootOptions {
   root?: string;

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { commands } from './commands/index.js';
+import { registerCommands } from './commands/index.js';
 import { VERSION } from './version.js';
 
 export function buildProgram(): Command {
@@ -9,7 +9,7 @@ export function buildProgram(): Command {
     )
     .version(VERSION, '-v, --version')
     .showHelpAfterError();
-  for (const command of commands) command.register(program);
+  registerCommands(program);
   return program;
 }
 

@@ -1,12 +1,10 @@
-import type { Command } from 'commander';
 import { Agent, logReporter, type Reporter } from '../../agent/agent.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
-import { startHealthServer, AgentMetrics } from '../../agent/metrics.js';
-import { FileSource } from '../../agent/source-file.js';
+import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
 import { lockStateDir } from '../../agent/state.js';
 
-interface AgentFlags {
+export interface AgentFlags {
   file?: string;
   kubeconfig?: string;
   namespace?: string;
@@ -26,47 +24,17 @@ export function seconds(value: string, flag: string): number {
   return n;
 }
 
-export function register(program: Command): void {
-  program
-    .command('agent')
-    .description(
-      'run the node agent: follow the reconcile Secret (or a local file) and apply it in place; report per node',
-    )
-    .option('--file <file>', 'follow a local file (OSC YAML or canonical JSON) instead of a Secret')
-    .option(
-      '--kubeconfig <path>',
-      'kubeconfig (default: in-cluster, then $KUBECONFIG / ~/.kube/config)',
-    )
-    .option('--namespace <ns>', 'namespace of the reconcile Secret')
-    .option('--secret <name>', 'name of the reconcile Secret to follow')
-    .option(
-      '--node <name>',
-      "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
-    )
-    .option(
-      '--poll-interval <seconds>',
-      'metadata-only poll of the Secret, the safety net under the watch',
-      '60',
-    )
-    .option(
-      '--root <dir>',
-      'root to apply into: "/" is this machine; a directory is local mode',
-      '/',
-    )
-    .option('--state-dir <dir>', 'state directory (default /var/lib/oscar under the root)')
-    .option('--metrics-addr <host:port>', 'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)')
-    .option('--once', 'apply the current desired state once and exit (exit 1 on failure)')
-    .action(async (flags: AgentFlags) => {
-      const log = (m: string): void => {
-        process.stderr.write(`${new Date().toISOString()} oscar-agent: ${m}\n`);
-      };
-      try {
-        await runAgent(flags, log);
-      } catch (error) {
-        log((error as Error).message);
-        process.exitCode = 1;
-      }
-    });
+/** `oscar agent` (flags in ./index.ts). */
+export async function agentCommand(flags: AgentFlags): Promise<void> {
+  const log = (m: string): void => {
+    process.stderr.write(`${new Date().toISOString()} oscar-agent: ${m}\n`);
+  };
+  try {
+    await runAgent(flags, log);
+  } catch (error) {
+    log((error as Error).message);
+    process.exitCode = 1;
+  }
 }
 
 async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<void> {
@@ -74,11 +42,18 @@ async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<vo
     root: flags.root,
     ...(flags.stateDir ? { stateDir: flags.stateDir } : {}),
   });
-  const metrics = new AgentMetrics();
-  const reporters: Reporter[] = [logReporter(log), metrics.reporter()];
+  // Only what this mode needs is loaded: the file source (chokidar, YAML, the schema validator),
+  // the Secret source and reporter, or the metrics server (express, prom-client) — the agent
+  // lives on every node, and its memory is every node's.
+  const served =
+    flags.metricsAddr !== undefined ? await import('../../agent/metrics.js') : undefined;
+  const metrics = served ? new served.AgentMetrics() : undefined;
+  const reporters: Reporter[] = [logReporter(log)];
+  if (metrics) reporters.push(metrics.reporter());
   let source: Source;
   if (flags.file !== undefined) {
     if (flags.secret !== undefined) throw new Error('use either --file or --secret, not both');
+    const { FileSource } = await import('../../agent/source-file.js');
     source = new FileSource(flags.file, { expand: expandForOs, watch: flags.once !== true });
   } else {
     if (flags.secret === undefined || flags.namespace === undefined) {
@@ -90,10 +65,12 @@ async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<vo
   }
   const unlock = await lockStateDir(deps.stateDir);
   const agent = new Agent({ source, deps, reporters, log });
-  const server = flags.metricsAddr
-    ? await startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
-    : undefined;
+  const server =
+    served && metrics && flags.metricsAddr !== undefined
+      ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
+      : undefined;
   try {
+    if (server) log(`serving /healthz and /metrics on http://${server.address}`);
     log(`following ${source.description}; applying to ${deps.root} (state ${deps.stateDir})`);
     await agent.start();
     if (flags.once === true) {
@@ -124,7 +101,7 @@ async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<vo
 async function secretWiring(
   flags: AgentFlags,
   log: (m: string) => void,
-  metrics: AgentMetrics,
+  metrics: AgentMetrics | undefined,
   reporters: Reporter[],
 ): Promise<{ source: Source }> {
   const { namespace, secret } = flags;
@@ -132,25 +109,36 @@ async function secretWiring(
   const node = flags.node ?? process.env.NODE_NAME;
   if (node === undefined || node === '')
     throw new Error('name this node with --node (or $NODE_NAME)');
-  // loaded only in Secret mode: the Kubernetes client is the bulk of the agent's memory
-  const [{ loadKubeConfig }, { KubeReporter }, { SecretSource }] = await Promise.all([
+  const pollIntervalMs = seconds(flags.pollInterval, '--poll-interval') * 1000;
+  const [kube, { KubeReporter }, { SecretSource }] = await Promise.all([
     import('../../agent/kube.js'),
     import('../../agent/report.js'),
     import('../../agent/source-secret.js'),
   ]);
-  const kc = loadKubeConfig(flags.kubeconfig);
-  const onRequest = (): void => {
-    metrics.apiRequests.inc();
-  };
+  const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
+  log(`credentials from ${credentials.origin}`);
+  const kc = kube.asKubeConfig(credentials);
+  const onRequest = metrics
+    ? (): void => {
+        metrics.apiRequests.inc();
+      }
+    : undefined;
   const source = new SecretSource(kc, {
     namespace,
     name: secret,
-    pollIntervalMs: seconds(flags.pollInterval, '--poll-interval') * 1000,
+    pollIntervalMs,
     log,
-    onRequest,
+    http: kube.kubeHttp(credentials),
+    ...(onRequest ? { onRequest } : {}),
   });
   reporters.push(
-    new KubeReporter(kc, { node, oscRef: { namespace, secretName: secret }, log, onRequest }),
+    new KubeReporter(kc, {
+      node,
+      oscRef: { namespace, secretName: secret },
+      log,
+      http: kube.kubeHttp(credentials),
+      ...(onRequest ? { onRequest } : {}),
+    }),
   );
   return { source };
 }

@@ -12,107 +12,66 @@ function duration(value: string): number {
   return unit === 'ms' ? n : unit === 'm' ? n * 60_000 : n * 1000;
 }
 
-export function register(program: Command): void {
-  program
-    .command('controller')
-    .description(
-      'run the controller: render every OperatingSystemConfig into its Secret and keep status honest',
-    )
-    .option(
-      '--kubeconfig <path>',
-      'kubeconfig to use (default: in-cluster, $KUBECONFIG, ~/.kube/config)',
-    )
-    .option(
-      '-n, --namespace <ns...>',
-      'namespaces to watch (repeatable or comma-separated); default: all namespaces',
-    )
-    .option(
-      '--metrics-addr <addr>',
-      'host:port for /metrics, /healthz, /readyz ("0" disables)',
-      ':8080',
-    )
-    .option('--leader-elect', 'elect a leader on a Lease so only one replica reconciles', false)
-    .option(
-      '--lease-namespace <ns>',
-      'namespace of the Lease (default $POD_NAMESPACE or the first watched namespace)',
-    )
-    .option('--lease-name <name>', 'name of the Lease', 'oscar-controller')
-    .option(
-      '--lease-duration <duration>',
-      'how long a Lease lasts without renewal (e.g. 15s)',
-      '15s',
-    )
-    .option(
-      '--concurrency <n>',
-      'reconciles in parallel (mostly waiting on API round trips, so more than the CPUs)',
-      '16',
-    )
-    .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
-    // external renderers (renderers/webhook): type → URL, from a file or a mounted ConfigMap
-    .option(
-      '--renderers-config <path>',
-      'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
-    )
-    .action(
-      async (opts: {
-        kubeconfig?: string;
-        namespace?: string[];
-        metricsAddr: string;
-        leaderElect: boolean;
-        leaseNamespace?: string;
-        leaseName: string;
-        leaseDuration: string;
-        concurrency: string;
-        logLevel: string;
-        renderersConfig?: string;
-      }) => {
-        const log = createLogger({ level: opts.logLevel });
-        const namespaces = (opts.namespace ?? []).flatMap((n) => n.split(',')).filter(Boolean);
-        const concurrency = Number(opts.concurrency);
-        if (!Number.isInteger(concurrency) || concurrency < 1) {
-          program.error('oscar controller: --concurrency must be a positive integer');
-        }
-        let leaseDurationMs: number;
-        try {
-          leaseDurationMs = duration(opts.leaseDuration);
-        } catch (error) {
-          program.error(`oscar controller: --lease-duration: ${(error as Error).message}`);
-        }
-        // external renderers: refuse to start on a bad file, naming the field
-        let pipeline;
-        if (opts.renderersConfig !== undefined) {
-          try {
-            const entries = await loadRenderersConfigFile(opts.renderersConfig);
-            pipeline = registryPipeline(registryWithWebhooks(entries).registry);
-            log.info({ types: entries.map((e) => e.type) }, 'external renderers configured');
-          } catch (error) {
-            program.error(`oscar controller: --renderers-config: ${(error as Error).message}`);
-          }
-        }
-        const handle = await runController({
-          ...(pipeline ? { pipeline } : {}),
-          ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
-          namespaces,
-          metricsAddr: opts.metricsAddr,
-          leaderElect: opts.leaderElect,
-          ...(opts.leaseNamespace ? { leaseNamespace: opts.leaseNamespace } : {}),
-          leaseName: opts.leaseName,
-          leaseDurationMs,
-          concurrency,
-          log,
-        });
-        const shutdown = (signal: string): void => {
-          log.info({ signal }, 'signal received');
-          void handle.stop().then(() => process.exit(0));
-        };
-        process.once('SIGTERM', () => {
-          shutdown('SIGTERM');
-        });
-        process.once('SIGINT', () => {
-          shutdown('SIGINT');
-        });
-        const why = await handle.done;
-        if (why === 'lost-lease') process.exit(1);
-      },
-    );
+export interface ControllerOptions {
+  kubeconfig?: string;
+  namespace?: string[];
+  metricsAddr: string;
+  leaderElect: boolean;
+  leaseNamespace?: string;
+  leaseName: string;
+  leaseDuration: string;
+  concurrency: string;
+  logLevel: string;
+  renderersConfig?: string;
+}
+
+/** `oscar controller` (flags in ./index.ts). */
+export async function controllerCommand(program: Command, opts: ControllerOptions): Promise<void> {
+  const log = createLogger({ level: opts.logLevel });
+  const namespaces = (opts.namespace ?? []).flatMap((n) => n.split(',')).filter(Boolean);
+  const concurrency = Number(opts.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    program.error('oscar controller: --concurrency must be a positive integer');
+  }
+  let leaseDurationMs: number;
+  try {
+    leaseDurationMs = duration(opts.leaseDuration);
+  } catch (error) {
+    program.error(`oscar controller: --lease-duration: ${(error as Error).message}`);
+  }
+  // external renderers: refuse to start on a bad file, naming the field
+  let pipeline;
+  if (opts.renderersConfig !== undefined) {
+    try {
+      const entries = await loadRenderersConfigFile(opts.renderersConfig);
+      pipeline = registryPipeline(registryWithWebhooks(entries).registry);
+      log.info({ types: entries.map((e) => e.type) }, 'external renderers configured');
+    } catch (error) {
+      program.error(`oscar controller: --renderers-config: ${(error as Error).message}`);
+    }
+  }
+  const handle = await runController({
+    ...(pipeline ? { pipeline } : {}),
+    ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
+    namespaces,
+    metricsAddr: opts.metricsAddr,
+    leaderElect: opts.leaderElect,
+    ...(opts.leaseNamespace ? { leaseNamespace: opts.leaseNamespace } : {}),
+    leaseName: opts.leaseName,
+    leaseDurationMs,
+    concurrency,
+    log,
+  });
+  const shutdown = (signal: string): void => {
+    log.info({ signal }, 'signal received');
+    void handle.stop().then(() => process.exit(0));
+  };
+  process.once('SIGTERM', () => {
+    shutdown('SIGTERM');
+  });
+  process.once('SIGINT', () => {
+    shutdown('SIGINT');
+  });
+  const why = await handle.done;
+  if (why === 'lost-lease') process.exit(1);
 }

@@ -1,6 +1,5 @@
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Command } from 'commander';
 import { formatBytes } from '../../api/bytes.js';
 import { fieldError, formatFieldError, type FieldError } from '../../api/field-error.js';
 import { loadDocuments } from '../../api/load.js';
@@ -140,30 +139,12 @@ export async function runRender(opts: RenderCommandOptions, io: CommandIo): Prom
   return 0;
 }
 
-export function register(program: Command): void {
-  program
-    .command('render')
-    .description(
-      'render an OperatingSystemConfig into user data (cloud-config, Ignition or a shell script); exit 1 on invalid input',
-    )
-    .requiredOption('-f, --file <file>', 'the OperatingSystemConfig YAML file')
-    .option('--format <format>', `output format, overriding spec.format (${FORMATS.join(', ')})`)
-    .option('-o, --output <file>', 'write the user data to this file (mode 0600) instead of stdout')
-    .option('--gzip', 'gzip the whole payload (cloud-config only)')
-    .option(
-      '--explain',
-      'print a table of what each file, unit and package became (the user data then goes only to -o)',
-    )
-    .option(
-      '--ref-dir <dir>',
-      'data of referenced objects: DIR/secrets/<name>/<key> and DIR/configmaps/<name>/<key>',
-    )
-    .action(async (opts: RenderCommandOptions) => {
-      process.exitCode = await runRender(opts, {
-        stdout: (data) => process.stdout.write(data),
-        stderr: (line) => {
-          console.error(line);
-        },
-      });
-    });
+/** `oscar render` (flags in ./index.ts). */
+export async function renderCommand(opts: RenderCommandOptions): Promise<void> {
+  process.exitCode = await runRender(opts, {
+    stdout: (data) => process.stdout.write(data),
+    stderr: (line) => {
+      console.error(line);
+    },
+  });
 }

@@ -5,7 +5,6 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { extname, join, relative, resolve } from 'node:path';
 import { watch } from 'chokidar';
-import type { Command } from 'commander';
 import { applyDesired, planFor } from '../../agent/apply.js';
 import { desiredFromYaml } from '../../agent/desired.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
@@ -70,76 +69,72 @@ function indent(text: string): string {
     .join('\n');
 }
 
-export function register(program: Command): void {
-  program
-    .command('up')
-    .description(
-      'watch a folder of OperatingSystemConfigs (default examples/) and apply each to a sandbox root under .oscar/root/<name>/, printing the plan on every save',
-    )
-    .argument('[dir]', 'folder of OSC YAML files', 'examples')
-    .option('--out <dir>', 'where the sandbox roots go', '.oscar')
-    .option('--once', 'apply everything once and exit (exit 1 if anything failed)')
-    .action(async (dirArg: string, flags: { out: string; once?: boolean }) => {
-      const dir = resolve(dirArg);
-      const opts: UpOptions = {
-        dir,
-        out: resolve(flags.out),
-        print: (t) => process.stdout.write(t.endsWith('\n') ? t : `${t}\n`),
-      };
-      let files: string[];
-      try {
-        files = await yamlFiles(dir);
-      } catch (error) {
-        console.error(`oscar up: cannot read ${dirArg}: ${(error as Error).message}`);
-        process.exitCode = 1;
-        return;
-      }
-      opts.print(
-        `oscar up: ${files.length} file(s) in ${dirArg}/ → sandbox roots in ${flags.out}/root/<name>/ (no cluster needed; restarts are listed in <root>/var/lib/oscar/would-run.log)`,
-      );
-      let ok = true;
-      for (const f of files) ok = (await upFile(f, opts)) && ok;
-      if (flags.once === true) {
-        process.exitCode = ok ? 0 : 1;
-        return;
-      }
-      opts.print(`watching ${dirArg}/ for changes — edit a file and save; Ctrl-C to stop`);
-      const timers = new Map<string, NodeJS.Timeout>();
-      // one apply at a time, in save order
-      let chain = Promise.resolve();
-      const watcher = watch(dir, { ignoreInitial: true, depth: 0, atomic: true });
-      const onChange = (path: string): void => {
-        if (!isYaml(path)) return;
-        clearTimeout(timers.get(path));
-        timers.set(
-          path,
-          setTimeout(() => {
-            timers.delete(path);
-            chain = chain.then(async () => {
-              await upFile(path, opts);
-            });
-          }, 150),
-        );
-      };
-      watcher.on('add', onChange).on('change', onChange);
-      watcher.on('unlink', (path) => {
-        if (isYaml(path))
-          opts.print(`${relative(process.cwd(), path)} removed; its sandbox stays as it was`);
-      });
-      await new Promise<void>((done) => {
-        const stop = (): void => {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-          for (const t of timers.values()) clearTimeout(t);
-          void chain
-            .then(() => watcher.close())
-            .then(() => {
-              opts.print('oscar up: stopped');
-              done();
-            });
-        };
-        process.on('SIGINT', stop);
-        process.on('SIGTERM', stop);
-      });
-    });
+export interface UpFlags {
+  out: string;
+  once?: boolean;
+}
+
+/** `oscar up [DIR]` (flags in ./index.ts). */
+export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
+  const dir = resolve(dirArg);
+  const opts: UpOptions = {
+    dir,
+    out: resolve(flags.out),
+    print: (t) => process.stdout.write(t.endsWith('\n') ? t : `${t}\n`),
+  };
+  let files: string[];
+  try {
+    files = await yamlFiles(dir);
+  } catch (error) {
+    console.error(`oscar up: cannot read ${dirArg}: ${(error as Error).message}`);
+    process.exitCode = 1;
+    return;
+  }
+  opts.print(
+    `oscar up: ${files.length} file(s) in ${dirArg}/ → sandbox roots in ${flags.out}/root/<name>/ (no cluster needed; restarts are listed in <root>/var/lib/oscar/would-run.log)`,
+  );
+  let ok = true;
+  for (const f of files) ok = (await upFile(f, opts)) && ok;
+  if (flags.once === true) {
+    process.exitCode = ok ? 0 : 1;
+    return;
+  }
+  opts.print(`watching ${dirArg}/ for changes — edit a file and save; Ctrl-C to stop`);
+  const timers = new Map<string, NodeJS.Timeout>();
+  // one apply at a time, in save order
+  let chain = Promise.resolve();
+  const watcher = watch(dir, { ignoreInitial: true, depth: 0, atomic: true });
+  const onChange = (path: string): void => {
+    if (!isYaml(path)) return;
+    clearTimeout(timers.get(path));
+    timers.set(
+      path,
+      setTimeout(() => {
+        timers.delete(path);
+        chain = chain.then(async () => {
+          await upFile(path, opts);
+        });
+      }, 150),
+    );
+  };
+  watcher.on('add', onChange).on('change', onChange);
+  watcher.on('unlink', (path) => {
+    if (isYaml(path))
+      opts.print(`${relative(process.cwd(), path)} removed; its sandbox stays as it was`);
+  });
+  await new Promise<void>((done) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      for (const t of timers.values()) clearTimeout(t);
+      void chain
+        .then(() => watcher.close())
+        .then(() => {
+          opts.print('oscar up: stopped');
+          done();
+        });
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
 }

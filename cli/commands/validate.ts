@@ -30,23 +30,19 @@ export async function validateFiles(
   return ok;
 }
 
-export function register(program: Command): void {
-  program
-    .command('validate')
-    .description(
-      'validate OperatingSystemConfig YAML files (multi-document); exit 1 on any problem',
-    )
-    .option('-f, --file <file...>', 'files to validate')
-    .argument('[files...]', 'more files to validate')
-    .action(async (args: string[], opts: { file?: string[] }) => {
-      const files = [...(opts.file ?? []), ...args];
-      if (files.length === 0) {
-        program.error('oscar validate: name at least one file (oscar validate -f osc.yaml)');
-      }
-      const ok = await validateFiles(files, (line) => {
-        console.error(line);
-      });
-      if (ok) console.log(`${files.length} file(s) valid`);
-      process.exitCode = ok ? 0 : 1;
-    });
+/** `oscar validate` (flags in ./index.ts). */
+export async function validateCommand(
+  program: Command,
+  args: string[],
+  opts: { file?: string[] },
+): Promise<void> {
+  const files = [...(opts.file ?? []), ...args];
+  if (files.length === 0) {
+    program.error('oscar validate: name at least one file (oscar validate -f osc.yaml)');
+  }
+  const ok = await validateFiles(files, (line) => {
+    console.error(line);
+  });
+  if (ok) console.log(`${files.length} file(s) valid`);
+  process.exitCode = ok ? 0 : 1;
 }

@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { FORMATS } from '../../api/schema.js';
+import { RENDER_PATH } from '../../renderers/webhook/server.js';
+import { buildProgram } from '../main.js';
+import { FORMATS_HELP, RENDER_PATH_HELP } from './index.js';
+
+function helpOf(...path: string[]): string {
+  let command = buildProgram();
+  for (const name of path) {
+    const sub = command.commands.find((c) => c.name() === name);
+    if (!sub) throw new Error(`no command ${path.join(' ')}`);
+    command = sub;
+  }
+  return command.helpInformation();
+}
+
+describe('the command table', () => {
+  it('spells out the constants it must not import (the schema, the webhook server) as they are', () => {
+    expect(FORMATS_HELP).toBe(FORMATS.join(', '));
+    expect(RENDER_PATH_HELP).toBe(RENDER_PATH);
+    const flat = (text: string): string => text.replace(/\s+/g, ' ');
+    expect(flat(helpOf('render'))).toContain(`overriding spec.format (${FORMATS.join(', ')})`);
+    expect(flat(helpOf('renderer', 'serve'))).toContain(`POST ${RENDER_PATH}, GET /healthz`);
+  });
+
+  it('lists every command with its options, without running any', () => {
+    expect(
+      buildProgram()
+        .commands.map((c) => c.name())
+        .sort(),
+    ).toEqual(
+      [
+        'agent',
+        'controller',
+        'crd',
+        'plan',
+        'render',
+        'renderer',
+        'up',
+        'validate',
+        'version',
+      ].sort(),
+    );
+    expect(helpOf('agent')).toMatch(/--secret <name>[\s\S]*--poll-interval <seconds>[\s\S]*--once/);
+    expect(helpOf('controller')).toMatch(/--leader-elect[\s\S]*--renderers-config <path>/);
+    expect(helpOf('up')).toMatch(/folder of OSC YAML files \(default: "examples"\)/);
+  });
+
+  it('runs a command through its lazily loaded implementation', async () => {
+    const lines: string[] = [];
+    const log = console.log;
+    console.log = (...a: unknown[]) => lines.push(a.join(' '));
+    try {
+      await buildProgram().parseAsync(['node', 'oscar', 'version']);
+    } finally {
+      console.log = log;
+    }
+    expect(lines.join('\n')).toMatch(/^oscar \d+\.\d+\.\d+ \(api oscar\.dev\/v1alpha1, node v/);
+  });
+});
