@@ -142,7 +142,7 @@ export function registerCommands(program: Command): void {
     .option(
       '--poll-interval <seconds>',
       'metadata-only poll of the Secret, the safety net under the watch',
-      '60',
+      '120',
     )
     .option(
       '--root <dir>',
