@@ -1,49 +1,96 @@
 /**
- * Assembles rendered output straight into one Buffer: every part is copied exactly once, and an
- * ASCII part (markup, base64) stays a one-byte string instead of being widened by a join with
- * non-Latin-1 text. A large payload is mostly base64, so this keeps rendering close to the speed
- * of the base64 pass itself.
+ * Assembles rendered output straight into one Buffer. A large payload is mostly base64 and file
+ * bytes, so the builder is made for that: a large ASCII string (base64) is copied once, byte for
+ * byte, without a UTF-8 pass; a Buffer (file content carried as is) is copied once, without being
+ * decoded to a string; and the many small pieces of markup in between are joined into one string
+ * per stretch, so the copy into the output is one call per stretch rather than one per piece.
  */
+
+/** A string of at least this length passed to ascii() is kept as its own part. */
+const LARGE = 512;
+
+type Part =
+  | { kind: 'utf8' | 'latin1'; text: string }
+  | { kind: 'lines'; text: string; width: number }
+  | { kind: 'bytes'; bytes: Buffer };
+
 export class ByteBuilder {
-  private readonly parts: string[] = [];
-  /** Per part: its UTF-8 byte length, negative when the part is known to be ASCII. */
-  private readonly sizes: number[] = [];
+  private readonly parts: Part[] = [];
+  /** Small pieces written since the last large part. */
+  private pending = '';
+  /** Bytes in `parts` (not counting `pending`). */
   private total = 0;
 
   /** Any text, written as UTF-8. */
   text(s: string): this {
-    const n = Buffer.byteLength(s, 'utf8');
-    this.parts.push(s);
-    this.sizes.push(n);
-    this.total += n;
+    this.pending += s;
     return this;
   }
 
   /** Several texts in a row. */
   push(...parts: string[]): this {
-    for (const part of parts) this.text(part);
+    for (const part of parts) this.pending += part;
     return this;
   }
 
-  /** Text the caller knows is ASCII (base64, quoted markup): no UTF-8 pass is needed. */
+  /**
+   * Text the caller knows is ASCII (base64, quoted markup): written byte for byte, without a
+   * UTF-8 pass. Non-ASCII text here would be written wrongly, so only pass what is ASCII by
+   * construction.
+   */
   ascii(s: string): this {
-    this.parts.push(s);
-    this.sizes.push(-s.length - 1);
+    if (s.length < LARGE) {
+      this.pending += s;
+      return this;
+    }
+    this.flush();
+    this.parts.push({ kind: 'latin1', text: s });
     this.total += s.length;
     return this;
   }
 
+  /**
+   * ASCII text (base64) cut into lines of `width` characters, with an LF between them (none
+   * after the last). The lines are copied straight from `s` into the output: no joined copy.
+   */
+  asciiLines(s: string, width: number): this {
+    if (s.length <= width) return this.ascii(s);
+    this.flush();
+    this.parts.push({ kind: 'lines', text: s, width });
+    this.total += s.length + Math.ceil(s.length / width) - 1;
+    return this;
+  }
+
+  /** Bytes copied as they are (the caller has checked they may stand in the output verbatim). */
+  bytes(b: Buffer): this {
+    if (b.length === 0) return this;
+    this.flush();
+    this.parts.push({ kind: 'bytes', bytes: b });
+    this.total += b.length;
+    return this;
+  }
+
+  private flush(): void {
+    if (this.pending === '') return;
+    this.parts.push({ kind: 'utf8', text: this.pending });
+    this.total += Buffer.byteLength(this.pending, 'utf8');
+    this.pending = '';
+  }
+
+  /** Bytes written so far. */
   get length(): number {
+    this.flush();
     return this.total;
   }
 
   toBuffer(): Buffer {
+    this.flush();
     const out = Buffer.allocUnsafe(this.total);
     let offset = 0;
-    for (let i = 0; i < this.parts.length; i++) {
-      const s = this.parts[i] ?? '';
-      const n = this.sizes[i] ?? 0;
-      offset += out.write(s, offset, n < 0 ? 'latin1' : 'utf8');
+    for (const part of this.parts) {
+      if (part.kind === 'bytes') offset += part.bytes.copy(out, offset);
+      else if (part.kind === 'lines') offset = writeLines(out, offset, part.text, part.width);
+      else offset += out.write(part.text, offset, part.kind);
     }
     if (offset !== this.total)
       throw new Error(`ByteBuilder: wrote ${offset} of ${this.total} bytes`);
@@ -53,4 +100,13 @@ export class ByteBuilder {
   toString(): string {
     return this.toBuffer().toString('utf8');
   }
+}
+
+function writeLines(out: Buffer, offset: number, s: string, width: number): number {
+  let at = offset;
+  for (let i = 0; i < s.length; i += width) {
+    if (i > 0) out[at++] = 0x0a;
+    at += out.write(s.slice(i, i + width), at, 'latin1');
+  }
+  return at;
 }

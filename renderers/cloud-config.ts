@@ -21,18 +21,19 @@ import {
   base64Length,
   gzipIfSmaller,
   header,
+  isInlineText,
   isNumericId,
-  isReadableText,
   planUnits,
 } from './common.js';
 import { ByteBuilder } from './byte-builder.js';
 import { doubleQuoted, literalBlock, scalar } from './yaml-writer.js';
 
-/** Files above this are never written as a readable block: base64 or gzip+base64 instead. */
-const INLINE_TEXT_MAX = 4096;
-
 const SPECIAL_BITS = 0o7000;
 
+/**
+ * The `content` (and `encoding`) of one write_files entry: a literal block for readable text up
+ * to INLINE_TEXT_MAX, else base64, or gzip + base64 when that is smaller.
+ */
 export function contentField(
   file: ResolvedFile,
   purpose: Purpose,
@@ -45,20 +46,7 @@ export function contentField(
     out.ascii("    content: ''\n");
     return;
   }
-  const readable = isReadableText(content);
-  const plainSize = readable ? content.length : base64Length(content.length);
-  if (!readable || content.length > INLINE_TEXT_MAX) {
-    const zipped = gzipIfSmaller(content, plainSize, purpose);
-    if (zipped) {
-      encodings.set(file.path, 'gz+b64');
-      out
-        .ascii('    encoding: gz+b64\n    content: "')
-        .ascii(zipped.toString('base64'))
-        .ascii('"\n');
-      return;
-    }
-  }
-  if (readable) {
+  if (isInlineText(content)) {
     const text = content.toString('utf8');
     const block = literalBlock(text, 4);
     encodings.set(file.path, block ? 'text' : 'quoted');
@@ -66,6 +54,12 @@ export function contentField(
       .ascii('    content: ')
       .text(block ?? doubleQuoted(text))
       .ascii('\n');
+    return;
+  }
+  const zipped = gzipIfSmaller(content, base64Length(content.length), purpose);
+  if (zipped) {
+    encodings.set(file.path, 'gz+b64');
+    out.ascii('    encoding: gz+b64\n    content: "').ascii(zipped.toString('base64')).ascii('"\n');
     return;
   }
   encodings.set(file.path, 'b64');

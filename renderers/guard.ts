@@ -7,11 +7,17 @@
 import { checkFilePath } from '../api/deep-validate.js';
 import { fieldError, ValidationError, type FieldError } from '../api/field-error.js';
 import type { ResolvedConfig } from '../api/resolved.js';
-import { parseUnitFile } from '../api/systemd/unit-file.js';
 import { validateDropInName, validateUnitName } from '../api/systemd/unit-name.js';
+import { parseUnitText } from './common.js';
 
 /** The owner pattern of api/schema.ts, applied to each half. */
 const OWNER_PART = /^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?$/;
+
+/** The usual owner first: no regular expression for it. */
+function ownerOk(part: string): boolean {
+  return part === 'root' || OWNER_PART.test(part);
+}
+
 const PACKAGE_NAME = /^[A-Za-z0-9][A-Za-z0-9+._-]*$/;
 const PACKAGE_VERSION = /^[A-Za-z0-9.+~:_-]+$/;
 
@@ -21,27 +27,28 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
     errors.push(fieldError('spec.type', `"${config.type}" is not a valid OS type`));
   }
   const paths = new Set<string>();
+  // field paths are built only for a file that has a problem: most configs have none
+  const base = (i: number): string => `spec.files[${i}]`;
   config.files.forEach((file, i) => {
-    const base = `spec.files[${i}]`;
     const problem = checkFilePath(file.path);
-    if (problem) errors.push(fieldError(`${base}.path`, problem));
-    if (paths.has(file.path)) errors.push(fieldError(`${base}.path`, 'duplicate file path'));
+    if (problem) errors.push(fieldError(`${base(i)}.path`, problem));
+    if (paths.has(file.path)) errors.push(fieldError(`${base(i)}.path`, 'duplicate file path'));
     paths.add(file.path);
     if (!Number.isInteger(file.mode) || file.mode < 0 || file.mode > 0o7777) {
-      errors.push(fieldError(`${base}.permissions`, 'mode must be between 0 and 07777'));
+      errors.push(fieldError(`${base(i)}.permissions`, 'mode must be between 0 and 07777'));
     }
-    if (!OWNER_PART.test(file.user)) {
+    if (!ownerOk(file.user)) {
       errors.push(
-        fieldError(`${base}.owner`, `user "${file.user}" is not a valid user name or id`),
+        fieldError(`${base(i)}.owner`, `user "${file.user}" is not a valid user name or id`),
       );
     }
-    if (!OWNER_PART.test(file.group)) {
+    if (!ownerOk(file.group)) {
       errors.push(
-        fieldError(`${base}.owner`, `group "${file.group}" is not a valid group name or id`),
+        fieldError(`${base(i)}.owner`, `group "${file.group}" is not a valid group name or id`),
       );
     }
     if (!Buffer.isBuffer(file.content)) {
-      errors.push(fieldError(`${base}.content`, 'content must be bytes (a Buffer)'));
+      errors.push(fieldError(`${base(i)}.content`, 'content must be bytes (a Buffer)'));
     }
   });
   const names = new Set<string>();
@@ -55,7 +62,7 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
       errors.push(fieldError(`${base}.mask`, 'a masked unit has no content and is not enabled'));
     }
     if (unit.content !== undefined) {
-      for (const e of parseUnitFile(unit.content).errors) {
+      for (const e of parseUnitText(unit.content).errors) {
         errors.push(fieldError(`${base}.content`, `line ${e.line}: ${e.message}`));
       }
     }
@@ -67,7 +74,7 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
         errors.push(fieldError(`${base}.dropIns[${j}].name`, 'duplicate drop-in name'));
       }
       dropIns.add(d.name);
-      for (const e of parseUnitFile(d.content).errors) {
+      for (const e of parseUnitText(d.content).errors) {
         errors.push(fieldError(`${base}.dropIns[${j}].content`, `line ${e.line}: ${e.message}`));
       }
     });

@@ -16,8 +16,8 @@ import {
   base64Length,
   effectiveEnable,
   gzipIfSmaller,
+  isInlineText,
   isNumericId,
-  isReadableText,
 } from './common.js';
 
 export const IGNITION_VERSION = '3.3.0';
@@ -64,27 +64,38 @@ function owner(part: string): IgnitionOwner | undefined {
   return isNumericId(part) ? { id: Number(part) } : { name: part };
 }
 
-/** RFC 2397 data URL: percent-encoded for readable text, else base64. */
+/** A data URL in two parts, so the (large) data is copied into the output once, never joined. */
+export interface DataUrl {
+  /** `data:,` (percent-encoded text) or `data:;base64,`. */
+  scheme: string;
+  /** ASCII: percent-encoded text or base64. */
+  data: string;
+  compression?: 'gzip';
+}
+
+/**
+ * RFC 2397 data URL: percent-encoded for readable text up to INLINE_TEXT_MAX, else base64, or
+ * gzip + base64 when that is smaller.
+ */
 export function dataUrl(
   file: ResolvedFile,
   purpose: Purpose,
   encodings: Map<string, string>,
-): IgnitionFile['contents'] {
+): DataUrl {
   const content = file.content;
-  const readable = isReadableText(content);
-  const text = readable ? encodeURIComponent(content.toString('utf8')) : undefined;
+  const text = isInlineText(content) ? encodeURIComponent(content.toString('utf8')) : undefined;
   const plainSize = text?.length ?? base64Length(content.length);
   const zipped = gzipIfSmaller(content, plainSize, purpose);
   if (zipped) {
     encodings.set(file.path, 'gzip data URL');
-    return { source: `data:;base64,${zipped.toString('base64')}`, compression: 'gzip' };
+    return { scheme: 'data:;base64,', data: zipped.toString('base64'), compression: 'gzip' };
   }
   if (text !== undefined) {
     encodings.set(file.path, 'text data URL');
-    return { source: `data:,${text}` };
+    return { scheme: 'data:,', data: text };
   }
   encodings.set(file.path, 'base64 data URL');
-  return { source: `data:;base64,${content.toString('base64')}` };
+  return { scheme: 'data:;base64,', data: content.toString('base64') };
 }
 
 export function renderIgnition(
@@ -92,12 +103,21 @@ export function renderIgnition(
   _context: RenderContext,
   encodings: Map<string, string> = new Map(),
 ): Buffer {
+  // The data URLs are most of the bytes and need no JSON escaping (base64 and percent-encoding
+  // are plain ASCII): JSON.stringify lays out the document around placeholders, and the URLs are
+  // copied in once. A placeholder is a string JSON.stringify must write as "\u0000SRCn\u0000",
+  // which no other string can produce (a literal backslash in content is written as \\).
+  const urls: DataUrl[] = [];
   const files: IgnitionFile[] = config.files.map((file) => {
+    const url = dataUrl(file, config.purpose, encodings);
+    const contents: IgnitionFile['contents'] = { source: `\u0000SRC${urls.length}\u0000` };
+    if (url.compression) contents.compression = url.compression;
+    urls.push(url);
     const entry: IgnitionFile = {
       path: file.path,
       mode: file.mode & IGNITION_MODE_BITS,
       overwrite: true,
-      contents: dataUrl(file, config.purpose, encodings),
+      contents,
     };
     const user = owner(file.user);
     const group = owner(file.group);
@@ -117,15 +137,6 @@ export function renderIgnition(
     // a unit with nothing to write, enable or mask would only draw a warning
     if (Object.keys(entry).length > 1) units.push(entry);
   }
-  // The data URLs are most of the bytes and need no JSON escaping (base64 and percent-encoding
-  // are plain ASCII): JSON.stringify lays out the document around placeholders, and the URLs are
-  // copied in once. A placeholder is a string JSON.stringify must write as "\u0000SRCn\u0000",
-  // which no other string can produce (a literal backslash in content is written as \\).
-  const sources: string[] = [];
-  for (const f of files) {
-    sources.push(f.contents.source);
-    f.contents.source = `\u0000SRC${sources.length - 1}\u0000`;
-  }
   const doc: Record<string, unknown> = { ignition: { version: IGNITION_VERSION } };
   if (files.length > 0) doc.storage = { files };
   if (units.length > 0) doc.systemd = { units };
@@ -133,11 +144,14 @@ export function renderIgnition(
   const out = new ByteBuilder();
   layout.forEach((part, i) => {
     if (i % 2 === 0) out.text(part);
-    else
+    else {
+      const url = urls[Number(part)];
       out
         .ascii('"')
-        .ascii(sources[Number(part)] ?? '')
+        .ascii(url?.scheme ?? '')
+        .ascii(url?.data ?? '')
         .ascii('"');
+    }
   });
   return out.ascii('\n').toBuffer();
 }

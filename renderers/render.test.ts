@@ -1,14 +1,17 @@
 // Behaviour of the built-in formats beyond the round trip: sizes and warnings, gzip, the
 // cloud-init specifics (locale, defer, numeric owners, setuid), the script's guard and ROOT mode.
+import { isAscii, isUtf8 } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import { LIMITS } from '../api/schema.js';
-import { isReadableText } from './common.js';
+import { INLINE_TEXT_MAX, isReadableText } from './common.js';
+import { explain } from './explain.js';
 import { decode } from './decode.js';
 import { defaultRegistry, renderOsc } from './registry.js';
-import { shQuote } from './script.js';
+import { B64_LINE, shQuote } from './script.js';
 
 const registry = defaultRegistry();
 const file = (
@@ -171,5 +174,112 @@ describe('isReadableText', () => {
       expect(isReadableText(Buffer.from(bad)), JSON.stringify(bad)).toBe(false);
     }
     expect(isReadableText(Buffer.from([0xc3, 0x28]))).toBe(false); // invalid UTF-8
+  });
+});
+
+/** isReadableText the slow and obvious way (regular expressions over the decoded text). */
+function readableReference(content: Buffer): boolean {
+  const bytes = content.toString('latin1');
+  // eslint-disable-next-line no-control-regex
+  if (/[\x00-\x08\x0b-\x1f\x7f]/.test(bytes) || /[ \t](\n|$)/.test(bytes)) return false;
+  if (isAscii(content)) return true;
+  if (!isUtf8(content)) return false;
+  return !/[\x80-\x9f\u2028\u2029\ufeff\ufffe\uffff]/.test(content.toString('utf8'));
+}
+
+describe('isReadableText against a reference', () => {
+  // the word-at-a-time scan depends on where the bytes sit: vary the start within a larger buffer
+  const placed = (bytes: Uint8Array, offset: number): Buffer =>
+    Buffer.concat([Buffer.alloc(offset, 0x61), Buffer.from(bytes)]).subarray(offset);
+
+  it('agrees on text with one odd byte anywhere, at any alignment', () => {
+    const odd = fc.oneof(
+      fc.integer({ min: 0, max: 0x1f }),
+      fc.constantFrom(0x20, 0x7e, 0x7f, 0x80, 0x85, 0x9f, 0xa0, 0xc2, 0xe2, 0xef, 0xff),
+    );
+    fc.assert(
+      fc.property(
+        fc.string({ unit: 'grapheme-ascii', maxLength: 40 }),
+        odd,
+        fc.nat(40),
+        fc.nat(7),
+        (text, byte, at, offset) => {
+          const bytes = Buffer.from(text);
+          const i = Math.min(at, bytes.length);
+          const content = Buffer.concat([
+            bytes.subarray(0, i),
+            Buffer.from([byte]),
+            bytes.subarray(i),
+          ]);
+          const b = placed(content, offset);
+          expect(isReadableText(b), JSON.stringify(b.toString('latin1'))).toBe(
+            readableReference(b),
+          );
+        },
+      ),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('agrees on arbitrary bytes and UTF-8 text', () => {
+    const content = fc.oneof(
+      fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.from(a)),
+      fc.string({ unit: 'binary', maxLength: 64 }).map((s) => Buffer.from(s, 'utf8')),
+      fc
+        .array(fc.constantFrom('a', ' ', '\t', '\n', 'é', '\u2028', '\u0085', '\r', '\x7f'), {
+          maxLength: 40,
+        })
+        .map((parts) => Buffer.from(parts.join(''), 'utf8')),
+    );
+    fc.assert(
+      fc.property(content, fc.nat(7), (c, offset) => {
+        const b = placed(c, offset);
+        expect(isReadableText(b)).toBe(readableReference(b));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+});
+
+describe('readable text only up to INLINE_TEXT_MAX, in every format', () => {
+  const line = 'key = value # a comment\n';
+  const small = Buffer.from(line.repeat(Math.floor(INLINE_TEXT_MAX / line.length)));
+  const large = Buffer.concat([small, Buffer.from(line)]);
+  const c = config({
+    type: 'generic',
+    purpose: 'reconcile',
+    files: [file('/etc/large', large), file('/etc/small', small)],
+  });
+
+  it('writes the small file as text and the large one as base64', () => {
+    expect(small.length).toBeLessThanOrEqual(INLINE_TEXT_MAX);
+    expect(large.length).toBeGreaterThan(INLINE_TEXT_MAX);
+    const became = (format: 'cloud-config' | 'script', type = 'generic') =>
+      explain({ ...c, type }, { name: 'n', namespace: 'ns', purpose: 'reconcile', format })
+        .filter((r) => r.kind === 'file')
+        .map((r) => r.became.split(', ')[1]);
+    expect(became('cloud-config')).toEqual(['b64', 'text']);
+    expect(became('script')).toEqual(['b64', 'text']);
+    const ign = explain(
+      { ...c, type: 'flatcar' },
+      { name: 'n', namespace: 'ns', purpose: 'reconcile', format: 'ignition' },
+    )
+      .filter((r) => r.kind === 'file')
+      .map((r) => r.became.split(', ')[1]);
+    expect(ign).toEqual(['base64 data URL', 'text data URL']);
+  });
+
+  it("cuts the script's base64 into lines of B64_LINE characters, within POSIX LINE_MAX", async () => {
+    const random = randomBytes(5000);
+    const r = await renderOsc(registry, config({ type: 'generic', files: [file('/r', random)] }), {
+      ...opts,
+      format: 'script',
+    });
+    const text = r.userData.toString();
+    const body = text.slice(text.indexOf("<<'OSCAR_B64'\n") + 14, text.indexOf('\nOSCAR_B64\n'));
+    const lines = body.split('\n');
+    expect(lines.slice(0, -1).every((l) => l.length === B64_LINE)).toBe(true);
+    expect(B64_LINE).toBeLessThan(2048);
+    expect(Buffer.from(lines.join(''), 'base64').equals(random)).toBe(true);
   });
 });

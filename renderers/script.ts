@@ -10,14 +10,18 @@
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import { formatMode } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
-import { header, isReadableText, planUnits } from './common.js';
+import { header, isInlineText, planUnits } from './common.js';
 import { profileFor } from './profiles.js';
 import { ByteBuilder } from './byte-builder.js';
 
 export const PROVISION_MARKER = '/var/lib/oscar/provisioned';
-/** Readable text up to this size is written with printf; larger or binary content as base64. */
-const PRINTF_MAX = 64 * 1024;
 export const B64_DELIMITER = 'OSCAR_B64';
+/**
+ * base64 here-documents are cut into lines of this many characters: long lines keep the number
+ * of pieces (and the time to write them) small, and stay within the 2048 bytes POSIX promises a
+ * text utility reads in one line (LINE_MAX). base64 -d reads any line length.
+ */
+export const B64_LINE = 1024;
 
 const SHELL_WORD = /^[A-Za-z0-9_./@:+=,-]+$/;
 
@@ -29,13 +33,6 @@ export function shQuote(s: string): string {
 
 function words(args: readonly string[]): string {
   return args.map(shQuote).join(' ');
-}
-
-/** base64 in 76-character lines, as base64(1) writes it. */
-function wrapped(b64: string): string {
-  const lines: string[] = [];
-  for (let i = 0; i < b64.length; i += 76) lines.push(b64.slice(i, i + 76));
-  return lines.join('\n');
 }
 
 const PRELUDE = `set -eu
@@ -101,7 +98,10 @@ function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
   ].join('\n');
 }
 
-/** The command that writes one file: printf for readable text, a base64 here-document else. */
+/**
+ * The command that writes one file: printf for readable text up to INLINE_TEXT_MAX, a base64
+ * here-document else. Text without a single quote is copied into the quotes byte for byte.
+ */
 export function fileCommand(
   file: ResolvedFile,
   encodings: Map<string, string>,
@@ -109,14 +109,19 @@ export function fileCommand(
 ): void {
   const args = words([file.path, formatMode(file.mode), `${file.user}:${file.group}`]);
   const content = file.content;
-  if (content.length <= PRINTF_MAX && isReadableText(content)) {
+  if (isInlineText(content)) {
     encodings.set(file.path, 'text');
-    out.text(`oscar_text ${args} ${shQuote(content.toString('utf8'))}\n`);
+    // with a space or LF and no quote, shQuote would only wrap the text in quotes
+    if (content.indexOf(0x27) < 0 && (content.indexOf(0x0a) >= 0 || content.indexOf(0x20) >= 0)) {
+      out.text(`oscar_text ${args} '`).bytes(content).ascii("'\n");
+    } else {
+      out.text(`oscar_text ${args} ${shQuote(content.toString('utf8'))}\n`);
+    }
     return;
   }
   encodings.set(file.path, 'b64');
   out.text(`oscar_b64 ${args} <<'${B64_DELIMITER}'\n`);
-  out.ascii(wrapped(content.toString('base64')));
+  out.asciiLines(content.toString('base64'), B64_LINE);
   out.ascii(content.length > 0 ? `\n${B64_DELIMITER}\n` : `${B64_DELIMITER}\n`);
 }
 

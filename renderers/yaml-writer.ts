@@ -16,7 +16,10 @@ const RESERVED = new Set(['y', 'n', 'yes', 'no', 'on', 'off', 'true', 'false', '
 const EXPONENT = /^[eE][-+]?[0-9]+$/;
 
 export function isPlainSafe(s: string): boolean {
-  return PLAIN.test(s) && !RESERVED.has(s.toLowerCase()) && !EXPONENT.test(s);
+  if (!PLAIN.test(s)) return false;
+  // the reserved words are at most 5 characters long: no lower-casing for a path
+  if (s.length <= 5 && RESERVED.has(s.toLowerCase())) return false;
+  return !EXPONENT.test(s);
 }
 
 /** A scalar that reads back as exactly `s` (plain when unambiguous, else double-quoted). */
@@ -89,6 +92,9 @@ export function doubleQuoted(s: string): string {
   return out + s.slice(start) + '"';
 }
 
+/** An LF that starts a non-empty line. */
+const LF_BEFORE_TEXT = /\n(?=[^\n])/g;
+
 /**
  * A literal block scalar (`|`, `|-` or `|+`) for text that `isReadableText` accepted, as the value
  * of a mapping key at column `parentIndent`; its lines are indented two more. When the first line
@@ -106,11 +112,8 @@ export function literalBlock(text: string, parentIndent: number): string | undef
   }
   const pad = ' '.repeat(parentIndent + 2);
   const indicator = /^\n* /.test(body) ? '2' : '';
-  // Every line gets the indentation, but empty lines stay empty (no trailing spaces). A plain
-  // replaceAll is the fast path; the regular expression runs only when there are empty lines.
-  let indented = body.replaceAll('\n', `\n${pad}`);
-  if (body.includes('\n\n') || body.endsWith('\n')) {
-    indented = indented.replace(new RegExp(`\n${pad}(?=\n|$)`, 'g'), '\n');
-  }
+  // Every line gets the indentation, but empty lines stay empty (no trailing spaces): one pass
+  // that indents after each LF followed by something other than an LF.
+  const indented = body.replace(LF_BEFORE_TEXT, `\n${pad}`);
   return `|${indicator}${chomp}\n${body.startsWith('\n') ? '' : pad}${indented}`;
 }

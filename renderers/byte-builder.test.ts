@@ -1,0 +1,78 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ByteBuilder } from './byte-builder.js';
+
+type Op =
+  | { op: 'text'; s: string }
+  | { op: 'ascii'; s: string }
+  | { op: 'bytes'; b: Buffer }
+  | { op: 'lines'; s: string; width: number };
+
+const asciiString = (maxLength: number) =>
+  fc.string({
+    unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+    maxLength,
+  });
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.string({ unit: 'grapheme', maxLength: 40 }).map((s) => ({ op: 'text' as const, s })),
+  // short and long (a part of its own) ASCII
+  asciiString(2000).map((s) => ({ op: 'ascii' as const, s })),
+  fc.uint8Array({ maxLength: 300 }).map((a) => ({ op: 'bytes' as const, b: Buffer.from(a) })),
+  fc
+    .tuple(asciiString(3000), fc.integer({ min: 1, max: 1100 }))
+    .map(([s, width]) => ({ op: 'lines' as const, s, width })),
+);
+
+/** What the builder must produce, written the slow and obvious way. */
+function expected(ops: readonly Op[]): Buffer {
+  return Buffer.concat(
+    ops.map((o) => {
+      switch (o.op) {
+        case 'text':
+          return Buffer.from(o.s, 'utf8');
+        case 'ascii':
+          return Buffer.from(o.s, 'latin1');
+        case 'bytes':
+          return o.b;
+        case 'lines': {
+          const lines: string[] = [];
+          for (let i = 0; i < o.s.length; i += o.width) lines.push(o.s.slice(i, i + o.width));
+          return Buffer.from(lines.join('\n'), 'latin1');
+        }
+      }
+    }),
+  );
+}
+
+describe('ByteBuilder', () => {
+  it('writes every part in order, exactly, whatever the mix of sizes and kinds', () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 12 }), (ops) => {
+        const out = new ByteBuilder();
+        for (const o of ops) {
+          if (o.op === 'text') out.text(o.s);
+          else if (o.op === 'ascii') out.ascii(o.s);
+          else if (o.op === 'bytes') out.bytes(o.b);
+          else out.asciiLines(o.s, o.width);
+        }
+        const want = expected(ops);
+        expect(out.length).toBe(want.length);
+        expect(out.toBuffer().equals(want)).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('keeps UTF-8 text written through text() and push() intact', () => {
+    const out = new ByteBuilder().text('é ').push('中', '😀').ascii('x'.repeat(600)).text('ü');
+    expect(out.toString()).toBe(`é 中😀${'x'.repeat(600)}ü`);
+  });
+
+  it('cuts base64 into lines of the given width, no LF after the last', () => {
+    const out = new ByteBuilder().asciiLines('abcdefghij', 4).toString();
+    expect(out).toBe('abcd\nefgh\nij');
+    expect(new ByteBuilder().asciiLines('abcd', 4).toString()).toBe('abcd');
+    expect(new ByteBuilder().asciiLines('abcdefgh', 4).toString()).toBe('abcd\nefgh');
+  });
+});
