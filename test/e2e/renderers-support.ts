@@ -1,16 +1,15 @@
 // Helpers of the renderer apply-for-real tests (test/e2e/renderers-apply.test.ts): what a
-// rendering must leave in a root (files, mask and enable symlinks), owner lookup in a root, a
-// chroot into an overlay of the node root for systemd-analyze verify, and cloud-init's own YAML
-// loader. The overlay appliers themselves come from test/support/overlay.ts.
-import { mkdir, mkdtemp, readFile, rm, writeFile, chmod } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+// rendering must leave in a root (files, mask and enable symlinks), owner lookup in a root, and
+// cloud-init's own YAML loader. The overlays (appliers, and a script run over the node root)
+// come from test/support/overlay.ts.
+import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ResolvedConfig } from '../../api/resolved.js';
 import { parseUnitFile, valuesAfterReset } from '../../api/systemd/unit-file.js';
 import type { Format } from '../../api/schema.js';
 import { expectedOutcome } from '../../renderers/decode.js';
-import { run, type RunResult } from '../support/exec.js';
+import { run } from '../support/exec.js';
 import type { Tree, TreeEntry } from '../support/overlay.js';
 import { systemPython } from '../support/validators.js';
 
@@ -103,56 +102,6 @@ export function expectedTree(config: ResolvedConfig, format: Format, ids: Ids): 
     }
   }
   return tree;
-}
-
-const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-
-/**
- * Runs `script` (sh) in private namespaces with an overlay of `root` mounted at $M, so commands
- * can `chroot "$M"` without touching the cached root or the host. test/support/overlay.ts keeps
- * its own overlay runner private; this is the same technique for a different job (verifying
- * units inside the root), kept here rather than editing that file.
- */
-export async function inRootOverlay(
-  root: string,
-  script: string,
-  files: Record<string, string> = {},
-): Promise<RunResult> {
-  const work = await mkdtemp(join(tmpdir(), 'oscar-verify-'));
-  try {
-    for (const [name, text] of Object.entries(files)) {
-      await writeFile(join(work, name), text);
-      await chmod(join(work, name), 0o755);
-    }
-    for (const d of ['upper', 'merged', 'ovl']) await mkdir(join(work, d));
-    const prologue = [
-      'set -eu',
-      `W=${shellQuote(work)}; M="$W/merged"`,
-      `mount -t overlay overlay -o lowerdir=${shellQuote(root)},upperdir="$W/upper",workdir="$W/ovl" "$M"`,
-      'mount -t proc proc "$M/proc"',
-      'mount -t tmpfs tmpfs "$M/run"',
-      'mount -t tmpfs tmpfs "$M/tmp"',
-    ].join('\n');
-    return await run(
-      'unshare',
-      [
-        '--mount',
-        '--propagation',
-        'private',
-        '--pid',
-        '--fork',
-        '--net',
-        '--uts',
-        '--ipc',
-        'sh',
-        '-c',
-        `${prologue}\n${script}`,
-      ],
-      { env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' }, timeoutMs: 120_000 },
-    );
-  } finally {
-    await rm(work, { recursive: true, force: true });
-  }
 }
 
 const loaderScript = join(

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtemp, mkdir, rm, symlink, writeFile, chmod } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, mkdir, readdir, rm, symlink, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -7,6 +8,7 @@ import {
   applyIgnitionFiles,
   diffTrees,
   pick,
+  runInOverlay,
   snapshotTree,
   type TreeEntry,
 } from './overlay.js';
@@ -88,6 +90,33 @@ describe('applyCloudConfigWriteFiles', () => {
       expect(fileEntry(res.changes.get('/usr/local/bin/x.sh'))).toBe('755 65534:65534 #!/bin/sh\n');
       const rootView = await snapshotTree(join(root, 'etc', 'oscar')).catch(() => new Map());
       expect(rootView.size).toBe(0); // the cached root did not change
+    } finally {
+      await res.cleanup();
+    }
+  });
+
+  it('also writes the entries marked defer: true (write_files_deferred), after the others', async (ctx) => {
+    const root = ready();
+    if (root === undefined) return ctx.skip('node root unavailable');
+    const res = await applyCloudConfigWriteFiles(
+      [
+        '#cloud-config',
+        'write_files:',
+        '  - path: /etc/oscar/late.conf',
+        '    content: "late\\n"',
+        "    permissions: '0640'",
+        '    owner: "daemon:daemon"',
+        '    defer: true',
+        '  - path: /etc/oscar/early.conf',
+        '    content: "early\\n"',
+        "    permissions: '0600'",
+        '',
+      ].join('\n'),
+      { root },
+    );
+    try {
+      expect(fileEntry(res.changes.get('/etc/oscar/early.conf'))).toBe('600 0:0 early\n');
+      expect(fileEntry(res.changes.get('/etc/oscar/late.conf'))).toBe('640 1:1 late\n');
     } finally {
       await res.cleanup();
     }
@@ -181,5 +210,40 @@ describe('applyIgnitionFiles', () => {
       await cc.cleanup();
       await ign.cleanup();
     }
+  });
+});
+
+describe('runInOverlay', () => {
+  it('runs a script over an overlay of the root with its files at $W, and leaves nothing behind', async (ctx) => {
+    const root = ready();
+    if (root === undefined) return ctx.skip('node root unavailable');
+    const before = (await readdir(tmpdir())).filter((n) => n.startsWith('oscar-overlay-'));
+    const r = await runInOverlay(
+      root,
+      [
+        '"$W/tool.sh" > "$M/etc/oscar-overlay-test"',
+        'chroot "$M" cat /etc/oscar-overlay-test',
+        `chroot "$M" sh -c '. /etc/os-release && echo "$ID"'`,
+        'echo "$W" > "$M/tmp/work-dir"',
+        'cat "$M/tmp/work-dir"',
+      ].join('\n'),
+      { 'tool.sh': '#!/bin/sh\necho from-tool\n' },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const [tool, os, work] = r.stdout.trim().split('\n');
+    expect(tool).toBe('from-tool');
+    expect(os).toBe('debian');
+    expect(existsSync(join(root, 'etc', 'oscar-overlay-test'))).toBe(false); // root untouched
+    expect(work !== undefined && existsSync(work)).toBe(false); // work directory removed
+    const after = (await readdir(tmpdir())).filter((n) => n.startsWith('oscar-overlay-'));
+    expect(after).toEqual(before);
+  });
+
+  it('reports a failing script with its exit code and output', async (ctx) => {
+    const root = ready();
+    if (root === undefined) return ctx.skip('node root unavailable');
+    const r = await runInOverlay(root, 'echo broken >&2\nexit 3');
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('broken');
   });
 });

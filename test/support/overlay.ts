@@ -1,5 +1,6 @@
-// Applies rendered output FOR REAL — cloud-init's write_files module, Ignition's files stage plus
-// `systemctl preset` — into an overlay of the cached node root, and returns what changed.
+// Applies rendered output FOR REAL — cloud-init's write_files and write_files_deferred modules,
+// Ignition's files stage plus `systemctl preset` — into an overlay of the cached node root, and
+// returns what changed. inOverlay / runInOverlay run any script over such an overlay.
 // The overlay lives in a private mount namespace (unshare), so nothing touches the host's /etc and
 // the cached root stays pristine; the overlay's upper directory is the record of the changes.
 import {
@@ -165,9 +166,10 @@ const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
 /**
  * Runs `script` (sh) in private mount/pid/net/uts/ipc namespaces after mounting an overlay of
- * `root` at $M (upper $U). The mounts vanish with the namespace; only $U remains.
+ * `root` at $M (upper $U, work directory $W, /proc, and tmpfs on /run and /tmp). The mounts vanish
+ * with the namespace; only $U remains. `work` must exist; the caller removes it.
  */
-async function inOverlay(
+export async function inOverlay(
   root: string,
   work: string,
   script: string,
@@ -206,6 +208,28 @@ async function inOverlay(
   );
 }
 
+/**
+ * inOverlay in a temporary work directory that also holds `files` (name → text, mode 0755,
+ * reachable as "$W/name"), removed afterwards with everything the script wrote. For jobs that
+ * only need the script's output, such as verifying units inside the root.
+ */
+export async function runInOverlay(
+  root: string,
+  script: string,
+  files: Record<string, string> = {},
+): Promise<RunResult> {
+  const work = await mkdtemp(join(tmpdir(), 'oscar-overlay-'));
+  try {
+    for (const [name, text] of Object.entries(files)) {
+      await writeFile(join(work, name), text);
+      await chmod(join(work, name), 0o755);
+    }
+    return await inOverlay(root, work, script);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
 function failure(what: string, r: RunResult): Error {
   return new Error(`${what} failed (exit ${r.code ?? r.signal ?? '?'}):\n${r.stdout}${r.stderr}`);
 }
@@ -226,9 +250,11 @@ async function applied(
 }
 
 /**
- * Applies a `#cloud-config` with cloud-init's own write_files module
- * (`cloud-init --file F single --name write_files --frequency always`, DataSourceNone), chrooted
- * into an overlay of `root` (from nodeRoot()). Only write_files runs; runcmd etc. do not.
+ * Applies a `#cloud-config` with cloud-init's own modules for files, in boot order, chrooted into
+ * an overlay of `root` (from nodeRoot()): `write_files` (config stage: every entry without
+ * `defer: true`), then `write_files_deferred` (final stage, after packages: the entries with
+ * `defer: true`), each as `cloud-init --file F single --name M --frequency always`
+ * (DataSourceNone). Nothing else runs: no packages, no runcmd.
  */
 export async function applyCloudConfigWriteFiles(
   cloudConfig: string,
@@ -237,15 +263,18 @@ export async function applyCloudConfigWriteFiles(
   const work = await mkdtemp(join(tmpdir(), 'oscar-apply-cc-'));
   try {
     await writeFile(join(work, 'user-data.yaml'), cloudConfig);
+    const single = (module: string): string =>
+      `chroot "$M" /usr/bin/cloud-init --file /tmp/user-data.yaml single --name ${module} --frequency always`;
     const r = await inOverlay(
       opts.root,
       work,
       [
         'cp "$W/user-data.yaml" "$M/tmp/user-data.yaml"',
-        'exec chroot "$M" /usr/bin/cloud-init --file /tmp/user-data.yaml single --name write_files --frequency always',
+        single('write_files'),
+        single('write_files_deferred'),
       ].join('\n'),
     );
-    if (r.code !== 0) throw failure('cloud-init single --name write_files', r);
+    if (r.code !== 0) throw failure('cloud-init single --name write_files/write_files_deferred', r);
     return await applied(opts.root, work, r, bookkeeping.cloudInit);
   } catch (err) {
     await rm(work, { recursive: true, force: true });
