@@ -72,15 +72,15 @@ export function isUnitAction(action: Action): action is UnitAction {
   );
 }
 
-/** One path oscar manages, whatever declared it. */
+/** One path oscar manages, whatever declared it. Read-only: a file's entry is its ResolvedFile. */
 export interface Entry {
-  path: string;
-  content: Buffer;
-  mode: number;
-  user: string;
-  group: string;
+  readonly path: string;
+  readonly content: Buffer;
+  readonly mode: number;
+  readonly user: string;
+  readonly group: string;
   /** The unit a unit file or drop-in belongs to. */
-  unit?: string;
+  readonly unit?: string;
 }
 
 const UNIT_FILE_MODE = 0o644;
@@ -89,15 +89,9 @@ const UNIT_FILE_MODE = 0o644;
 export function entriesOf(config: ResolvedConfig | undefined): Map<string, Entry> {
   const out = new Map<string, Entry>();
   if (!config) return out;
-  for (const f of config.files) {
-    out.set(f.path, {
-      path: f.path,
-      content: f.content,
-      mode: f.mode,
-      user: f.user,
-      group: f.group,
-    });
-  }
+  // A file is its own entry: no copy (the planner runs on every change and every poll of a
+  // 1,000-file node; what it allocates is what the GC pauses for).
+  for (const f of config.files) out.set(f.path, f);
   for (const u of config.units) {
     if (u.content !== undefined && !u.mask) {
       const path = unitPath(u.name);
@@ -129,25 +123,29 @@ function writeReason(
   seen: ObservedFile | undefined,
 ): string | undefined {
   if (!last) return seen ? 'new (replaces the file on disk)' : 'new';
-  const changes: string[] = [];
-  if (!last.content.equals(entry.content)) changes.push('content changed');
-  if (last.mode !== entry.mode)
-    changes.push(`mode ${formatMode(last.mode)} → ${formatMode(entry.mode)}`);
-  if (last.user !== entry.user || last.group !== entry.group) {
-    changes.push(`owner ${last.user}:${last.group} → ${entry.user}:${entry.group}`);
+  // The common case — nothing changed, nothing drifted — allocates nothing.
+  const contentChanged = last.content !== entry.content && !last.content.equals(entry.content);
+  const ownerChanged = last.user !== entry.user || last.group !== entry.group;
+  if (contentChanged || last.mode !== entry.mode || ownerChanged) {
+    const changes: string[] = [];
+    if (contentChanged) changes.push('content changed');
+    if (last.mode !== entry.mode)
+      changes.push(`mode ${formatMode(last.mode)} → ${formatMode(entry.mode)}`);
+    if (ownerChanged)
+      changes.push(`owner ${last.user}:${last.group} → ${entry.user}:${entry.group}`);
+    return changes.join(', ');
   }
-  if (changes.length > 0) return changes.join(', ');
   if (!seen) return 'drift: missing on disk';
-  const drift: string[] = [];
-  if (!seen.content.equals(entry.content)) drift.push('content');
-  if (seen.mode !== entry.mode) drift.push(`mode ${formatMode(seen.mode)}`);
-  if (
+  const contentDrift = !seen.content.equals(entry.content);
+  const ownerDrift =
     (seen.user !== undefined && seen.user !== entry.user) ||
-    (seen.group !== undefined && seen.group !== entry.group)
-  ) {
-    drift.push(`owner ${seen.user ?? '?'}:${seen.group ?? '?'}`);
-  }
-  return drift.length > 0 ? `drift on disk: ${drift.join(', ')} differ` : undefined;
+    (seen.group !== undefined && seen.group !== entry.group);
+  if (!contentDrift && seen.mode === entry.mode && !ownerDrift) return undefined;
+  const drift: string[] = [];
+  if (contentDrift) drift.push('content');
+  if (seen.mode !== entry.mode) drift.push(`mode ${formatMode(seen.mode)}`);
+  if (ownerDrift) drift.push(`owner ${seen.user ?? '?'}:${seen.group ?? '?'}`);
+  return `drift on disk: ${drift.join(', ')} differ`;
 }
 
 function byName<T extends { name: string }>(units: readonly T[]): Map<string, T> {
@@ -169,6 +167,20 @@ function socketOf(service: string, desired: ReadonlyMap<string, ResolvedUnit>): 
   if (!service.endsWith('.service') || service.includes('@')) return undefined;
   const socket = `${service.slice(0, -'.service'.length)}.socket`;
   return desired.has(socket) ? socket : undefined;
+}
+
+const NONE: readonly string[] = [];
+
+/** The unit's filePaths (now or when last applied) that were written or removed, each once. */
+function changedFilePaths(
+  u: ResolvedUnit,
+  lu: ResolvedUnit | undefined,
+  touched: ReadonlySet<string>,
+): readonly string[] {
+  const out: string[] = [];
+  for (const p of u.filePaths) if (touched.has(p) && !out.includes(p)) out.push(p);
+  for (const p of lu?.filePaths ?? NONE) if (touched.has(p) && !out.includes(p)) out.push(p);
+  return out;
 }
 
 export function plan(
@@ -252,8 +264,7 @@ export function plan(
   for (const u of [...wantUnits.values()].sort((a, b) => compare(a.name, b.name))) {
     const lu = lastUnits.get(u.name);
     const contentChanged = touchedUnits.has(u.name);
-    const filePaths = new Set([...u.filePaths, ...(lu?.filePaths ?? [])]);
-    const changedFiles = [...filePaths].filter((p) => touched.has(p));
+    const changedFiles = touched.size === 0 ? NONE : changedFilePaths(u, lu, touched);
     const changed = contentChanged || changedFiles.length > 0;
     const why = contentChanged
       ? changedFiles.length > 0
