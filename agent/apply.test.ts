@@ -156,6 +156,34 @@ describe('applyDesired into a directory root', () => {
     expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(v2).checksum);
   });
 
+  it('a write that fails in a batch: the ones before it are done, none after it shows, no temp file stays; the retry resumes', async () => {
+    await mkdir(join(root, 'etc'), { recursive: true });
+    await writeFile(join(root, 'etc/blocked'), 'a file where a directory must go\n');
+    const c = config(
+      [],
+      [
+        file('/etc/a/1.conf', '1\n'),
+        file('/etc/blocked/2.conf', '2\n'),
+        file('/etc/c/3.conf', '3\n'),
+      ],
+    );
+    const error = await applyDesired(deps(), desiredOf(c)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ApplyError);
+    expect((error as ApplyError).message).toMatch(/^write \/etc\/blocked\/2\.conf .* failed: /);
+    expect(await readFile(join(root, 'etc/a/1.conf'), 'utf8')).toBe('1\n');
+    await expect(lstat(join(root, 'etc/c/3.conf'))).rejects.toThrow(/ENOENT/);
+    expect((await readdir(join(root, 'etc/c'))).filter((n) => n.includes('oscar-tmp'))).toEqual([]);
+    expect([...((await Journal.read(stateDir))?.done ?? [])]).toEqual([0]);
+    await rm(join(root, 'etc/blocked'));
+    const r = await applyDesired(deps(), desiredOf(c));
+    expect(r.resumed).toBe(true);
+    expect(r.actions.map((a) => (a.kind === 'writeFile' ? a.path : a.kind))).toEqual([
+      '/etc/blocked/2.conf',
+      '/etc/c/3.conf',
+    ]);
+    expect(await planFor(deps(), desiredOf(c))).toEqual([]);
+  });
+
   it("sets owners from the root's own /etc/passwd when running as root, and names unknown users clearly", async (ctx) => {
     if (process.getuid?.() !== 0) return ctx.skip('chown needs root');
     await mkdir(join(root, 'etc'), { recursive: true });

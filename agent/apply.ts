@@ -4,8 +4,18 @@
  * action by action. Last-applied is written only when every action succeeded; on failure the
  * error names the action and, for a unit, carries its last journal lines.
  */
-import { entriesOf, isUnitAction, plan, RESTARTING, type Action } from './plan.js';
-import { Accounts, hostPath, observe, removeFile, syncDir, writeFileAtomic } from './fs.js';
+import { entriesOf, isUnitAction, plan, RESTARTING, type Action, type Entry } from './plan.js';
+import { rm } from 'node:fs/promises';
+import {
+  Accounts,
+  commitTemp,
+  hostPath,
+  mapLimit,
+  observe,
+  removeFile,
+  syncDir,
+  writeTemp,
+} from './fs.js';
 import { Journal, type JournalAction, type PendingApply } from './journal.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
 import { SystemdError, type Systemd } from './systemd.js';
@@ -63,9 +73,9 @@ export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action
   return plan(last?.config, desired.config, observed);
 }
 
-function withContent(action: JournalAction, desired: Desired): Action {
+function withContent(action: JournalAction, entries: ReadonlyMap<string, Entry>): Action {
   if (action.kind !== 'writeFile') return action;
-  const entry = entriesOf(desired.config).get(action.path);
+  const entry = entries.get(action.path);
   if (!entry)
     throw new Error(`journal names ${action.path}, which the desired config does not have`);
   return { ...action, content: entry.content };
@@ -82,7 +92,8 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
   let begun = new Map<number, string>();
   if (pending && pending.checksum === desired.checksum) {
     resumed = true;
-    actions = pending.actions.map((a) => withContent(a, desired));
+    const entries = entriesOf(desired.config); // once: not per journaled write (1,000² on resume)
+    actions = pending.actions.map((a) => withContent(a, entries));
     journal = Journal.resume(deps.stateDir, pending);
     ({ done, begun } = pending);
     log(
@@ -116,11 +127,24 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
     dirsToSync.clear();
   };
   const now = deps.now ?? (() => new Date());
+  let next = 0; // the first action a batch of writes has not covered
   for (const [i, action] of actions.entries()) {
-    if (done.has(i)) continue;
+    if (done.has(i) || i < next) continue;
+    if (action.kind === 'writeFile') {
+      // consecutive pending writes go in one batch (see writeBatch)
+      const batch: number[] = [];
+      let j = i;
+      for (; j < actions.length && batch.length < WRITE_BATCH; j++) {
+        if (actions[j]?.kind !== 'writeFile') break;
+        if (!done.has(j)) batch.push(j);
+      }
+      next = j;
+      await writeBatch(deps, accounts, journal, actions, batch, dirsToSync);
+      continue;
+    }
     try {
       if (isUnitAction(action) || action.kind === 'daemonReload') await flushDirs();
-      await runAction(deps, accounts, journal, i, action, begun.get(i), log, dirsToSync);
+      await runAction(deps, journal, i, action, begun.get(i), log, dirsToSync);
     } catch (error) {
       throw await toApplyError(deps.systemd, action, error);
     }
@@ -143,9 +167,60 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
   };
 }
 
-async function runAction(
+/** Pending writes per batch: enough to keep the thread pool busy, few temp files at a time. */
+const WRITE_BATCH = 64;
+
+/**
+ * A run of writes, each still atomic and durable before it shows: first every file of the batch is
+ * written, owned, chmod-ed and fsync-ed to its own temp file (several at once: the fsyncs overlap),
+ * then, in plan order, each temp file is renamed over its target and the action journaled done —
+ * the same rename-after-fsync and done-after-rename order as one write at a time. A kill leaves
+ * old or new files and at most some temp files, which the resumed apply writes again. On a failed
+ * write the ones before it are committed, the temp files after it removed, and its error thrown.
+ */
+async function writeBatch(
   deps: ApplyDeps,
   accounts: Accounts,
+  journal: Journal,
+  actions: readonly Action[],
+  batch: readonly number[],
+  dirsToSync: Set<string>,
+): Promise<void> {
+  const writes = batch.map((i) => {
+    const a = actions[i];
+    if (a?.kind !== 'writeFile') throw new Error(`action ${String(i)} is not a write`);
+    return { i, action: a, target: hostPath(deps.root, a.path) };
+  });
+  const temps = await mapLimit(writes, 8, async ({ action, target }) => {
+    try {
+      const owner = deps.owners
+        ? { uid: accounts.uid(action.user), gid: accounts.gid(action.group) }
+        : undefined;
+      return {
+        ok: true as const,
+        temp: await writeTemp(target, action.content, action.mode, owner),
+      };
+    } catch (error) {
+      return { ok: false as const, error };
+    }
+  });
+  for (const [k, { i, action, target }] of writes.entries()) {
+    const t = temps[k];
+    try {
+      if (!t) throw new Error('not written');
+      if (!t.ok) throw t.error instanceof Error ? t.error : new Error(String(t.error));
+      await commitTemp(t.temp, target, dirsToSync);
+    } catch (error) {
+      const later = temps.slice(k + 1).flatMap((r) => (r.ok ? [r.temp] : []));
+      await Promise.all(later.map((p) => rm(p, { force: true })));
+      throw await toApplyError(deps.systemd, action, error);
+    }
+    await journal.done(i);
+  }
+}
+
+async function runAction(
+  deps: ApplyDeps,
   journal: Journal,
   index: number,
   action: Action,
@@ -154,19 +229,8 @@ async function runAction(
   dirsToSync: Set<string>,
 ): Promise<void> {
   switch (action.kind) {
-    case 'writeFile': {
-      const owner = deps.owners
-        ? { uid: accounts.uid(action.user), gid: accounts.gid(action.group) }
-        : undefined;
-      await writeFileAtomic(
-        hostPath(deps.root, action.path),
-        action.content,
-        action.mode,
-        owner,
-        dirsToSync,
-      );
-      return;
-    }
+    case 'writeFile': // in batches: writeBatch
+      throw new Error(`${describeAction(action)}: writes go through writeBatch`);
     case 'removeFile':
       await removeFile(hostPath(deps.root, action.path), dirsToSync);
       return;

@@ -91,8 +91,20 @@ export async function writeFileAtomic(
   /** Directories to fsync later in one go; without it the directory is synced now. */
   dirsToSync?: Set<string>,
 ): Promise<void> {
-  const dir = dirname(target);
-  await mkdir(dir, { recursive: true, mode: 0o755 });
+  await commitTemp(await writeTemp(target, content, mode, owner), target, dirsToSync);
+}
+
+/**
+ * The first half of writeFileAtomic: the complete file, with owner and mode, durable (fsync) in a
+ * temp file next to `target`, which is not touched yet. Returns the temp file's path.
+ */
+export async function writeTemp(
+  target: string,
+  content: Uint8Array,
+  mode: number,
+  owner: Ownership | undefined,
+): Promise<string> {
+  await mkdir(dirname(target), { recursive: true, mode: 0o755 });
   const temp = tempPathFor(target);
   const handle = await open(
     temp,
@@ -107,7 +119,17 @@ export async function writeFileAtomic(
   } finally {
     await handle.close();
   }
+  return temp;
+}
+
+/** The second half: the temp file (written by writeTemp) replaces `target` in one rename. */
+export async function commitTemp(
+  temp: string,
+  target: string,
+  dirsToSync?: Set<string>,
+): Promise<void> {
   await rename(temp, target);
+  const dir = dirname(target);
   if (dirsToSync) dirsToSync.add(dir);
   else await syncDir(dir);
 }
@@ -211,7 +233,7 @@ function safeId(f: () => number): number | undefined {
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight, keeping order. */
-async function mapLimit<T, R>(
+export async function mapLimit<T, R>(
   items: readonly T[],
   limit: number,
   fn: (item: T) => Promise<R>,
