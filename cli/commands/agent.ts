@@ -116,7 +116,9 @@ async function secretWiring(
     import('../../agent/source-secret.js'),
   ]);
   const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
-  log(`credentials from ${credentials.origin}`);
+  log(
+    `credentials from ${credentials.origin}; metadata-only poll every ${String(pollIntervalMs / 1000)} s`,
+  );
   const kc = kube.asKubeConfig(credentials);
   const onRequest = metrics
     ? (): void => {
