@@ -131,7 +131,7 @@ export function registerCommands(program: Command): void {
     .option('--file <file>', 'follow a local file (OSC YAML or canonical JSON) instead of a Secret')
     .option(
       '--kubeconfig <path>',
-      'kubeconfig (default: in-cluster, then $KUBECONFIG / ~/.kube/config)',
+      'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
     )
     .option('--namespace <ns>', 'namespace of the reconcile Secret')
     .option('--secret <name>', 'name of the reconcile Secret to follow')
