@@ -69,6 +69,20 @@ describe('ByteBuilder', () => {
     expect(out.toString()).toBe(`é 中😀${'x'.repeat(600)}ü`);
   });
 
+  it('writes long stretches of text (cut into parts) exactly', () => {
+    const pieces = Array.from({ length: 20_000 }, (_, i) =>
+      i % 3 === 0 ? `héllo ${i}\n` : `w${i} `,
+    );
+    const out = new ByteBuilder();
+    for (const [i, p] of pieces.entries()) {
+      if (i % 2 === 0) out.text(p);
+      else out.push(p, '');
+    }
+    const want = Buffer.from(pieces.join(''), 'utf8');
+    expect(out.length).toBe(want.length);
+    expect(out.toBuffer().equals(want)).toBe(true);
+  });
+
   it('cuts base64 into lines of the given width, no LF after the last', () => {
     const out = new ByteBuilder().asciiLines('abcdefghij', 4).toString();
     expect(out).toBe('abcd\nefgh\nij');

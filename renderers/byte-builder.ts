@@ -8,6 +8,8 @@
 
 /** A string of at least this length passed to ascii() is kept as its own part. */
 const LARGE = 512;
+/** Small pieces are joined into stretches of about this many characters at most. */
+const STRETCH_MAX = 32 * 1024;
 
 type Part =
   | { kind: 'utf8' | 'latin1'; text: string }
@@ -24,12 +26,15 @@ export class ByteBuilder {
   /** Any text, written as UTF-8. */
   text(s: string): this {
     this.pending += s;
+    // a long stretch of text (readable file contents) is cut into parts: joined into one
+    // multi-MB string it would be copied once more, into fresh memory, before it is written
+    if (this.pending.length >= STRETCH_MAX) this.flush();
     return this;
   }
 
   /** Several texts in a row. */
   push(...parts: string[]): this {
-    for (const part of parts) this.pending += part;
+    for (const part of parts) this.text(part);
     return this;
   }
 
@@ -39,10 +44,7 @@ export class ByteBuilder {
    * construction.
    */
   ascii(s: string): this {
-    if (s.length < LARGE) {
-      this.pending += s;
-      return this;
-    }
+    if (s.length < LARGE) return this.text(s);
     this.flush();
     this.parts.push({ kind: 'latin1', text: s });
     this.total += s.length;

@@ -101,9 +101,6 @@ export function isInlineText(content: Buffer): boolean {
   return content.length <= INLINE_TEXT_MAX && isReadableText(content);
 }
 
-const SPACE_LF = Buffer.from(' \n');
-const TAB_LF = Buffer.from('\t\n');
-
 /**
  * Text that every format can carry verbatim and a person can read: valid UTF-8, no control
  * characters but tab and LF, no CR (YAML folds CRLF), none of YAML 1.1's other line breaks
@@ -119,33 +116,38 @@ export function isReadableText(content: Buffer): boolean {
   if (!ascii && !isUtf8(content)) return false;
   const last = content[n - 1];
   if (last === 0x20 || last === 0x09) return false;
-  if (content.indexOf(SPACE_LF) >= 0 || content.indexOf(TAB_LF) >= 0) return false;
-  if (!controlFree(content)) return false;
+  if (!plainLines(content)) return false;
   if (ascii) return true;
   // C1 controls (NEL is a YAML 1.1 line break), LS, PS, BOM and non-characters
   return !/[\x80-\x9f\u2028\u2029\ufeff\ufffe\uffff]/.test(content.toString('utf8'));
 }
 
-/** A C0 control character other than tab and LF, or DEL. */
-function isControl(c: number): boolean {
-  return (c < 0x20 && c !== 0x09 && c !== 0x0a) || c === 0x7f;
+/** Byte `i` is a C0 control other than tab and LF, DEL, or an LF after a space or tab. */
+function badAt(b: Buffer, i: number): boolean {
+  const c = b[i] ?? 0;
+  if (c === 0x0a) {
+    const before = i > 0 ? b[i - 1] : undefined;
+    return before === 0x20 || before === 0x09;
+  }
+  return (c < 0x20 && c !== 0x09) || c === 0x7f;
 }
 
 /**
- * True when no byte is a C0 control but tab and LF, nor DEL. Four bytes at a time: one word test
- * finds the words holding a byte below 0x20 or equal to 0x7f (bytes from 0x80 up, the parts of
- * UTF-8 sequences, are masked out), and only those words, mostly the ones with an LF or a tab,
- * are looked at byte by byte. Several times faster than a regular expression on the text.
+ * True when no byte is a C0 control but tab and LF, nor DEL, and no line ends in a space or tab
+ * (before an LF). Four bytes at a time: one word test finds the words holding a byte below 0x20
+ * or equal to 0x7f (bytes from 0x80 up, the parts of UTF-8 sequences, are masked out), and only
+ * those words, mostly the ones with an LF or a tab, are looked at byte by byte. Several times
+ * faster than regular expressions on the text.
  */
-function controlFree(b: Buffer): boolean {
+function plainLines(b: Buffer): boolean {
   const n = b.length;
   // a Uint32Array view needs a 4-byte aligned start: the bytes before it are checked one by one
   const head = (4 - (b.byteOffset & 3)) & 3;
   if (n < head + 4) {
-    for (let i = 0; i < n; i++) if (isControl(b[i] ?? 0)) return false;
+    for (let i = 0; i < n; i++) if (badAt(b, i)) return false;
     return true;
   }
-  for (let i = 0; i < head; i++) if (isControl(b[i] ?? 0)) return false;
+  for (let i = 0; i < head; i++) if (badAt(b, i)) return false;
   const words = new Uint32Array(b.buffer, b.byteOffset + head, (n - head) >>> 2);
   for (let k = 0; k < words.length; k++) {
     const x = words[k] ?? 0;
@@ -155,16 +157,10 @@ function controlFree(b: Buffer): boolean {
     const y = x & 0x7f7f7f7f;
     if (((~(y + 0x60606060) | (y + 0x01010101)) & ~x & 0x80808080) !== 0) {
       const at = head + k * 4;
-      if (
-        isControl(b[at] ?? 0) ||
-        isControl(b[at + 1] ?? 0) ||
-        isControl(b[at + 2] ?? 0) ||
-        isControl(b[at + 3] ?? 0)
-      )
-        return false;
+      if (badAt(b, at) || badAt(b, at + 1) || badAt(b, at + 2) || badAt(b, at + 3)) return false;
     }
   }
-  for (let i = head + words.length * 4; i < n; i++) if (isControl(b[i] ?? 0)) return false;
+  for (let i = head + words.length * 4; i < n; i++) if (badAt(b, i)) return false;
   return true;
 }
 

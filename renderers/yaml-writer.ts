@@ -92,9 +92,6 @@ export function doubleQuoted(s: string): string {
   return out + s.slice(start) + '"';
 }
 
-/** An LF that starts a non-empty line. */
-const LF_BEFORE_TEXT = /\n(?=[^\n])/g;
-
 /**
  * A literal block scalar (`|`, `|-` or `|+`) for text that `isReadableText` accepted, as the value
  * of a mapping key at column `parentIndent`; its lines are indented two more. When the first line
@@ -112,8 +109,9 @@ export function literalBlock(text: string, parentIndent: number): string | undef
   }
   const pad = ' '.repeat(parentIndent + 2);
   const indicator = /^\n* /.test(body) ? '2' : '';
-  // Every line gets the indentation, but empty lines stay empty (no trailing spaces): one pass
-  // that indents after each LF followed by something other than an LF.
-  const indented = body.replace(LF_BEFORE_TEXT, `\n${pad}`);
-  return `|${indicator}${chomp}\n${body.startsWith('\n') ? '' : pad}${indented}`;
+  // Every line gets the indentation, but empty lines stay empty (no trailing spaces). Splitting
+  // at LF and joining is faster here than any regular expression replace.
+  const lines = body.split('\n');
+  for (let i = 0; i < lines.length; i++) if (lines[i] !== '') lines[i] = pad + (lines[i] ?? '');
+  return `|${indicator}${chomp}\n${lines.join('\n')}`;
 }
