@@ -6,7 +6,7 @@ type Op =
   | { op: 'text'; s: string }
   | { op: 'ascii'; s: string }
   | { op: 'bytes'; b: Buffer }
-  | { op: 'lines'; s: string; width: number };
+  | { op: 'base64'; b: Buffer; width: number };
 
 const asciiString = (maxLength: number) =>
   fc.string({
@@ -20,8 +20,11 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   asciiString(2000).map((s) => ({ op: 'ascii' as const, s })),
   fc.uint8Array({ maxLength: 300 }).map((a) => ({ op: 'bytes' as const, b: Buffer.from(a) })),
   fc
-    .tuple(asciiString(3000), fc.integer({ min: 1, max: 1100 }))
-    .map(([s, width]) => ({ op: 'lines' as const, s, width })),
+    .tuple(
+      fc.uint8Array({ maxLength: 2500 }),
+      fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 1100 })),
+    )
+    .map(([a, width]) => ({ op: 'base64' as const, b: Buffer.from(a), width })),
 );
 
 /** What the builder must produce, written the slow and obvious way. */
@@ -35,9 +38,11 @@ function expected(ops: readonly Op[]): Buffer {
           return Buffer.from(o.s, 'latin1');
         case 'bytes':
           return o.b;
-        case 'lines': {
+        case 'base64': {
+          const text = o.b.toString('base64');
+          if (o.width === 0) return Buffer.from(text, 'latin1');
           const lines: string[] = [];
-          for (let i = 0; i < o.s.length; i += o.width) lines.push(o.s.slice(i, i + o.width));
+          for (let i = 0; i < text.length; i += o.width) lines.push(text.slice(i, i + o.width));
           return Buffer.from(lines.join('\n'), 'latin1');
         }
       }
@@ -54,7 +59,7 @@ describe('ByteBuilder', () => {
           if (o.op === 'text') out.text(o.s);
           else if (o.op === 'ascii') out.ascii(o.s);
           else if (o.op === 'bytes') out.bytes(o.b);
-          else out.asciiLines(o.s, o.width);
+          else out.base64(o.b, o.width);
         }
         const want = expected(ops);
         expect(out.length).toBe(want.length);
@@ -83,10 +88,12 @@ describe('ByteBuilder', () => {
     expect(out.toBuffer().equals(want)).toBe(true);
   });
 
-  it('cuts base64 into lines of the given width, no LF after the last', () => {
-    const out = new ByteBuilder().asciiLines('abcdefghij', 4).toString();
-    expect(out).toBe('abcd\nefgh\nij');
-    expect(new ByteBuilder().asciiLines('abcd', 4).toString()).toBe('abcd');
-    expect(new ByteBuilder().asciiLines('abcdefgh', 4).toString()).toBe('abcd\nefgh');
+  it('writes base64 on one line, or cut into lines of the given width, no LF after the last', () => {
+    const b = Buffer.from('any carnal pleasure'); // 19 bytes: 28 characters, padded
+    expect(new ByteBuilder().base64(b).toString()).toBe('YW55IGNhcm5hbCBwbGVhc3VyZQ==');
+    expect(new ByteBuilder().base64(b, 12).toString()).toBe('YW55IGNhcm5h\nbCBwbGVhc3Vy\nZQ==');
+    expect(new ByteBuilder().base64(b, 14).toString()).toBe('YW55IGNhcm5hbC\nBwbGVhc3VyZQ==');
+    expect(new ByteBuilder().base64(b, 28).length).toBe(28);
+    expect(new ByteBuilder().base64(Buffer.alloc(0), 4).toString()).toBe('');
   });
 });

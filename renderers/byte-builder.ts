@@ -1,9 +1,13 @@
 /**
  * Assembles rendered output straight into one Buffer. A large payload is mostly base64 and file
- * bytes, so the builder is made for that: a large ASCII string (base64) is copied once, byte for
- * byte, without a UTF-8 pass; a Buffer (file content carried as is) is copied once, without being
- * decoded to a string; and the many small pieces of markup in between are joined into one string
- * per stretch, so the copy into the output is one call per stretch rather than one per piece.
+ * bytes, so the builder is made for that:
+ * - base64 is recorded as the bytes to encode and encoded only while the output is written, one
+ *   part at a time, so the encoded text of a whole payload never lives in the heap at once (held
+ *   until the end, megabytes of it were copied by every minor garbage collection, then promoted);
+ * - a large ASCII string is copied once, byte for byte, without a UTF-8 pass;
+ * - a Buffer (file content carried as is) is copied once, without being decoded to a string;
+ * - the many small pieces of markup in between are joined into one string per stretch, so the
+ *   copy into the output is one call per stretch rather than one per piece.
  */
 
 /** A string of at least this length passed to ascii() is kept as its own part. */
@@ -13,8 +17,13 @@ const STRETCH_MAX = 32 * 1024;
 
 type Part =
   | { kind: 'utf8' | 'latin1'; text: string }
-  | { kind: 'lines'; text: string; width: number }
-  | { kind: 'bytes'; bytes: Buffer };
+  | { kind: 'bytes'; bytes: Buffer }
+  /** `bytes` as base64, cut into lines of `width` characters (0: one line). */
+  | { kind: 'base64'; bytes: Buffer; width: number };
+
+export function base64Length(n: number): number {
+  return Math.ceil(n / 3) * 4;
+}
 
 export class ByteBuilder {
   private readonly parts: Part[] = [];
@@ -39,9 +48,9 @@ export class ByteBuilder {
   }
 
   /**
-   * Text the caller knows is ASCII (base64, quoted markup): written byte for byte, without a
-   * UTF-8 pass. Non-ASCII text here would be written wrongly, so only pass what is ASCII by
-   * construction.
+   * Text the caller knows is ASCII (quoted markup, percent-encoding): written byte for byte,
+   * without a UTF-8 pass. Non-ASCII text here would be written wrongly, so only pass what is
+   * ASCII by construction.
    */
   ascii(s: string): this {
     if (s.length < LARGE) return this.text(s);
@@ -52,14 +61,15 @@ export class ByteBuilder {
   }
 
   /**
-   * ASCII text (base64) cut into lines of `width` characters, with an LF between them (none
-   * after the last). The lines are copied straight from `s` into the output: no joined copy.
+   * `b` as base64 (RFC 4648, padded), on one line, or cut into lines of `width` characters with
+   * an LF between them (none after the last). Encoded when the output is written.
    */
-  asciiLines(s: string, width: number): this {
-    if (s.length <= width) return this.ascii(s);
+  base64(b: Buffer, width = 0): this {
+    if (b.length === 0) return this;
     this.flush();
-    this.parts.push({ kind: 'lines', text: s, width });
-    this.total += s.length + Math.ceil(s.length / width) - 1;
+    const n = base64Length(b.length);
+    this.parts.push({ kind: 'base64', bytes: b, width });
+    this.total += width > 0 ? n + Math.ceil(n / width) - 1 : n;
     return this;
   }
 
@@ -91,8 +101,13 @@ export class ByteBuilder {
     let offset = 0;
     for (const part of this.parts) {
       if (part.kind === 'bytes') offset += part.bytes.copy(out, offset);
-      else if (part.kind === 'lines') offset = writeLines(out, offset, part.text, part.width);
-      else offset += out.write(part.text, offset, part.kind);
+      else if (part.kind === 'base64') {
+        const text = part.bytes.toString('base64');
+        offset =
+          part.width > 0
+            ? writeLines(out, offset, text, part.width)
+            : offset + out.write(text, offset, 'latin1');
+      } else offset += out.write(part.text, offset, part.kind);
     }
     if (offset !== this.total)
       throw new Error(`ByteBuilder: wrote ${offset} of ${this.total} bytes`);

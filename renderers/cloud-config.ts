@@ -59,11 +59,11 @@ export function contentField(
   const zipped = gzipIfSmaller(content, base64Length(content.length), purpose);
   if (zipped) {
     encodings.set(file.path, 'gz+b64');
-    out.ascii('    encoding: gz+b64\n    content: "').ascii(zipped.toString('base64')).ascii('"\n');
+    out.ascii('    encoding: gz+b64\n    content: "').base64(zipped).ascii('"\n');
     return;
   }
   encodings.set(file.path, 'b64');
-  out.ascii('    encoding: b64\n    content: "').ascii(content.toString('base64')).ascii('"\n');
+  out.ascii('    encoding: b64\n    content: "').base64(content).ascii('"\n');
 }
 
 function flow(items: readonly string[]): string {

@@ -11,6 +11,7 @@ import { dropInPath, unitPath } from '../api/resolved.js';
 import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
 import { hasKey, parseUnitFile, type ParsedUnitFile } from '../api/systemd/unit-file.js';
 import { isTemplateUnit } from '../api/systemd/unit-name.js';
+import { base64Length } from './byte-builder.js';
 
 /** Memoised parses, dropped whole when they grow past this many (keeps memory bounded). */
 const PARSED_MAX = 1024;
@@ -191,9 +192,7 @@ export function gzipIfSmaller(
   return base64Length(zipped.length) < plainSize * 0.9 ? zipped : undefined;
 }
 
-export function base64Length(n: number): number {
-  return Math.ceil(n / 3) * 4;
-}
+export { base64Length } from './byte-builder.js';
 
 // ---- results --------------------------------------------------------------------------------
 

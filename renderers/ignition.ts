@@ -64,12 +64,14 @@ function owner(part: string): IgnitionOwner | undefined {
   return isNumericId(part) ? { id: Number(part) } : { name: part };
 }
 
-/** A data URL in two parts, so the (large) data is copied into the output once, never joined. */
+/**
+ * A data URL in two parts, so its data is written into the output once: percent-encoded text,
+ * or bytes that are base64-encoded only while the output is written.
+ */
 export interface DataUrl {
-  /** `data:,` (percent-encoded text) or `data:;base64,`. */
-  scheme: string;
-  /** ASCII: percent-encoded text or base64. */
-  data: string;
+  scheme: 'data:,' | 'data:;base64,';
+  /** Percent-encoded text (ASCII), or the bytes to write as base64. */
+  data: string | Buffer;
   compression?: 'gzip';
 }
 
@@ -88,14 +90,14 @@ export function dataUrl(
   const zipped = gzipIfSmaller(content, plainSize, purpose);
   if (zipped) {
     encodings.set(file.path, 'gzip data URL');
-    return { scheme: 'data:;base64,', data: zipped.toString('base64'), compression: 'gzip' };
+    return { scheme: 'data:;base64,', data: zipped, compression: 'gzip' };
   }
   if (text !== undefined) {
     encodings.set(file.path, 'text data URL');
     return { scheme: 'data:,', data: text };
   }
   encodings.set(file.path, 'base64 data URL');
-  return { scheme: 'data:;base64,', data: content.toString('base64') };
+  return { scheme: 'data:;base64,', data: content };
 }
 
 export function renderIgnition(
@@ -146,11 +148,10 @@ export function renderIgnition(
     if (i % 2 === 0) out.text(part);
     else {
       const url = urls[Number(part)];
-      out
-        .ascii('"')
-        .ascii(url?.scheme ?? '')
-        .ascii(url?.data ?? '')
-        .ascii('"');
+      out.ascii('"').ascii(url?.scheme ?? '');
+      if (typeof url?.data === 'string') out.ascii(url.data);
+      else if (url !== undefined) out.base64(url.data);
+      out.ascii('"');
     }
   });
   return out.ascii('\n').toBuffer();

@@ -121,7 +121,7 @@ export function fileCommand(
   }
   encodings.set(file.path, 'b64');
   out.text(`oscar_b64 ${args} <<'${B64_DELIMITER}'\n`);
-  out.asciiLines(content.toString('base64'), B64_LINE);
+  out.base64(content, B64_LINE);
   out.ascii(content.length > 0 ? `\n${B64_DELIMITER}\n` : `${B64_DELIMITER}\n`);
 }
 

@@ -141,13 +141,25 @@ async function measure(fns: readonly (() => unknown)[]): Promise<Figure[]> {
   return best;
 }
 
+/**
+ * The encode stage: each file's content written in its format's encoding (readable text, base64,
+ * gzip), on its own. The renderers write base64 only while the output is assembled, so the
+ * stage includes writing each file's part into a buffer of its own.
+ */
 const ENCODERS: Record<Format, (f: ResolvedFile) => unknown> = {
   'cloud-config': (f) => {
-    contentField(f, 'reconcile', new Map(), new ByteBuilder());
+    const out = new ByteBuilder();
+    contentField(f, 'reconcile', new Map(), out);
+    return out.toBuffer();
   },
-  ignition: (f) => dataUrl(f, 'reconcile', new Map()),
+  ignition: (f) => {
+    const url = dataUrl(f, 'reconcile', new Map());
+    return typeof url.data === 'string' ? url.data : url.data.toString('base64');
+  },
   script: (f) => {
-    fileCommand(f, new Map(), new ByteBuilder());
+    const out = new ByteBuilder();
+    fileCommand(f, new Map(), out);
+    return out.toBuffer();
   },
 };
 
