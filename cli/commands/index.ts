@@ -7,7 +7,7 @@
  * Add a new command here and put its work in its own module.
  */
 import type { Command } from 'commander';
-import { keepYoungGenerationSmall } from '../memory.js';
+import { tuneHeapForTheAgent } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
 import type { RenderCommandOptions } from './render.js';
@@ -153,7 +153,7 @@ export function registerCommands(program: Command): void {
     .option('--metrics-addr <host:port>', 'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)')
     .option('--once', 'apply the current desired state once and exit (exit 1 on failure)')
     .action(async (flags: AgentFlags) => {
-      keepYoungGenerationSmall(); // before the agent's modules load: loading grows it too
+      tuneHeapForTheAgent(); // before the agent's modules load: loading grows the heap too
       await (await import('./agent.js')).agentCommand(flags);
     });
 
