@@ -137,23 +137,29 @@ async function measure(fns: readonly (() => unknown)[]): Promise<Figure[]> {
 }
 
 /**
- * The encode stage: each file's content written in its format's encoding (readable text, base64,
- * gzip), on its own. The renderers write base64 only while the output is assembled, so the
- * stage includes writing each file's part into a buffer of its own.
+ * The encode stage: every file's content in its format's encoding (readable text, base64, gzip),
+ * written into one buffer, as a render writes them (the renderers encode base64 only while the
+ * output is written); the rest of a render is the serialise stage.
  */
-const ENCODERS: Record<Format, (f: ResolvedFile) => unknown> = {
-  'cloud-config': (f) => {
+const ENCODERS: Record<Format, (files: readonly ResolvedFile[]) => Buffer> = {
+  'cloud-config': (files) => {
     const out = new ByteBuilder();
-    contentField(f, 'reconcile', new Map(), out);
+    for (const f of files) contentField(f, 'reconcile', new Map(), out);
     return out.toBuffer();
   },
-  ignition: (f) => {
-    const url = dataUrl(f, 'reconcile', new Map());
-    return typeof url.data === 'string' ? url.data : url.data.toString('base64');
-  },
-  script: (f) => {
+  ignition: (files) => {
     const out = new ByteBuilder();
-    fileCommand(f, new Map(), out);
+    for (const f of files) {
+      const url = dataUrl(f, 'reconcile', new Map());
+      out.ascii(url.scheme);
+      if (typeof url.data === 'string') out.ascii(url.data);
+      else out.base64(url.data);
+    }
+    return out.toBuffer();
+  },
+  script: (files) => {
+    const out = new ByteBuilder();
+    for (const f of files) fileCommand(f, new Map(), out);
     return out.toBuffer();
   },
 };
@@ -197,9 +203,7 @@ for (const mix of MIXES.filter((m) => ONLY_MIX === undefined || m === ONLY_MIX))
         checkResolved(config);
         return expand(config);
       },
-      () => {
-        for (const f of config.files) ENCODERS[format](f);
-      },
+      () => ENCODERS[format](config.files),
     ]);
     const total = render?.ms ?? NaN;
     const serialise = Math.max(0, total - (guard?.ms ?? 0) - (encode?.ms ?? 0));
