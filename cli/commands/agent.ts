@@ -125,22 +125,26 @@ async function secretWiring(
         metrics.apiRequests.inc();
       }
     : undefined;
+  // The reporter learns which OSC the Secret belongs to from the Secret's own label (the
+  // source reads it), so the node's status names its OSC without a second API call.
+  const reporter = new KubeReporter(kc, {
+    node,
+    oscRef: { namespace, secretName: secret },
+    log,
+    http: kube.kubeHttp(credentials),
+    ...(onRequest ? { onRequest } : {}),
+  });
+  reporters.push(reporter);
   const source = new SecretSource(kc, {
     namespace,
     name: secret,
     pollIntervalMs,
     log,
     http: kube.kubeHttp(credentials),
+    onOscRef: (ref) => {
+      reporter.setOscRef(ref);
+    },
     ...(onRequest ? { onRequest } : {}),
   });
-  reporters.push(
-    new KubeReporter(kc, {
-      node,
-      oscRef: { namespace, secretName: secret },
-      log,
-      http: kube.kubeHttp(credentials),
-      ...(onRequest ? { onRequest } : {}),
-    }),
-  );
   return { source };
 }

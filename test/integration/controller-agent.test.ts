@@ -15,10 +15,11 @@ import { LocalSystemd } from '../../agent/systemd.js';
 import { secretNameFor } from '../../api/secret.js';
 import type { OperatingSystemConfigNode } from '../../api/schema.js';
 import { isNotFound } from '../../kube/client.js';
-import { Api, demoSpec, startController, waitFor } from './controller-support.js';
+import { Api, demoSpec, spawnOscar, startController, waitFor } from './controller-support.js';
 import {
   createTestNamespace,
   kubeConfigFor,
+  kubeconfigPathFor,
   kubectl,
   skipWithoutCluster,
   uniqueName,
@@ -28,13 +29,42 @@ skipWithoutCluster();
 
 const cleanups: (() => Promise<void>)[] = [];
 const logs: string[][] = [];
+const outputs: (() => string)[] = []; // of processes, read when a test failed
 afterEach(async (ctx) => {
   for (const c of cleanups.splice(0).reverse()) await c();
-  if (ctx.task.result?.state === 'fail') process.stderr.write(logs.flat().join(''));
+  if (ctx.task.result?.state === 'fail') {
+    process.stderr.write(logs.flat().join('') + outputs.map((o) => o()).join(''));
+  }
   logs.length = 0;
+  outputs.length = 0;
 });
 
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+
+/** The agent's identity: its own Secret and its own node object, nothing else. */
+async function grantAgent(api: Api, ns: string, node: string, secret: string): Promise<void> {
+  const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
+    .replaceAll('NODE_NAME', node)
+    .replaceAll('NAMESPACE', ns)
+    .replaceAll('SECRET_NAME', secret);
+  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
+  expect(applied.code, applied.stderr).toBe(0);
+  cleanups.push(async () => {
+    await kubectl(['delete', 'clusterrole,clusterrolebinding', `oscar-agent-${node}`]);
+    try {
+      await api.http.request('DELETE', `${NODES}/${node}`);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  });
+}
+
+function agentIdentity(ns: string, node: string): { user: string; groups: string[] } {
+  return {
+    user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
+    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
+  };
+}
 
 describe('controller and agent (real API server)', () => {
   it('an OSC change reaches the node, its report and the OSC status.nodes', async () => {
@@ -44,21 +74,7 @@ describe('controller and agent (real API server)', () => {
     const secret = secretNameFor(osc, 'reconcile');
     const api = new Api();
 
-    // The agent's identity: its own Secret and its own node object, nothing else.
-    const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
-      .replaceAll('NODE_NAME', node)
-      .replaceAll('NAMESPACE', ns)
-      .replaceAll('SECRET_NAME', secret);
-    const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
-    expect(applied.code, applied.stderr).toBe(0);
-    cleanups.push(async () => {
-      await kubectl(['delete', 'clusterrole,clusterrolebinding', `oscar-agent-${node}`]);
-      try {
-        await api.http.request('DELETE', `${NODES}/${node}`);
-      } catch (error) {
-        if (!isNotFound(error)) throw error;
-      }
-    });
+    await grantAgent(api, ns, node, secret);
 
     const controller = await startController([ns]);
     cleanups.push(controller.stop);
@@ -69,10 +85,7 @@ describe('controller and agent (real API server)', () => {
     expect(v1.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0 });
 
     // The agent, wired as `oscar agent --secret` wires it.
-    const kc = await kubeConfigFor({
-      user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
-      groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-    });
+    const kc = await kubeConfigFor(agentIdentity(ns, node));
     const root = await mkdtemp(join(tmpdir(), 'oscar-chain-'));
     const stateDir = join(root, 'var/lib/oscar');
     await mkdir(stateDir, { recursive: true });
@@ -184,5 +197,55 @@ describe('controller and agent (real API server)', () => {
     expect(await appConf()).toBe('v3\n');
     expect(await readFile(join(root, 'etc/demo/extra.conf'), 'utf8')).toBe('extra\n');
     await nodesCount(c3, { updated: 1, degraded: 0 });
+  });
+  it('`oscar agent --secret` as its own process applies the Secret and names its OSC', async () => {
+    const ns = await createTestNamespace('cli'); // short: the identity's CN must fit 64 bytes;
+    const node = uniqueName('node');
+    const osc = 'web';
+    const secret = secretNameFor(osc, 'reconcile');
+    const api = new Api();
+    await grantAgent(api, ns, node, secret);
+    const controller = await startController([ns]);
+    cleanups.push(controller.stop);
+    logs.push(controller.logs);
+    await api.applyOsc(ns, osc, demoSpec('reconcile', 'cli\n'));
+    const checksum = (await api.waitReady(ns, osc)).status?.checksum ?? '';
+
+    const root = await mkdtemp(join(tmpdir(), 'oscar-chain-cli-'));
+    const agent = spawnOscar('agent', [
+      '--kubeconfig',
+      await kubeconfigPathFor(agentIdentity(ns, node)),
+      '--namespace',
+      ns,
+      '--secret',
+      secret,
+      '--node',
+      node,
+      '--root',
+      root,
+    ]);
+    cleanups.push(async () => {
+      agent.child.kill('SIGTERM');
+      await agent.exited;
+      await rm(root, { recursive: true, force: true });
+    });
+    outputs.push(agent.output);
+    const st = await waitFor(`oscnode ${node} applied by the CLI agent`, async () => {
+      try {
+        const n = await api.http.request<OperatingSystemConfigNode>('GET', `${NODES}/${node}`);
+        return n.status?.appliedChecksum === checksum ? n.status : undefined;
+      } catch (error) {
+        if (isNotFound(error)) return undefined;
+        throw error;
+      }
+    });
+    expect(st.oscRef, agent.output()).toEqual({ namespace: ns, name: osc, secretName: secret });
+    expect(await readFile(join(root, 'etc/demo/app.conf'), 'utf8')).toBe('cli\n');
+    // The OSC counts the node as updated: the controller found it by the name the agent reported.
+    const counted = await waitFor(`${ns}/${osc} status.nodes`, async () => {
+      const o = await api.getOsc(ns, osc);
+      return o?.status?.nodes?.updated === 1 ? o.status.nodes : undefined;
+    });
+    expect(counted).toEqual({ total: 1, updated: 1, degraded: 0 });
   });
 });

@@ -189,9 +189,14 @@ export interface ControllerProcess {
 
 /** Runs `oscar controller ARGS` as its own process (what a Deployment's container runs). */
 export function spawnController(args: string[]): ControllerProcess {
+  return spawnOscar('controller', args);
+}
+
+/** Runs `oscar COMMAND ARGS` as its own process, collecting its output. */
+export function spawnOscar(command: string, args: string[]): ControllerProcess {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', join(repoRoot, 'cli', 'oscar.ts'), 'controller', ...args],
+    ['--import', 'tsx', join(repoRoot, 'cli', 'oscar.ts'), command, ...args],
     { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';

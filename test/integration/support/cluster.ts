@@ -60,6 +60,11 @@ export async function kubeConfigFor(identity: Identity, namespace?: string): Pro
   return loadKubeConfig(await writeKubeconfigFor(testEnvInfo(), identity, namespace));
 }
 
+/** The path of a kubeconfig file for any user/groups (a fresh client certificate). */
+export function kubeconfigPathFor(identity: Identity, namespace?: string): Promise<string> {
+  return writeKubeconfigFor(testEnvInfo(), identity, namespace);
+}
+
 /** KubeConfig for a static-token user: "viewer", "nobody", "node-1" (see DEFAULT_TOKEN_USERS). */
 export async function tokenKubeConfig(name: string, namespace?: string): Promise<KubeConfig> {
   return loadKubeConfig(await writeTokenKubeconfigFor(testEnvInfo(), name, namespace));
