@@ -11,6 +11,12 @@ import type { Desired } from './state.js';
 import { readLastApplied } from './state.js';
 
 export interface Reporter {
+  /**
+   * At start: the node already carries this state (the last-applied record on disk). A desired
+   * state equal to it is not applied again, so without this a reporter that restarted with the
+   * agent would never learn what is applied.
+   */
+  restored?(checksum: string): void;
   /** A desired state arrived (before it is applied). */
   desired(checksum: string): void;
   applied(result: ApplyResult, durationMs: number): void;
@@ -46,6 +52,9 @@ export class Agent {
 
   async start(): Promise<void> {
     this.appliedChecksum = (await readLastApplied(this.opts.deps.stateDir))?.checksum;
+    if (this.appliedChecksum !== undefined) {
+      for (const r of this.opts.reporters) r.restored?.(this.appliedChecksum);
+    }
     await this.opts.source.start({
       onDesired: (d) => {
         this.want(d);
@@ -132,6 +141,9 @@ export class Agent {
 /** A reporter that writes outcomes to a log function (always on; the kube reporter adds to it). */
 export function logReporter(log: (message: string) => void): Reporter {
   return {
+    restored: (checksum) => {
+      log(`last applied ${checksum.slice(0, 12)} (from the state directory)`);
+    },
     desired: (checksum) => {
       log(`desired ${checksum.slice(0, 12)}`);
     },

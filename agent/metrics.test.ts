@@ -45,3 +45,18 @@ describe('the agent health server', () => {
     ).rejects.toThrow(/--metrics-addr must be host:port/);
   });
 });
+
+describe('the agent metrics reporter', () => {
+  const value = async (m: AgentMetrics, name: string): Promise<number | undefined> =>
+    (await m.registry.getSingleMetric(name)?.get())?.values[0]?.value;
+
+  it('is in sync after a restart when the desired state is the one restored from disk', async () => {
+    const metrics = new AgentMetrics();
+    const r = metrics.reporter();
+    r.restored?.('a'.repeat(64));
+    r.desired('a'.repeat(64));
+    expect(await value(metrics, 'oscar_agent_in_sync')).toBe(1);
+    r.desired('b'.repeat(64));
+    expect(await value(metrics, 'oscar_agent_in_sync')).toBe(0);
+  });
+});

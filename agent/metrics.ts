@@ -55,12 +55,17 @@ export class AgentMetrics {
 
   reporter(): Reporter {
     let desired: string | undefined;
+    let applied: string | undefined;
     return {
+      restored: (checksum) => {
+        applied = checksum;
+      },
       desired: (checksum) => {
         desired = checksum;
-        this.inSync.set(0);
+        this.inSync.set(checksum === applied ? 1 : 0);
       },
       applied: (result, ms) => {
+        applied = result.checksum;
         this.applies.inc({ result: 'success' });
         this.applySeconds.observe(ms / 1000);
         for (const u of result.touchedUnits) this.unitJobs.inc({ job: u.action });

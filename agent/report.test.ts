@@ -108,3 +108,33 @@ describe('KubeReporter Degraded', () => {
     expect(d).toMatchObject({ status: 'True', reason: 'ApplyFailed' });
   });
 });
+
+describe('KubeReporter after an agent restart', () => {
+  const c1 = '1'.repeat(64);
+
+  it('reports the restored checksum, and Applied when the source delivers that same state', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.restored(c1);
+    r.desired(c1); // equal to what is applied: the agent will not apply it again
+    await r.flush();
+    const status = http.patches().at(-1)?.status;
+    expect(status).toMatchObject({ appliedChecksum: c1, desiredChecksum: c1 });
+    const conditions = status?.conditions as { type: string; status: string }[];
+    expect(conditions.map((c) => `${c.type}=${c.status}`)).toEqual([
+      'Applied=True',
+      'Degraded=False',
+    ]);
+  });
+
+  it('a different desired state after a restore says nothing about Applied until it is applied', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.restored(c1);
+    r.desired('2'.repeat(64));
+    await r.flush();
+    const status = http.patches().at(-1)?.status;
+    expect(status).toMatchObject({ appliedChecksum: c1, desiredChecksum: '2'.repeat(64) });
+    expect(status?.conditions).toBeUndefined();
+  });
+});

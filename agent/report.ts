@@ -109,8 +109,22 @@ export class KubeReporter implements Reporter {
     this.push();
   }
 
+  /** What the node carries from an earlier run: reported so a fresh node object says it too. */
+  restored(checksum: string): void {
+    this.status.appliedChecksum = checksum;
+    this.push();
+  }
+
   desired(checksum: string): void {
     this.status.desiredChecksum = checksum;
+    // The node already carries it (restored from an earlier run): no apply will come to say so.
+    if (
+      checksum === this.status.appliedChecksum &&
+      !this.status.conditions?.some((c) => c.type === 'Applied')
+    ) {
+      this.condition('Applied', 'True', 'Applied', `${checksum.slice(0, 12)} is applied`);
+      this.condition('Degraded', 'False', 'Applied', 'the node carries the desired state');
+    }
     // A verified payload means the source works; if it is what this node already applied, a
     // Degraded that only the source caused is over (no apply will come to clear it).
     const degraded = this.status.conditions?.find((c) => c.type === 'Degraded');

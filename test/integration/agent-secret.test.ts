@@ -74,6 +74,8 @@ interface Setup {
   node: string;
   root: string;
   agent: Agent;
+  /** Another agent on the same root and state directory: the node's agent after a restart. */
+  newAgent(): Agent;
   logs: string[];
   admin: KubernetesObjectApi;
   requests: { n: number };
@@ -148,38 +150,43 @@ async function setup(pollIntervalMs = 60_000): Promise<Setup> {
   const onRequest = (): void => {
     requests.n++;
   };
-  const reporter = new KubeReporter(kc, {
-    node,
-    oscRef: { namespace: ns, secretName: SECRET },
-    log,
-    onRequest,
-    backoffMaxMs: 2_000,
-  });
-  const agent = new Agent({
-    source: new SecretSource(kc, {
-      namespace: ns,
-      name: SECRET,
-      pollIntervalMs,
+  // An agent on this root, as a node process runs it; a restart is a second one on the same root.
+  const newAgent = (): Agent => {
+    const reporter = new KubeReporter(kc, {
+      node,
+      oscRef: { namespace: ns, secretName: SECRET },
       log,
       onRequest,
       backoffMaxMs: 2_000,
-    }),
-    deps: {
-      root,
-      stateDir,
-      systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
-      owners: false,
-    },
-    reporters: [logReporter(log), reporter],
-    log,
-    retryBaseMs: 200,
-  });
-  cleanups.push(async () => {
-    await agent.stop();
-    reporter.stop();
-    await rm(root, { recursive: true, force: true });
-  });
-  return { ns, node, root, agent, logs, admin, requests, putSecret, nodeStatus };
+    });
+    const a = new Agent({
+      source: new SecretSource(kc, {
+        namespace: ns,
+        name: SECRET,
+        pollIntervalMs,
+        log,
+        onRequest,
+        backoffMaxMs: 2_000,
+      }),
+      deps: {
+        root,
+        stateDir,
+        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+        owners: false,
+      },
+      reporters: [logReporter(log), reporter],
+      log,
+      retryBaseMs: 200,
+    });
+    cleanups.push(async () => {
+      await a.stop();
+      reporter.stop();
+    });
+    return a;
+  };
+  cleanups.push(() => rm(root, { recursive: true, force: true }));
+  const agent = newAgent();
+  return { ns, node, root, agent, newAgent, logs, admin, requests, putSecret, nodeStatus };
 }
 
 const put = (s: Setup, d: ReturnType<typeof version>) =>
@@ -216,6 +223,27 @@ describe('agent with the real API server', () => {
     ]);
     expect(st2.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
     expect(st2.lastAppliedTime).toMatch(/^\d{4}-\d\d-\d\dT/);
+  });
+
+  it('after a restart with nothing new, reports what is applied without applying it again', async () => {
+    const s = await setup();
+    const v1 = version('1');
+    await put(s, v1);
+    await s.agent.start();
+    await appliedIs(s, v1.checksum);
+    await s.agent.stop();
+    // The node object goes (say, a cleanup); the restarted agent must say again what is applied.
+    const deleted = await kubectl(['delete', 'oscnode', s.node]);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    const logsBefore = s.logs.length;
+    const again = s.newAgent();
+    await again.start();
+    const st = await appliedIs(s, v1.checksum);
+    expect(st.desiredChecksum).toBe(v1.checksum);
+    expect(st.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
+    const after = s.logs.slice(logsBefore);
+    expect(after.filter((l) => l.startsWith('applied '))).toEqual([]); // nothing re-applied
+    expect(after).toContain(`last applied ${v1.checksum.slice(0, 12)} (from the state directory)`);
   });
 
   it('refuses a corrupted Secret (bad checksum, truncated gzip), reports it, keeps the last good state', async () => {
