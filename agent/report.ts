@@ -11,7 +11,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Condition, OperatingSystemConfigNodeStatus } from '../api/schema.js';
-import { API_VERSION, OSC_NODE_KIND } from '../api/schema.js';
+import { API_VERSION, OSC_NODE_KIND } from '../api/constants.js';
 import {
   ApiError,
   CONTENT_MERGE_PATCH,

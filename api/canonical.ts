@@ -14,7 +14,7 @@ import type {
   ResolvedPackage,
   ResolvedUnit,
 } from './resolved.js';
-import { CGROUP_DRIVERS, FORMATS, ON_CHANGE, PURPOSES, UNIT_COMMANDS } from './schema.js';
+import { CGROUP_DRIVERS, FORMATS, ON_CHANGE, PURPOSES, UNIT_COMMANDS } from './constants.js';
 
 export const CANONICAL_KIND = 'ResolvedOperatingSystemConfig';
 export const CANONICAL_VERSION = 'oscar.dev/v1alpha1';

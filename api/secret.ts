@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { parseCanonical, sha256Hex } from './canonical.js';
 import type { ResolvedConfig } from './resolved.js';
-import { GROUP, type Purpose } from './schema.js';
+import { GROUP, type Purpose } from './constants.js';
 
 export const LABEL_OSC = `${GROUP}/osc`;
 export const LABEL_PURPOSE = `${GROUP}/purpose`;

@@ -1,0 +1,50 @@
+/**
+ * oscar's API names, enums and limits: plain constants, without the schema library, so that a
+ * module needing only these (the agent: the canonical form, the Secret contract, its node
+ * report) does not load typebox and the whole schema. api/schema.ts re-exports them.
+ */
+import { UNIT_TYPES } from './systemd/unit-name.js';
+
+export const GROUP = 'oscar.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const OSC_KIND = 'OperatingSystemConfig';
+export const OSC_NODE_KIND = 'OperatingSystemConfigNode';
+
+/** Limits shared by the CRD (so CEL cost estimates are bounded) and the deep validation. */
+export const LIMITS = {
+  units: 256,
+  files: 1024,
+  dropIns: 32,
+  filePaths: 64,
+  packages: 512,
+  pathLength: 4096,
+  unitNameLength: 255,
+  /** A unit or drop-in body; systemd itself refuses unit files above a few MiB. */
+  unitContentBytes: 256 * 1024,
+  /** One file's inline data as written in the OSC (the base64 text when encoded). */
+  inlineDataBytes: 1024 * 1024,
+  /** A whole OSC document: the API server refuses requests above ~1.5 MiB (etcd's limit). */
+  documentBytes: 1536 * 1024,
+  /** A Kubernetes Secret's data limit: the rendered output must fit in it. */
+  secretBytes: 1024 * 1024,
+  /** Cloud user-data budgets are this small (AWS: 16 KiB); provision output above it warns. */
+  provisionUserDataBytes: 16 * 1024,
+} as const;
+
+/** The unit types systemd knows, from oscar's systemd module. */
+export const UNIT_SUFFIXES = UNIT_TYPES;
+
+export const PURPOSES = ['provision', 'reconcile'] as const;
+export const FORMATS = ['cloud-config', 'ignition', 'script'] as const;
+export const UNIT_COMMANDS = ['start', 'restart', 'stop'] as const;
+export const ON_CHANGE = ['restart', 'reload', 'none', 'stopStart'] as const;
+export const ENCODINGS = ['', 'b64', 'gzip+b64'] as const;
+export const CRI_NAMES = ['containerd'] as const;
+export const CGROUP_DRIVERS = ['systemd', 'cgroupfs'] as const;
+
+export type Purpose = (typeof PURPOSES)[number];
+export type Format = (typeof FORMATS)[number];
+export type UnitCommand = (typeof UNIT_COMMANDS)[number];
+export type OnChange = (typeof ON_CHANGE)[number];
+export type Encoding = (typeof ENCODINGS)[number];
