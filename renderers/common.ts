@@ -9,9 +9,10 @@ import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
 import { dropInPath, unitPath } from '../api/resolved.js';
 import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
-import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
+import { hasKey } from '../api/systemd/unit-file.js';
 import { isTemplateUnit } from '../api/systemd/unit-name.js';
 import { base64Length } from './byte-builder.js';
+import { parseUnit } from './unit-parse.js';
 
 /** Keys of [Install] that give `systemctl enable` something to do. */
 const INSTALL_KEYS = ['WantedBy', 'RequiredBy', 'UpheldBy', 'Alias', 'Also'];
@@ -26,7 +27,7 @@ export function effectiveEnable(unit: ResolvedUnit): boolean {
   if (unit.mask || !unit.enable) return false;
   const template = isTemplateUnit(unit.name);
   if (unit.content === undefined) return !template;
-  const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(parseUnitFile);
+  const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(parseUnit);
   // a template is enabled through an instance; without DefaultInstance= there is none to enable
   if (template && !files.some((p) => hasKey(p, 'Install', 'DefaultInstance'))) return false;
   return files.some((p) => INSTALL_KEYS.some((k) => hasKey(p, 'Install', k)));

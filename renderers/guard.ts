@@ -8,7 +8,7 @@ import { checkFilePath } from '../api/deep-validate.js';
 import { fieldError, ValidationError, type FieldError } from '../api/field-error.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import { validateDropInName, validateUnitName } from '../api/systemd/unit-name.js';
-import { parseUnitFile } from '../api/systemd/unit-file.js';
+import { parseUnit } from './unit-parse.js';
 
 /** The owner pattern of api/schema.ts, applied to each half. */
 const OWNER_PART = /^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?$/;
@@ -62,7 +62,7 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
       errors.push(fieldError(`${base}.mask`, 'a masked unit has no content and is not enabled'));
     }
     if (unit.content !== undefined) {
-      for (const e of parseUnitFile(unit.content).errors) {
+      for (const e of parseUnit(unit.content).errors) {
         errors.push(fieldError(`${base}.content`, `line ${e.line}: ${e.message}`));
       }
     }
@@ -74,7 +74,7 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
         errors.push(fieldError(`${base}.dropIns[${j}].name`, 'duplicate drop-in name'));
       }
       dropIns.add(d.name);
-      for (const e of parseUnitFile(d.content).errors) {
+      for (const e of parseUnit(d.content).errors) {
         errors.push(fieldError(`${base}.dropIns[${j}].content`, `line ${e.line}: ${e.message}`));
       }
     });

@@ -95,6 +95,14 @@ export interface Expanded {
   extraFiles: ResolvedFile[];
 }
 
+/** True when `items` are in `key` order without duplicates, as resolve leaves them. */
+function strictlyOrdered<T>(items: readonly T[], key: (item: T) => string): boolean {
+  for (let i = 1; i < items.length; i++) {
+    if (compare(key(items[i - 1] as T), key(items[i] as T)) >= 0) return false;
+  }
+  return true;
+}
+
 function cloneUnit(unit: ResolvedUnit): ResolvedUnit {
   const copy: ResolvedUnit = {
     ...unit,
@@ -113,6 +121,25 @@ export function expand(
   profiles: readonly OsProfile[] = PROFILES,
 ): Expanded {
   const profile = profileFor(config.type, profiles);
+  if (
+    config.cri === undefined &&
+    profile.maskedUnits.length === 0 &&
+    strictlyOrdered(config.units, (u) => u.name) &&
+    strictlyOrdered(config.files, (f) => f.path)
+  ) {
+    // nothing to add (the usual case without spec.cri) and in resolve's order already: fresh
+    // lists of the same entries; anything else takes the general path below
+    return {
+      config: {
+        ...config,
+        units: [...config.units],
+        files: [...config.files],
+        packages: config.packages.map((p) => ({ ...p })),
+      },
+      extraUnits: [],
+      extraFiles: [],
+    };
+  }
   const units = new Map(config.units.map((u) => [u.name, cloneUnit(u)]));
   const files = new Map(config.files.map((f) => [f.path, f]));
   const packages: ResolvedPackage[] = config.packages.map((p) => ({ ...p }));

@@ -12,6 +12,7 @@ import { validateOperatingSystemConfig } from '../api/validate.js';
 import { BUILTIN_RENDERERS } from './builtin.js';
 import { checkResolved, withChecked } from './guard.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
+import { inRenderScope } from './unit-parse.js';
 
 export class RendererRegistry {
   private readonly byType = new Map<string, Renderer>();
@@ -101,6 +102,15 @@ export function selectRenderer(
  * renderable, the type unknown or the format unsupported for it: nothing is rendered then.
  */
 export async function renderOsc(
+  registry: RendererRegistry,
+  config: ResolvedConfig,
+  options: RenderOptions,
+): Promise<RenderResult> {
+  // one render scope for the guard and the renderer's synchronous work: unit texts parsed once
+  return inRenderScope(() => checkAndRender(registry, config, options));
+}
+
+function checkAndRender(
   registry: RendererRegistry,
   config: ResolvedConfig,
   options: RenderOptions,
