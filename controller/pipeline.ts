@@ -4,12 +4,15 @@
  * can run the controller with its own registry.
  */
 import type { ResolvedConfig } from '../api/resolved.js';
-import { expand } from '../renderers/profiles.js';
+import { checkAdditions, withAdditions } from '../renderers/additions.js';
 import { defaultRegistry, renderOsc, type RendererRegistry } from '../renderers/registry.js';
 import type { RenderResult } from '../renderers/types.js';
 
 export interface RenderOutput {
-  /** The configuration with the OS profile's additions: what the reconcile Secret carries. */
+  /**
+   * The configuration with the renderer's additions (its extraUnits and extraFiles, a built-in's
+   * OS profile or a webhook's): what the reconcile Secret carries and the agent applies.
+   */
   expanded: ResolvedConfig;
   result: RenderResult;
 }
@@ -26,7 +29,16 @@ export function registryPipeline(registry: RendererRegistry = defaultRegistry())
   return {
     async render(config, target) {
       const result = await renderOsc(registry, config, target);
-      return { expanded: expand(config).config, result };
+      const expanded = withAdditions(config, result);
+      if (expanded !== config) {
+        const problems = checkAdditions(expanded);
+        if (problems.length > 0) {
+          throw new Error(
+            `the renderer for type "${config.type}" added what oscar cannot apply: ${problems.join('; ')}`,
+          );
+        }
+      }
+      return { expanded, result };
     },
   };
 }

@@ -3,17 +3,22 @@
 // separate process) against the real test API server; its output lands in the Secret. A refusal
 // from the renderer shows in the OSC status as it is, and the last good Secret stays.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolve, NO_REFERENCES } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
-import { secretNameFor } from '../../api/secret.js';
+import { ANNOTATION_CHECKSUM, decodeConfigData, secretNameFor } from '../../api/secret.js';
+import { registryPipeline } from '../../controller/pipeline.js';
+import { defaultRegistry } from '../../renderers/registry.js';
 import { WebhookRenderer } from '../../renderers/webhook/client.js';
 import {
   Api,
   secretData,
   spawnController,
+  startController,
   waitFor,
   type ControllerProcess,
 } from './controller-support.js';
@@ -131,5 +136,110 @@ describe('an external renderer through the controller', () => {
       const v = secretData(await api.getSecret(ns, secretName)).value?.toString();
       return v !== undefined && !v.includes('chrony.conf');
     });
+  });
+});
+
+// A provider's renderer that adds to the config for its OS: a masked auto-update unit and a
+// release file. What it adds reaches the reconcile Secret's config, which the agent applies — as
+// a built-in's OS profile does; an addition oscar cannot apply is refused like a render failure.
+describe("a webhook renderer's additions", () => {
+  const additions = {
+    extraUnits: [
+      {
+        name: 'acme-update.service',
+        enable: false,
+        mask: true,
+        command: 'stop',
+        onChange: 'none',
+        dropIns: [],
+        filePaths: [],
+      },
+    ],
+    extraFiles: [
+      {
+        path: '/etc/acme-release',
+        mode: 0o644,
+        user: 'root',
+        group: 'root',
+        content: Buffer.from('ACME 1\n').toString('base64'),
+      },
+    ],
+  };
+  let server: Server | undefined;
+  let stopController: (() => Promise<void>) | undefined;
+  afterAll(async () => {
+    await stopController?.();
+    await new Promise((r) => server?.close(r));
+  });
+
+  it('reach the reconcile Secret; an addition that cannot be applied keeps the last good Secret', async () => {
+    let badPath = false;
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const extraFiles = badPath
+          ? [{ ...additions.extraFiles[0], path: 'etc/relative' }]
+          : additions.extraFiles;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            apiVersion: 'oscar.dev/render/v1',
+            kind: 'RenderResponse',
+            userData: Buffer.from('#!/bin/sh\ntrue\n').toString('base64'),
+            format: 'script',
+            extraUnits: additions.extraUnits,
+            extraFiles,
+            warnings: [],
+          }),
+        );
+      });
+    });
+    await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const ns = await createTestNamespace('additions');
+    const registry = defaultRegistry().register(
+      new WebhookRenderer({
+        url: `http://127.0.0.1:${String(port)}/render`,
+        types: ['acme'],
+        formats: ['script'],
+      }),
+    );
+    const controller = await startController([ns], { pipeline: registryPipeline(registry) });
+    stopController = controller.stop;
+    const api = new Api();
+    const acme: OperatingSystemConfigSpec = {
+      type: 'acme',
+      purpose: 'reconcile',
+      files: [{ path: '/etc/motd', content: { inline: { data: 'hello\n' } } }],
+    };
+    await api.applyOsc(ns, 'acme', acme);
+    const ready = await api.waitReady(ns, 'acme', 60_000);
+    const secretName = secretNameFor('acme', 'reconcile');
+    const secret = await api.getSecret(ns, secretName);
+    const { config } = decodeConfigData(
+      secretData(secret),
+      secret?.metadata.annotations?.[ANNOTATION_CHECKSUM],
+    );
+    expect(ready.status?.checksum).toBe(secret?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
+    expect(config.files.map((f) => `${f.path}=${f.content.toString()}`)).toEqual([
+      '/etc/acme-release=ACME 1\n',
+      '/etc/motd=hello\n',
+    ]);
+    expect(config.units.map((u) => `${u.name} mask=${String(u.mask)}`)).toEqual([
+      'acme-update.service mask=true',
+    ]);
+
+    // the renderer now adds a file with a relative path: refused, named, the Secret stays
+    badPath = true;
+    await api.applyOsc(ns, 'acme', {
+      ...acme,
+      files: [{ path: '/etc/motd', content: { inline: { data: 'hello again\n' } } }],
+    });
+    const failed = await api.waitCondition(ns, 'acme', 'Rendered', 'False', 60_000);
+    const rendered = failed.status?.conditions?.find((c) => c.type === 'Rendered');
+    expect(rendered?.message).toContain(
+      'the renderer for type "acme" added what oscar cannot apply: file "etc/relative": path:',
+    );
+    const after = await api.getSecret(ns, secretName);
+    expect(after?.metadata.resourceVersion).toBe(secret?.metadata.resourceVersion);
   });
 });
