@@ -25,12 +25,17 @@ const INSTALL_KEYS = ['WantedBy', 'RequiredBy', 'UpheldBy', 'Alias', 'Also'];
  */
 export function effectiveEnable(unit: ResolvedUnit): boolean {
   if (unit.mask || !unit.enable) return false;
-  const template = isTemplateUnit(unit.name);
+  const template = isTemplate(unit.name);
   if (unit.content === undefined) return !template;
   const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(parseUnit);
   // a template is enabled through an instance; without DefaultInstance= there is none to enable
   if (template && !files.some((p) => hasKey(p, 'Install', 'DefaultInstance'))) return false;
   return files.some((p) => INSTALL_KEYS.some((k) => hasKey(p, 'Install', k)));
+}
+
+/** isTemplateUnit, without parsing the name when it has no "@" (most units). */
+function isTemplate(name: string): boolean {
+  return name.includes('@') && isTemplateUnit(name);
 }
 
 export interface UnitPlan {
@@ -58,7 +63,7 @@ export function planUnits(units: readonly ResolvedUnit[]): UnitPlan {
     }
     if (effectiveEnable(unit)) plan.enable.push(unit.name);
     // a template cannot be started, only its instances
-    if (!isTemplateUnit(unit.name)) plan.commands.push({ unit: unit.name, command: unit.command });
+    if (!isTemplate(unit.name)) plan.commands.push({ unit: unit.name, command: unit.command });
   }
   return plan;
 }

@@ -6,7 +6,7 @@
  */
 import { checkFilePath } from '../api/deep-validate.js';
 import { fieldError, ValidationError, type FieldError } from '../api/field-error.js';
-import type { ResolvedConfig } from '../api/resolved.js';
+import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import { validateDropInName, validateUnitName } from '../api/systemd/unit-name.js';
 import { parseUnit } from './unit-parse.js';
 
@@ -29,7 +29,9 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
   const paths = new Set<string>();
   // field paths are built only for a file that has a problem: most configs have none
   const base = (i: number): string => `spec.files[${i}]`;
-  config.files.forEach((file, i) => {
+  const files = config.files;
+  for (let i = 0; i < files.length; i++) {
+    const file = files[i] as ResolvedFile;
     const problem = checkFilePath(file.path);
     if (problem) errors.push(fieldError(`${base(i)}.path`, problem));
     if (paths.has(file.path)) errors.push(fieldError(`${base(i)}.path`, 'duplicate file path'));
@@ -50,7 +52,7 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
     if (!Buffer.isBuffer(file.content)) {
       errors.push(fieldError(`${base(i)}.content`, 'content must be bytes (a Buffer)'));
     }
-  });
+  }
   const names = new Set<string>();
   config.units.forEach((unit, i) => {
     const base = `spec.units[${i}]`;

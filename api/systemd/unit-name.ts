@@ -176,7 +176,11 @@ export function validateDropInName(name: string): string | undefined {
     const visible = name.replace(/^\.+/, '');
     return `drop-in name "${name}" starts with ".", and systemd skips hidden files; rename it to ${visible.length > 5 ? visible : '10-override.conf'}`;
   }
-  if (new TextEncoder().encode(name).length > FILE_NAME_MAX_BYTES) {
+  // a UTF-16 code unit takes at most 3 bytes of UTF-8: only a long name needs counting
+  if (
+    name.length * 3 > FILE_NAME_MAX_BYTES &&
+    Buffer.byteLength(name, 'utf8') > FILE_NAME_MAX_BYTES
+  ) {
     return `drop-in name is longer than ${FILE_NAME_MAX_BYTES} bytes, the longest file name Linux allows; shorten it`;
   }
   return undefined;
