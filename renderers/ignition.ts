@@ -42,23 +42,6 @@ interface IgnitionOwner {
   id?: number;
 }
 
-interface IgnitionFile {
-  path: string;
-  mode: number;
-  overwrite: boolean;
-  contents: { source: string; compression?: string };
-  user?: IgnitionOwner;
-  group?: IgnitionOwner;
-}
-
-interface IgnitionUnit {
-  name: string;
-  enabled?: boolean;
-  mask?: boolean;
-  contents?: string;
-  dropins?: { name: string; contents: string }[];
-}
-
 function owner(part: string): IgnitionOwner | undefined {
   if (part === 'root') return undefined; // Ignition's default
   return isNumericId(part) ? { id: Number(part) } : { name: part };
@@ -105,54 +88,70 @@ export function renderIgnition(
   _context: RenderContext,
   encodings: Map<string, string> = new Map(),
 ): Buffer {
-  // The data URLs are most of the bytes and need no JSON escaping (base64 and percent-encoding
-  // are plain ASCII): JSON.stringify lays out the document around placeholders, and the URLs are
-  // copied in once. A placeholder is a string JSON.stringify must write as "\u0000SRCn\u0000",
-  // which no other string can produce (a literal backslash in content is written as \\).
-  const urls: DataUrl[] = [];
-  const files: IgnitionFile[] = config.files.map((file) => {
-    const url = dataUrl(file, config.purpose, encodings);
-    const contents: IgnitionFile['contents'] = { source: `\u0000SRC${urls.length}\u0000` };
-    if (url.compression) contents.compression = url.compression;
-    urls.push(url);
-    const entry: IgnitionFile = {
-      path: file.path,
-      mode: file.mode & IGNITION_MODE_BITS,
-      overwrite: true,
-      contents,
-    };
-    const user = owner(file.user);
-    const group = owner(file.group);
-    if (user) entry.user = user;
-    if (group) entry.group = group;
-    return entry;
-  });
-  const units: IgnitionUnit[] = [];
-  for (const unit of config.units) {
-    const entry: IgnitionUnit = { name: unit.name };
-    if (unit.mask) entry.mask = true;
-    else if (effectiveEnable(unit)) entry.enabled = true;
-    if (unit.content !== undefined) entry.contents = unit.content;
-    if (unit.dropIns.length > 0) {
-      entry.dropins = unit.dropIns.map((d) => ({ name: d.name, contents: d.content }));
-    }
-    // a unit with nothing to write, enable or mask would only draw a warning
-    if (Object.keys(entry).length > 1) units.push(entry);
-  }
-  const doc: Record<string, unknown> = { ignition: { version: IGNITION_VERSION } };
-  if (files.length > 0) doc.storage = { files };
-  if (units.length > 0) doc.systemd = { units };
-  const layout = JSON.stringify(doc, null, 2).split(/"\\u0000SRC(\d+)\\u0000"/);
+  // The document is written by hand, byte for byte as JSON.stringify(doc, null, 2) lays it out
+  // (the golden files hold it to that): building the object tree and stringifying it cost more
+  // than the rest of a large render, and the data URLs, most of the bytes, are copied in once
+  // (base64 and percent-encoding are plain ASCII and need no escaping).
   const out = new ByteBuilder();
-  layout.forEach((part, i) => {
-    if (i % 2 === 0) out.text(part);
-    else {
-      const url = urls[Number(part)];
-      out.ascii('"').ascii(url?.scheme ?? '');
-      if (typeof url?.data === 'string') out.ascii(url.data);
-      else if (url !== undefined) out.base64(url.data);
-      out.ascii('"');
+  out.ascii(`{\n  "ignition": {\n    "version": "${IGNITION_VERSION}"\n  }`);
+  if (config.files.length > 0) {
+    out.ascii(',\n  "storage": {\n    "files": [');
+    config.files.forEach((file, i) => {
+      const url = dataUrl(file, config.purpose, encodings);
+      out.text(
+        `${i > 0 ? ',' : ''}\n      {\n        "path": ${jsonString(file.path)},\n        "mode": ${file.mode & IGNITION_MODE_BITS},\n        "overwrite": true,\n        "contents": {\n          "source": "${url.scheme}`,
+      );
+      if (typeof url.data === 'string') out.ascii(url.data);
+      else out.base64(url.data);
+      out.ascii(
+        url.compression
+          ? `",\n          "compression": "${url.compression}"\n        }`
+          : '"\n        }',
+      );
+      const user = owner(file.user);
+      const group = owner(file.group);
+      if (user) out.text(`,\n        "user": ${ownerJson(user)}`);
+      if (group) out.text(`,\n        "group": ${ownerJson(group)}`);
+      out.ascii('\n      }');
+    });
+    out.ascii('\n    ]\n  }');
+  }
+  let units = 0;
+  for (const unit of config.units) {
+    const enabled = !unit.mask && effectiveEnable(unit);
+    // a unit with nothing to write, enable or mask would only draw a warning
+    if (!unit.mask && !enabled && unit.content === undefined && unit.dropIns.length === 0) continue;
+    out.ascii(units++ > 0 ? ',' : ',\n  "systemd": {\n    "units": [');
+    out.text(`\n      {\n        "name": ${jsonString(unit.name)}`);
+    if (unit.mask) out.ascii(',\n        "mask": true');
+    else if (enabled) out.ascii(',\n        "enabled": true');
+    if (unit.content !== undefined) out.text(`,\n        "contents": ${jsonString(unit.content)}`);
+    if (unit.dropIns.length > 0) {
+      out.ascii(',\n        "dropins": [');
+      unit.dropIns.forEach((d, j) => {
+        out.text(
+          `${j > 0 ? ',' : ''}\n          {\n            "name": ${jsonString(d.name)},\n            "contents": ${jsonString(d.content)}\n          }`,
+        );
+      });
+      out.ascii('\n        ]');
     }
-  });
-  return out.ascii('\n').toBuffer();
+    out.ascii('\n      }');
+  }
+  if (units > 0) out.ascii('\n    ]\n  }');
+  return out.ascii('\n}\n').toBuffer();
+}
+
+/** Characters JSON.stringify escapes (controls, quote, backslash) or may (lone surrogates). */
+// eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
+const JSON_ESCAPED = /[\u0000-\u001f"\\\ud800-\udfff]/;
+
+/** A JSON string literal, exactly as JSON.stringify writes it, without calling it when it need not. */
+function jsonString(s: string): string {
+  return JSON_ESCAPED.test(s) ? JSON.stringify(s) : `"${s}"`;
+}
+
+function ownerJson(o: IgnitionOwner): string {
+  const field =
+    o.id !== undefined ? `"id": ${JSON.stringify(o.id)}` : `"name": ${jsonString(o.name ?? '')}`;
+  return `{\n          ${field}\n        }`;
 }
