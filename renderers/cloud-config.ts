@@ -13,7 +13,7 @@
  * - `locale: C.UTF-8`: cloud-init otherwise runs update-locale for en_US.UTF-8, which fails on
  *   images without that locale and leaves the boot degraded.
  */
-import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
+import type { ResolvedConfig } from '../api/resolved.js';
 import { formatMode } from '../api/resolved.js';
 import type { Purpose } from '../api/schema.js';
 import type { RenderContext } from './types.js';
@@ -21,7 +21,8 @@ import {
   base64Length,
   gzipIfSmaller,
   header,
-  isInlineText,
+  inlineText,
+  type TextFile,
   isNumericId,
   planUnits,
 } from './common.js';
@@ -35,7 +36,7 @@ const SPECIAL_BITS = 0o7000;
  * to INLINE_TEXT_MAX, else base64, or gzip + base64 when that is smaller.
  */
 export function contentField(
-  file: ResolvedFile,
+  file: TextFile,
   purpose: Purpose,
   encodings: Map<string, string>,
   out: ByteBuilder,
@@ -46,8 +47,8 @@ export function contentField(
     out.ascii("    content: ''\n");
     return;
   }
-  if (isInlineText(content)) {
-    const text = content.toString('utf8');
+  const text = inlineText(file);
+  if (text !== undefined) {
     const block = literalBlock(text, 4);
     encodings.set(file.path, block ? 'text' : 'quoted');
     out

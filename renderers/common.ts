@@ -38,17 +38,29 @@ function isTemplate(name: string): boolean {
   return name.includes('@') && isTemplateUnit(name);
 }
 
+/** A file whose content came from a string (a unit file or drop-in): `text` is that string. */
+export interface TextFile extends ResolvedFile {
+  text?: string;
+}
+
 export interface UnitPlan {
   /** Unit files and drop-ins, as files under /etc/systemd/system (mode 0644, root). */
-  files: ResolvedFile[];
+  files: TextFile[];
   mask: string[];
   enable: string[];
   /** start / restart / stop per unit, in name order; masked units and templates have none. */
   commands: { unit: string; command: UnitCommand }[];
 }
 
-export function unitFile(path: string, content: string): ResolvedFile {
-  return { path, mode: 0o644, user: 'root', group: 'root', content: Buffer.from(content, 'utf8') };
+export function unitFile(path: string, content: string): TextFile {
+  return {
+    path,
+    mode: 0o644,
+    user: 'root',
+    group: 'root',
+    content: Buffer.from(content, 'utf8'),
+    text: content,
+  };
 }
 
 export function planUnits(units: readonly ResolvedUnit[]): UnitPlan {
@@ -82,6 +94,41 @@ export const INLINE_TEXT_MAX = 4096;
 /** True when `content` is written as readable text (see INLINE_TEXT_MAX and isReadableText). */
 export function isInlineText(content: Buffer): boolean {
   return content.length <= INLINE_TEXT_MAX && isReadableText(content);
+}
+
+/**
+ * The file's content as a string when it is written as readable text, else undefined. A unit
+ * file carries the string it was made from: it is checked as a string (one regular expression)
+ * rather than encoded, checked as bytes and decoded again, with the same verdict.
+ */
+export function inlineText(file: TextFile): string | undefined {
+  const content = file.content;
+  if (content.length > INLINE_TEXT_MAX) return undefined;
+  const text = file.text;
+  if (text !== undefined) {
+    const readable = isReadableString(text);
+    if (readable !== undefined) return readable ? text : undefined;
+  }
+  return isReadableText(content) ? content.toString('utf8') : undefined;
+}
+
+/** String.prototype.isWellFormed (Node 20; ES2024, newer than the lib this project targets). */
+interface WellFormed {
+  isWellFormed(): boolean;
+}
+
+/** What isReadableText forbids, on a string: see there. */
+const UNREADABLE =
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
+  /[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]|[ \t](?:\n|$)/;
+
+/**
+ * isReadableText(Buffer.from(text)) without encoding: undefined for a string with a lone
+ * surrogate (its UTF-8 is U+FFFD, not the string), which only the bytes can answer for.
+ */
+export function isReadableString(text: string): boolean | undefined {
+  if (!(text as unknown as WellFormed).isWellFormed()) return undefined;
+  return !UNREADABLE.test(text);
 }
 
 /**

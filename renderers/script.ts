@@ -7,10 +7,10 @@
  * masked and enabled with `systemctl --root=DIR` and nothing is started or installed. That is how
  * the tests apply it, and how an image build can use it.
  */
-import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
+import type { ResolvedConfig } from '../api/resolved.js';
 import { formatMode } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
-import { header, isInlineText, planUnits } from './common.js';
+import { header, inlineText, isInlineText, planUnits, type TextFile } from './common.js';
 import { profileFor } from './profiles.js';
 import { ByteBuilder } from './byte-builder.js';
 
@@ -103,13 +103,25 @@ function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
  * here-document else. Text without a single quote is copied into the quotes byte for byte.
  */
 export function fileCommand(
-  file: ResolvedFile,
+  file: TextFile,
   encodings: Map<string, string>,
   out: ByteBuilder,
 ): void {
   const args = words([file.path, formatMode(file.mode), `${file.user}:${file.group}`]);
   const content = file.content;
-  if (isInlineText(content)) {
+  if (file.text !== undefined) {
+    // a unit file: its text is at hand, no need to look at (or decode) the bytes
+    const text = inlineText(file);
+    if (text !== undefined) {
+      encodings.set(file.path, 'text');
+      if (!text.includes("'") && (text.includes('\n') || text.includes(' '))) {
+        out.text(`oscar_text ${args} '`).text(text).ascii("'\n");
+      } else {
+        out.text(`oscar_text ${args} ${shQuote(text)}\n`);
+      }
+      return;
+    }
+  } else if (isInlineText(content)) {
     encodings.set(file.path, 'text');
     // with a space or LF and no quote, shQuote would only wrap the text in quotes
     if (content.indexOf(0x27) < 0 && (content.indexOf(0x0a) >= 0 || content.indexOf(0x20) >= 0)) {
