@@ -109,9 +109,17 @@ export function literalBlock(text: string, parentIndent: number): string | undef
   }
   const pad = ' '.repeat(parentIndent + 2);
   const indicator = /^\n* /.test(body) ? '2' : '';
-  // Every line gets the indentation, but empty lines stay empty (no trailing spaces). Splitting
-  // at LF and joining is faster here than any regular expression replace.
-  const lines = body.split('\n');
-  for (let i = 0; i < lines.length; i++) if (lines[i] !== '') lines[i] = pad + (lines[i] ?? '');
-  return `|${indicator}${chomp}\n${lines.join('\n')}`;
+  // Every line gets the indentation, but empty lines stay empty (no trailing spaces): the text is
+  // walked from LF to LF and copied in slices (faster than split and join, or a regular expression)
+  let out = `|${indicator}${chomp}\n`;
+  let start = 0;
+  for (;;) {
+    const end = body.indexOf('\n', start);
+    if (end < 0) {
+      if (start < body.length) out += pad + body.slice(start);
+      return out;
+    }
+    out += end > start ? `${pad}${body.slice(start, end + 1)}` : '\n';
+    start = end + 1;
+  }
 }
