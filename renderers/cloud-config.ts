@@ -14,7 +14,6 @@
  *   images without that locale and leaves the boot degraded.
  */
 import type { ResolvedConfig } from '../api/resolved.js';
-import { formatMode } from '../api/resolved.js';
 import type { Purpose } from '../api/schema.js';
 import type { RenderContext } from './types.js';
 import {
@@ -24,6 +23,7 @@ import {
   inlineText,
   type TextFile,
   isNumericId,
+  modeText,
   planUnits,
 } from './common.js';
 import { ByteBuilder } from './byte-builder.js';
@@ -38,19 +38,19 @@ const SPECIAL_BITS = 0o7000;
 export function contentField(
   file: TextFile,
   purpose: Purpose,
-  encodings: Map<string, string>,
+  encodings: Map<string, string> | undefined,
   out: ByteBuilder,
 ): void {
   const content = file.content;
   if (content.length === 0) {
-    encodings.set(file.path, 'empty');
+    encodings?.set(file.path, 'empty');
     out.ascii("    content: ''\n");
     return;
   }
   const text = inlineText(file);
   if (text !== undefined) {
     const block = literalBlock(text, 4);
-    encodings.set(file.path, block ? 'text' : 'quoted');
+    encodings?.set(file.path, block ? 'text' : 'quoted');
     out
       .ascii('    content: ')
       .text(block ?? doubleQuoted(text))
@@ -59,11 +59,11 @@ export function contentField(
   }
   const zipped = gzipIfSmaller(content, base64Length(content.length), purpose);
   if (zipped) {
-    encodings.set(file.path, 'gz+b64');
+    encodings?.set(file.path, 'gz+b64');
     out.ascii('    encoding: gz+b64\n    content: "').base64(zipped).ascii('"\n');
     return;
   }
-  encodings.set(file.path, 'b64');
+  encodings?.set(file.path, 'b64');
   out.ascii('    encoding: b64\n    content: "').base64(content).ascii('"\n');
 }
 
@@ -74,7 +74,7 @@ function flow(items: readonly string[]): string {
 export function renderCloudConfig(
   config: ResolvedConfig,
   context: RenderContext,
-  encodings: Map<string, string> = new Map(),
+  encodings?: Map<string, string>,
 ): Buffer {
   const plan = planUnits(config.units);
   const out = new ByteBuilder();
@@ -96,13 +96,13 @@ export function renderCloudConfig(
   for (const file of files) {
     out.text(`  - path: ${scalar(file.path)}\n`);
     contentField(file, config.purpose, encodings, out);
-    out.text(`    permissions: "${formatMode(file.mode)}"\n`);
+    out.text(`    permissions: "${modeText(file.mode)}"\n`);
     const numeric = isNumericId(file.user) || isNumericId(file.group);
     if (!numeric && (file.user !== 'root' || file.group !== 'root')) {
       out.text(`    owner: ${doubleQuoted(`${file.user}:${file.group}`)}\n    defer: true\n`);
     }
     if (numeric) fixups.push(['chown', `${file.user}:${file.group}`, file.path]);
-    if ((file.mode & SPECIAL_BITS) !== 0) fixups.push(['chmod', formatMode(file.mode), file.path]);
+    if ((file.mode & SPECIAL_BITS) !== 0) fixups.push(['chmod', modeText(file.mode), file.path]);
   }
 
   const commands: string[][] = [...fixups];

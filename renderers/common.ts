@@ -7,7 +7,7 @@ import { isAscii, isUtf8 } from 'node:buffer';
 import { gzipSync } from 'node:zlib';
 import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
-import { dropInPath, unitPath } from '../api/resolved.js';
+import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
 import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
 import { hasKey } from '../api/systemd/unit-file.js';
 import { isTemplateUnit } from '../api/systemd/unit-name.js';
@@ -249,7 +249,16 @@ function safe(name: string): string {
   return name.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 253);
 }
 
+/** formatMode of every mode 0 to 07777, made once: a render writes one per file. */
+const MODE_TEXT: readonly string[] = Array.from({ length: 0o10000 }, (_, mode) => formatMode(mode));
+
+/** formatMode(mode), looked up. */
+export function modeText(mode: number): string {
+  return MODE_TEXT[mode] ?? formatMode(mode);
+}
+
 /** True when the owner half is a numeric id rather than a name. */
 export function isNumericId(part: string): boolean {
-  return /^[0-9]+$/.test(part);
+  const c = part.charCodeAt(0);
+  return c >= 0x30 && c <= 0x39 && /^[0-9]+$/.test(part);
 }

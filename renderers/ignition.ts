@@ -65,28 +65,28 @@ export interface DataUrl {
 export function dataUrl(
   file: ResolvedFile,
   purpose: Purpose,
-  encodings: Map<string, string>,
+  encodings: Map<string, string> | undefined,
 ): DataUrl {
   const content = file.content;
   const text = isInlineText(content) ? encodeURIComponent(content.toString('utf8')) : undefined;
   const plainSize = text?.length ?? base64Length(content.length);
   const zipped = gzipIfSmaller(content, plainSize, purpose);
   if (zipped) {
-    encodings.set(file.path, 'gzip data URL');
+    encodings?.set(file.path, 'gzip data URL');
     return { scheme: 'data:;base64,', data: zipped, compression: 'gzip' };
   }
   if (text !== undefined) {
-    encodings.set(file.path, 'text data URL');
+    encodings?.set(file.path, 'text data URL');
     return { scheme: 'data:,', data: text };
   }
-  encodings.set(file.path, 'base64 data URL');
+  encodings?.set(file.path, 'base64 data URL');
   return { scheme: 'data:;base64,', data: content };
 }
 
 export function renderIgnition(
   config: ResolvedConfig,
   _context: RenderContext,
-  encodings: Map<string, string> = new Map(),
+  encodings?: Map<string, string>,
 ): Buffer {
   // The document is written by hand, byte for byte as JSON.stringify(doc, null, 2) lays it out
   // (the golden files hold it to that): building the object tree and stringifying it cost more

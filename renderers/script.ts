@@ -8,9 +8,8 @@
  * the tests apply it, and how an image build can use it.
  */
 import type { ResolvedConfig } from '../api/resolved.js';
-import { formatMode } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
-import { header, inlineText, isInlineText, planUnits, type TextFile } from './common.js';
+import { header, inlineText, isInlineText, modeText, planUnits, type TextFile } from './common.js';
 import { profileFor } from './profiles.js';
 import { ByteBuilder } from './byte-builder.js';
 
@@ -104,16 +103,16 @@ function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
  */
 export function fileCommand(
   file: TextFile,
-  encodings: Map<string, string>,
+  encodings: Map<string, string> | undefined,
   out: ByteBuilder,
 ): void {
-  const args = words([file.path, formatMode(file.mode), `${file.user}:${file.group}`]);
+  const args = words([file.path, modeText(file.mode), `${file.user}:${file.group}`]);
   const content = file.content;
   if (file.text !== undefined) {
     // a unit file: its text is at hand, no need to look at (or decode) the bytes
     const text = inlineText(file);
     if (text !== undefined) {
-      encodings.set(file.path, 'text');
+      encodings?.set(file.path, 'text');
       if (!text.includes("'") && (text.includes('\n') || text.includes(' '))) {
         out.text(`oscar_text ${args} '`).text(text).ascii("'\n");
       } else {
@@ -122,7 +121,7 @@ export function fileCommand(
       return;
     }
   } else if (isInlineText(content)) {
-    encodings.set(file.path, 'text');
+    encodings?.set(file.path, 'text');
     // with a space or LF and no quote, shQuote would only wrap the text in quotes
     if (content.indexOf(0x27) < 0 && (content.indexOf(0x0a) >= 0 || content.indexOf(0x20) >= 0)) {
       out.text(`oscar_text ${args} '`).bytes(content).ascii("'\n");
@@ -131,7 +130,7 @@ export function fileCommand(
     }
     return;
   }
-  encodings.set(file.path, 'b64');
+  encodings?.set(file.path, 'b64');
   out.text(`oscar_b64 ${args} <<'${B64_DELIMITER}'\n`);
   out.base64(content, B64_LINE);
   out.ascii(content.length > 0 ? `\n${B64_DELIMITER}\n` : `${B64_DELIMITER}\n`);
@@ -140,7 +139,7 @@ export function fileCommand(
 export function renderScript(
   config: ResolvedConfig,
   context: RenderContext,
-  encodings: Map<string, string> = new Map(),
+  encodings?: Map<string, string>,
 ): Buffer {
   const plan = planUnits(config.units);
   const provision = config.purpose === 'provision';

@@ -19,7 +19,8 @@ export function isPlainSafe(s: string): boolean {
   if (!PLAIN.test(s)) return false;
   // the reserved words are at most 5 characters long: no lower-casing for a path
   if (s.length <= 5 && RESERVED.has(s.toLowerCase())) return false;
-  return !EXPONENT.test(s);
+  const c = s.charCodeAt(0);
+  return !((c === 0x65 || c === 0x45) && EXPONENT.test(s));
 }
 
 /** A scalar that reads back as exactly `s` (plain when unambiguous, else double-quoted). */
