@@ -165,13 +165,21 @@ export class Controller implements Caches {
         : { watchTimeoutSeconds: this.o.watchTimeoutSeconds };
     const scope = ns || '*';
     const osc = new Informer<OscObject>(
-      httpSource(http, { path: `/apis/${API_VERSION}${nsPath}/${OSC_RESOURCE}`, ...timeout }),
+      httpSource(http, {
+        path: `/apis/${API_VERSION}${nsPath}/${OSC_RESOURCE}`,
+        // An OSC can be ~1 MiB; pages of 50 keep a (re)list's response text, its parse and the
+        // previous page's garbage small next to the cache itself.
+        pageSize: 50,
+        ...timeout,
+      }),
       {
         onAdd: (o) => {
+          this.catchUp(this.oscOverlay, o);
           this.refs.set(keyOf(o), o.metadata.namespace ?? '', refsOf(o));
           this.queue.add(keyOf(o));
         },
         onUpdate: (before, after) => {
+          this.catchUp(this.oscOverlay, after);
           this.refs.set(keyOf(after), after.metadata.namespace ?? '', refsOf(after));
           // Our own status writes come back as updates: only spec, deletion and finalizer
           // changes (or a status that lags the generation) need a pass.
@@ -207,10 +215,12 @@ export class Controller implements Caches {
       }),
       {
         onAdd: (s) => {
+          this.catchUp(this.secretOverlay, s);
           const k = ownerKey(s);
           if (k) this.queue.add(k);
         },
         onUpdate: (before, after) => {
+          this.catchUp(this.secretOverlay, after);
           const k = ownerKey(after);
           if (k && !sameMeta(before, after)) this.queue.add(k);
         },
@@ -329,6 +339,28 @@ export class Controller implements Caches {
   }
 
   private recordingWriter(inner: Writer): Writer {
+    /**
+     * Writes answer with the stored metadata only. The OSC as stored is then the one we based the
+     * write on (same uid and generation: same spec) with that metadata and, after a status
+     * write, the status we applied (all of it is ours). If the generation moved meanwhile, we
+     * cannot tell the stored spec: nothing is recorded, and the watch brings it.
+     */
+    const recordOsc = (stored: KubeObject, status?: OscObject['status']): void => {
+      dropManagedFields(stored);
+      const key = keyOf(stored);
+      const base = this.osc(stored.metadata.namespace ?? '', stored.metadata.name);
+      if (
+        base &&
+        base.metadata.uid === stored.metadata.uid &&
+        base.metadata.generation === stored.metadata.generation
+      ) {
+        const own: OscObject = { ...base, metadata: stored.metadata };
+        if (status) own.status = status;
+        this.oscOverlay.set(key, own);
+      } else {
+        this.oscOverlay.delete(key);
+      }
+    };
     return {
       applySecret: async (body) => {
         const stored = await inner.applySecret(body);
@@ -344,22 +376,29 @@ export class Controller implements Caches {
       },
       patchStatus: async (namespace, name, status) => {
         const stored = await inner.patchStatus(namespace, name, status);
-        if (stored) {
-          dropManagedFields(stored);
-          this.oscOverlay.set(keyOf(stored), stored);
-        }
+        if (stored) recordOsc(stored, status);
         return stored;
       },
       setFinalizer: async (namespace, name, present) => {
         const stored = await inner.setFinalizer(namespace, name, present);
-        if (stored) {
-          dropManagedFields(stored);
-          this.oscOverlay.set(keyOf(stored), stored);
-        }
+        if (stored) recordOsc(stored);
         return stored;
       },
       event: (osc, e) => inner.event(osc, e),
     };
+  }
+
+  /**
+   * Drops our own record of a write once the watch has delivered that version or a later one:
+   * it is no longer needed, and an OSC kept there would be a second copy of the cached one.
+   */
+  private catchUp(overlay: Map<string, KubeObject>, obj: KubeObject): void {
+    const key = keyOf(obj);
+    const own = overlay.get(key);
+    if (!own) return;
+    const a = Number(obj.metadata.resourceVersion ?? 0);
+    const b = Number(own.metadata.resourceVersion);
+    if (!(Number.isFinite(a) && Number.isFinite(b)) || a >= b) overlay.delete(key);
   }
 
   /** The newer of the cached object and our own last write of it. */

@@ -56,8 +56,9 @@ export interface EventInput {
 }
 
 /**
- * What reconcile writes. Each call is one API request. Writes return the object the server
- * stored (when it says), so the caller can read its own writes before the watch delivers them.
+ * What reconcile writes. Each call is one API request. Writes return the metadata of the object
+ * the server stored (when it says), so the caller can read its own writes before the watch
+ * delivers them.
  */
 export interface Writer {
   applySecret(body: Record<string, unknown>): Promise<KubeObject | undefined>;
@@ -66,8 +67,8 @@ export interface Writer {
     namespace: string,
     name: string,
     status: OperatingSystemConfigStatus,
-  ): Promise<OscObject | undefined>;
-  setFinalizer(namespace: string, name: string, present: boolean): Promise<OscObject | undefined>;
+  ): Promise<KubeObject | undefined>;
+  setFinalizer(namespace: string, name: string, present: boolean): Promise<KubeObject | undefined>;
   event(osc: OscObject, event: EventInput): Promise<void>;
 }
 

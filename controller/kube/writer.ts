@@ -3,11 +3,20 @@
  * (field manager oscar-controller): fields oscar stopped setting (config.json after a switch to
  * config.json.gz, warnings that went away) are removed, fields others own are kept. An apply that
  * changes nothing is not stored, so it makes no watch event either.
+ *
+ * Every write asks for the stored object's metadata only (PartialObjectMetadata): the API server
+ * then does not serialize a Secret's data or an OSC's 40-file spec into each response, and the
+ * controller neither parses nor holds them — the caller knows what it sent.
  */
 import { randomBytes } from 'node:crypto';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigStatus } from '../../api/schema.js';
 import { FINALIZER, type EventInput, type Writer } from '../reconcile.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import {
+  ACCEPT_METADATA,
+  CONTENT_APPLY_PATCH,
+  isNotFound,
+  type KubeHttp,
+} from '../../kube/client.js';
 import type { KubeObject, OscObject } from './types.js';
 
 export const FIELD_MANAGER = 'oscar-controller';
@@ -34,10 +43,10 @@ export class HttpWriter implements Writer {
       {
         query: { fieldManager: FIELD_MANAGER, force: true },
         contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
         body,
       },
     );
-    // Only the metadata is kept: the rendered data must not linger in memory.
     return { metadata: stored.metadata };
   }
 
@@ -53,35 +62,43 @@ export class HttpWriter implements Writer {
     namespace: string,
     name: string,
     status: OperatingSystemConfigStatus,
-  ): Promise<OscObject> {
+  ): Promise<KubeObject> {
     // The whole status is ours, nodes included: a field left out of the apply is removed.
-    return this.http.request<OscObject>('PATCH', `${oscPath(namespace, name)}/status`, {
-      query: { fieldManager: FIELD_MANAGER, force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body: {
-        apiVersion: API_VERSION,
-        kind: OSC_KIND,
-        metadata: { name, namespace },
-        status,
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `${oscPath(namespace, name)}/status`,
+      {
+        query: { fieldManager: FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body: {
+          apiVersion: API_VERSION,
+          kind: OSC_KIND,
+          metadata: { name, namespace },
+          status,
+        },
       },
-    });
+    );
+    return { metadata: stored.metadata };
   }
 
   async setFinalizer(
     namespace: string,
     name: string,
     present: boolean,
-  ): Promise<OscObject | undefined> {
+  ): Promise<KubeObject | undefined> {
     // Applying without the finalizer releases oscar's ownership of it, which removes it while
     // leaving other controllers' finalizers alone.
     const metadata: Record<string, unknown> = { name, namespace };
     if (present) metadata.finalizers = [FINALIZER];
     try {
-      return await this.http.request<OscObject>('PATCH', oscPath(namespace, name), {
+      const stored = await this.http.request<KubeObject>('PATCH', oscPath(namespace, name), {
         query: { fieldManager: `${FIELD_MANAGER}-finalizer`, force: true },
         contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
         body: { apiVersion: API_VERSION, kind: OSC_KIND, metadata },
       });
+      return { metadata: stored.metadata };
     } catch (error) {
       // Already gone: nothing left to finalize.
       if (!present && isNotFound(error)) return undefined;
