@@ -7,7 +7,7 @@
  * Add a new command here and put its work in its own module.
  */
 import type { Command } from 'commander';
-import { tuneHeapForTheAgent } from '../memory.js';
+import { tuneHeapForTheAgent, tuneHeapForTheController } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
 import type { RenderCommandOptions } from './render.js';
@@ -120,6 +120,7 @@ export function registerCommands(program: Command): void {
       'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
     )
     .action(async (opts: ControllerOptions) => {
+      tuneHeapForTheController(); // before the controller's modules load
       await (await import('./controller.js')).controllerCommand(program, opts);
     });
 
