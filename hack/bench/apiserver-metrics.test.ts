@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { diffHistograms, histogramQuantile, requestLatencies } from './apiserver-metrics.js';
+
+const scrape = (n1: number, n2: number, sum: number): string =>
+  [
+    '# HELP apiserver_request_duration_seconds [STABLE] Response latency',
+    '# TYPE apiserver_request_duration_seconds histogram',
+    `apiserver_request_duration_seconds_bucket{component="apiserver",dry_run="",group="oscar.dev",resource="operatingsystemconfigs",scope="resource",subresource="",verb="APPLY",version="v1alpha1",le="0.1"} ${String(n1)}`,
+    `apiserver_request_duration_seconds_bucket{component="apiserver",dry_run="",group="oscar.dev",resource="operatingsystemconfigs",scope="resource",subresource="",verb="APPLY",version="v1alpha1",le="0.2"} ${String(n2)}`,
+    `apiserver_request_duration_seconds_bucket{component="apiserver",dry_run="",group="oscar.dev",resource="operatingsystemconfigs",scope="resource",subresource="",verb="APPLY",version="v1alpha1",le="+Inf"} ${String(n2)}`,
+    `apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="oscar.dev",resource="operatingsystemconfigs",scope="resource",subresource="",verb="APPLY",version="v1alpha1"} ${String(sum)}`,
+    `apiserver_request_duration_seconds_count{component="apiserver",dry_run="",group="oscar.dev",resource="operatingsystemconfigs",scope="resource",subresource="",verb="APPLY",version="v1alpha1"} ${String(n2)}`,
+    `apiserver_request_duration_seconds_count{component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="GET",version="v1"} 7`,
+  ].join('\n');
+
+describe('apiserver metrics', () => {
+  it('keeps only the resources asked for, keyed by verb and resource', () => {
+    const set = requestLatencies(scrape(1, 2, 0.3), ['operatingsystemconfigs']);
+    expect([...set.keys()]).toEqual(['APPLY operatingsystemconfigs']);
+    expect(set.get('APPLY operatingsystemconfigs')?.count).toBe(2);
+  });
+
+  it('subtracts a scrape taken before a phase', () => {
+    const before = requestLatencies(scrape(10, 10, 0.5), ['operatingsystemconfigs']);
+    const after = requestLatencies(scrape(10, 30, 3.5), ['operatingsystemconfigs']);
+    const d = diffHistograms(before, after).get('APPLY operatingsystemconfigs');
+    expect(d?.count).toBe(20);
+    expect(d?.sum).toBeCloseTo(3.0);
+    // All 20 requests of the phase fell between 0.1 s and 0.2 s.
+    expect(d && histogramQuantile(d, 0.5)).toBeCloseTo(0.15);
+    expect(d && histogramQuantile(d, 1)).toBeCloseTo(0.2);
+  });
+
+  it('drops series with no requests in the phase', () => {
+    const s = requestLatencies(scrape(1, 2, 0.3), ['operatingsystemconfigs']);
+    expect(diffHistograms(s, s).size).toBe(0);
+  });
+});
