@@ -17,10 +17,11 @@ export const PROVISION_MARKER = '/var/lib/oscar/provisioned';
 export const B64_DELIMITER = 'OSCAR_B64';
 /**
  * base64 here-documents are cut into lines of this many characters: long lines keep the number
- * of pieces (and the time to write them) small, and stay within the 2048 bytes POSIX promises a
- * text utility reads in one line (LINE_MAX). base64 -d reads any line length.
+ * of cuts (and the time to make them) small, and with the LF they stay within the 2048 bytes
+ * POSIX promises a text utility reads in one line (LINE_MAX counts the newline); a multiple of 4,
+ * so every line is whole base64 quanta. base64 -d reads any line length.
  */
-export const B64_LINE = 1024;
+export const B64_LINE = 2044;
 
 const SHELL_WORD = /^[A-Za-z0-9_./@:+=,-]+$/;
 
