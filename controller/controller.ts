@@ -410,7 +410,11 @@ export class Controller implements Caches {
   ): T | undefined {
     const own = overlay.get(key);
     if (!own) return cached;
-    if (!cached && requireCached) return undefined;
+    if (!cached && requireCached) {
+      // Gone from the cache (deleted) after we wrote it: the record has nothing left to say.
+      overlay.delete(key);
+      return undefined;
+    }
     // resourceVersions are etcd revisions in practice; if one is not a number, trust the cache.
     const a = Number(cached?.metadata.resourceVersion ?? 0);
     const b = Number(own.metadata.resourceVersion);
