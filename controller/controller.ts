@@ -22,7 +22,7 @@ import { oscPath, OSC_RESOURCE } from './kube/writer.js';
 import { errorFields, type Logger } from './logger.js';
 import type { ControllerMetrics } from './metrics.js';
 import type { Pipeline } from './pipeline.js';
-import { WorkQueue, type QueueOptions } from './queue.js';
+import { WorkQueue, type HandlerResult, type QueueOptions } from './queue.js';
 import { RefIndex, type Ref } from './ref-index.js';
 import {
   NodeIndex,
@@ -304,7 +304,7 @@ export class Controller implements Caches {
     return n;
   }
 
-  private async handle(key: string): Promise<undefined> {
+  private async handle(key: string): Promise<HandlerResult | undefined> {
     const { metrics, log } = this.o;
     const end = metrics.reconcileDuration.startTimer();
     try {
@@ -323,7 +323,8 @@ export class Controller implements Caches {
       } else {
         log.debug({ osc: key, result: out.result }, 'reconciled; nothing to write');
       }
-      return undefined;
+      // The finalizer's watch event normally queues the status pass at once; this is the net.
+      return out.statusDeferred ? { requeueAfterMs: 1000 } : undefined;
     } catch (error) {
       metrics.reconciles.inc({
         result: error instanceof RenderFailedError ? 'renderFailed' : 'error',
@@ -445,6 +446,14 @@ export class Controller implements Caches {
   }
   configMap(namespace: string, name: string): DataObject | undefined {
     return this.setFor(namespace)?.configMaps.get(namespace, name);
+  }
+  ownWriteSeen(namespace: string, name: string): boolean {
+    const own = this.oscOverlay.get(`${namespace}/${name}`);
+    if (!own) return true;
+    const cached = this.setFor(namespace)?.osc.get(namespace, name);
+    const a = Number(cached?.metadata.resourceVersion ?? 0);
+    const b = Number(own.metadata.resourceVersion);
+    return !(Number.isFinite(a) && Number.isFinite(b)) || a >= b;
   }
   nodesOf(namespace: string, name: string): readonly NodeSummary[] {
     return this.nodeIndex.of(`${namespace}/${name}`);

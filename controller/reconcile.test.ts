@@ -30,6 +30,8 @@ class World implements Caches, Writer {
   log: string[] = [];
   events: EventInput[] = [];
   rv = 1;
+  /** Whether "the watch" has delivered our last OSC write (an in-memory world is never behind). */
+  seen = true;
 
   osc(ns: string, name: string) {
     return this.oscs.get(`${ns}/${name}`);
@@ -49,6 +51,9 @@ class World implements Caches, Writer {
   }
   configMap(ns: string, name: string) {
     return this.configMaps.get(`${ns}/${name}`);
+  }
+  ownWriteSeen() {
+    return this.seen;
   }
   nodesOf(ns: string, name: string) {
     return this.nodes.get(`${ns}/${name}`) ?? [];
@@ -162,6 +167,23 @@ describe('reconcile', () => {
     const noMemo = await reconcile('ns/a', { ...deps, memo: new Map() });
     expect(noMemo.writes).toBe(0);
     expect(world.log).toEqual([]);
+  });
+
+  it('leaves the status of a new OSC to the next pass while the watch lags behind its finalizer', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    world.seen = false;
+    const first = await reconcile('ns/a', deps);
+    expect(first).toMatchObject({ result: 'written', writes: 3, statusDeferred: true });
+    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile', 'event Rendered']);
+    expect(world.osc('ns', 'a')?.status).toBeUndefined();
+
+    // Only a pass that wrote the finalizer waits: the next one writes the status at once.
+    world.log = [];
+    const second = await reconcile('ns/a', deps);
+    expect(second.statusDeferred).toBeUndefined();
+    expect(world.log).toEqual(['status a']);
+    expect(world.osc('ns', 'a')?.status?.observedGeneration).toBe(1);
   });
 
   it('an invalid update keeps the last good Secret byte for byte and explains the field', async () => {
