@@ -30,6 +30,7 @@ import { dropManagedFields, httpSource, Informer } from '../../controller/kube/i
 import type { KubeObject, OscObject } from '../../controller/kube/types.js';
 import { oscPath } from '../../controller/kube/writer.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { readState } from '../testenv/state.js';
 import {
   diffHistograms,
   etcdLatencies,
@@ -319,6 +320,18 @@ class ControllerProcess {
 
 let kubeconfigPath = '';
 
+/** utime + stime of a process, in seconds (NaN when it is gone). */
+async function cpuOf(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return NaN;
+  try {
+    const stat = await readFile(`/proc/${String(pid)}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks (USER_HZ 100)
+  } catch {
+    return NaN;
+  }
+}
+
 async function main(): Promise<void> {
   const attach = process.env.OSCAR_TESTENV_STATE;
   const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({ log });
@@ -329,11 +342,20 @@ async function main(): Promise<void> {
   const trackers: Tracker[] = [];
   const controllers: ControllerProcess[] = [];
   const RESOURCES = ['operatingsystemconfigs', 'secrets', 'events'];
-  const scrape = async (): Promise<{ req: HistogramSet; etcd: HistogramSet }> => {
+  const state = await readState(env.stateFile);
+  const pids = { apiserver: state.apiserver.ref?.pid, etcd: state.etcd.ref?.pid };
+  const scrape = async (): Promise<{
+    req: HistogramSet;
+    etcd: HistogramSet;
+    at: number;
+    cpu: { apiserver: number; etcd: number };
+  }> => {
     const text = await getRaw(kc, '/metrics');
     return {
       req: requestLatencies(text, RESOURCES),
       etcd: etcdLatencies(text, ['operatingsystemconfigs', 'secrets']),
+      at: performance.now(),
+      cpu: { apiserver: await cpuOf(pids.apiserver), etcd: await cpuOf(pids.etcd) },
     };
   };
   const apiReport = (
@@ -341,6 +363,14 @@ async function main(): Promise<void> {
     a: Awaited<ReturnType<typeof scrape>>,
     b: Awaited<ReturnType<typeof scrape>>,
   ): void => {
+    const wall = (b.at - a.at) / 1000;
+    const cpu = (k: 'apiserver' | 'etcd'): string => {
+      const used = b.cpu[k] - a.cpu[k];
+      return `${used.toFixed(1)} s (${((100 * used) / wall).toFixed(0)} % of one core)`;
+    };
+    say(
+      `  ${label}, ${wall.toFixed(1)} s: CPU of kube-apiserver ${cpu('apiserver')}, of etcd ${cpu('etcd')} (the machine has 2 cores)`,
+    );
     say(
       `  API server's own latency, ${label} (apiserver_request_duration_seconds; p50/p99 from buckets):`,
     );
