@@ -11,7 +11,7 @@ import express from 'express';
 // The agent's kubeconfig reader: @kubernetes/client-node's index loads its whole generated API
 // (~15 MiB of module source and ~9 MiB of compiled code kept alive), which at 1,000 OSCs was a
 // fifth of the controller's heap; it is still used for exec plugins and auth providers.
-import { kubeHttp, loadKubeCredentials } from '../agent/kube.js';
+import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
 import { Controller } from './controller.js';
 import { HttpWriter } from './kube/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';

@@ -111,7 +111,7 @@ async function secretWiring(
     throw new Error('name this node with --node (or $NODE_NAME)');
   const pollIntervalMs = seconds(flags.pollInterval, '--poll-interval') * 1000;
   const [kube, { KubeReporter }, { SecretSource }] = await Promise.all([
-    import('../../agent/kube.js'),
+    import('../../kube/credentials.js'),
     import('../../agent/report.js'),
     import('../../agent/source-secret.js'),
   ]);

@@ -1,18 +1,18 @@
 /**
- * The agent's kubeconfig, read without @kubernetes/client-node: that library (760 modules, about
- * 45 MB of memory) is more than the agent's whole budget, and the agent needs only what
- * kube/client.ts uses of a KubeConfig — the server URL and the TLS options and headers of one
- * request. Handled here: a kubeconfig file (YAML or JSON; CA, client certificate and key inline or
- * as files, a bearer token or token file, basic auth, insecure-skip-tls-verify, tls-server-name)
- * and the in-cluster ServiceAccount. Anything else (exec plugins, auth providers, several files in
- * $KUBECONFIG) is handed to client-node's KubeConfig, loaded only then.
+ * The kubeconfig of the agent and the controller, read without @kubernetes/client-node: that
+ * library (760 modules, about 45 MB of memory) is more than the agent's whole budget, and both
+ * need only what client.ts uses of a KubeConfig — the server URL and the TLS options and headers
+ * of one request. Handled here: a kubeconfig file (YAML or JSON; CA, client certificate and key
+ * inline or as files, a bearer token or token file, basic auth, insecure-skip-tls-verify,
+ * tls-server-name) and the in-cluster ServiceAccount. Anything else (exec plugins, auth
+ * providers, several files in $KUBECONFIG) is handed to client-node's KubeConfig, loaded only then.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { HttpKubeClient } from '../kube/client.js';
+import { HttpKubeClient } from './client.js';
 
 /** What kube/client.ts's HttpKubeClient uses of a KubeConfig. */
 export interface KubeCredentials {

@@ -13,7 +13,7 @@ import {
   kubeHttp,
   loadKubeCredentials,
   type KubeCredentials,
-} from './kube.js';
+} from './credentials.js';
 
 let dir: string;
 beforeAll(async () => {
