@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../../api/resolved.js';
 import type { Format } from '../../api/schema.js';
 import { contentField } from '../../renderers/cloud-config.js';
-import { dataUrl, writeUrlData } from '../../renderers/ignition.js';
+import { dataUrl } from '../../renderers/ignition.js';
 import { fileCommand } from '../../renderers/script.js';
 import { ByteBuilder } from '../../renderers/byte-builder.js';
 import { checkResolved } from '../../renderers/guard.js';
@@ -152,7 +152,8 @@ const ENCODERS: Record<Format, (files: readonly ResolvedFile[]) => Buffer> = {
     for (const f of files) {
       const url = dataUrl(f, 'reconcile', new Map());
       out.ascii(url.scheme);
-      writeUrlData(url, out);
+      if (typeof url.data === 'string') out.ascii(url.data);
+      else out.base64(url.data);
     }
     return out.toBuffer();
   },
