@@ -110,10 +110,9 @@ async function secretWiring(
   if (node === undefined || node === '')
     throw new Error('name this node with --node (or $NODE_NAME)');
   const pollIntervalMs = seconds(flags.pollInterval, '--poll-interval') * 1000;
-  const [kube, { KubeReporter }, { SecretSource }] = await Promise.all([
+  const [kube, { followSecret }] = await Promise.all([
     import('../../kube/credentials.js'),
-    import('../../agent/report.js'),
-    import('../../agent/source-secret.js'),
+    import('../../agent/follow-secret.js'),
   ]);
   const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
   log(
@@ -125,26 +124,15 @@ async function secretWiring(
         metrics.apiRequests.inc();
       }
     : undefined;
-  // The reporter learns which OSC the Secret belongs to from the Secret's own label (the
-  // source reads it), so the node's status names its OSC without a second API call.
-  const reporter = new KubeReporter(kc, {
+  const { source, reporter } = followSecret(kc, {
+    namespace,
+    secret,
     node,
-    oscRef: { namespace, secretName: secret },
+    pollIntervalMs,
     log,
     http: kube.kubeHttp(credentials),
     ...(onRequest ? { onRequest } : {}),
   });
   reporters.push(reporter);
-  const source = new SecretSource(kc, {
-    namespace,
-    name: secret,
-    pollIntervalMs,
-    log,
-    http: kube.kubeHttp(credentials),
-    onOscRef: (ref) => {
-      reporter.setOscRef(ref);
-    },
-    ...(onRequest ? { onRequest } : {}),
-  });
   return { source };
 }

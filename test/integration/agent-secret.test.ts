@@ -13,8 +13,7 @@ import {
 } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Agent, logReporter } from '../../agent/agent.js';
-import { KubeReporter } from '../../agent/report.js';
-import { SecretSource } from '../../agent/source-secret.js';
+import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
 import { ANNOTATION_CHECKSUM, encodeConfigData, KEY_CONFIG_GZIP } from '../../api/secret.js';
@@ -152,22 +151,17 @@ async function setup(pollIntervalMs = 60_000): Promise<Setup> {
   };
   // An agent on this root, as a node process runs it; a restart is a second one on the same root.
   const newAgent = (): Agent => {
-    const reporter = new KubeReporter(kc, {
+    const { source, reporter } = followSecret(kc, {
+      namespace: ns,
+      secret: SECRET,
       node,
-      oscRef: { namespace: ns, secretName: SECRET },
+      pollIntervalMs,
       log,
       onRequest,
       backoffMaxMs: 2_000,
     });
     const a = new Agent({
-      source: new SecretSource(kc, {
-        namespace: ns,
-        name: SECRET,
-        pollIntervalMs,
-        log,
-        onRequest,
-        backoffMaxMs: 2_000,
-      }),
+      source,
       deps: {
         root,
         stateDir,

@@ -9,8 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Agent, logReporter } from '../../agent/agent.js';
-import { KubeReporter } from '../../agent/report.js';
-import { SecretSource } from '../../agent/source-secret.js';
+import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { secretNameFor } from '../../api/secret.js';
 import type { OperatingSystemConfigNode } from '../../api/schema.js';
@@ -66,25 +65,41 @@ function agentIdentity(ns: string, node: string): { user: string; groups: string
   };
 }
 
+/** A namespace with the controller running in it, and the agent's grants for one node there. */
+async function chain(prefix: string) {
+  // a short prefix: the agent identity's certificate CN (with namespace and node) must fit 64 bytes
+  const ns = await createTestNamespace(prefix);
+  const node = uniqueName('node');
+  const osc = 'web';
+  const secret = secretNameFor(osc, 'reconcile');
+  const api = new Api();
+  await grantAgent(api, ns, node, secret);
+  const controller = await startController([ns]);
+  cleanups.push(controller.stop);
+  logs.push(controller.logs);
+  return { ns, node, osc, secret, api };
+}
+
+async function nodeStatus(api: Api, node: string): Promise<OperatingSystemConfigNode['status']> {
+  return (await api.http.request<OperatingSystemConfigNode>('GET', `${NODES}/${node}`)).status;
+}
+
+/** The node's status once it reports `checksum` applied (a missing object is waited for). */
+function nodeAppliedIs(api: Api, node: string, checksum: string) {
+  return waitFor(`oscnode ${node} applied ${checksum.slice(0, 12)}`, async () => {
+    const st = await nodeStatus(api, node);
+    return st?.appliedChecksum === checksum ? st : undefined;
+  });
+}
+
 describe('controller and agent (real API server)', () => {
   it('an OSC change reaches the node, its report and the OSC status.nodes', async () => {
-    const ns = await createTestNamespace('chain');
-    const node = uniqueName('node');
-    const osc = 'web';
-    const secret = secretNameFor(osc, 'reconcile');
-    const api = new Api();
-
-    await grantAgent(api, ns, node, secret);
-
-    const controller = await startController([ns]);
-    cleanups.push(controller.stop);
-    logs.push(controller.logs);
-
+    const { ns, node, osc, secret, api } = await chain('chain');
     await api.applyOsc(ns, osc, demoSpec('reconcile', 'v1\n'));
     const v1 = await api.waitReady(ns, osc);
     expect(v1.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0 });
 
-    // The agent, wired as `oscar agent --secret` wires it.
+    // The agent, wired by the same followSecret as `oscar agent --secret`.
     const kc = await kubeConfigFor(agentIdentity(ns, node));
     const root = await mkdtemp(join(tmpdir(), 'oscar-chain-'));
     const stateDir = join(root, 'var/lib/oscar');
@@ -94,23 +109,16 @@ describe('controller and agent (real API server)', () => {
     const log = (m: string): void => {
       agentLogs.push(`agent: ${m}\n`);
     };
-    const reporter = new KubeReporter(kc, {
+    const { source, reporter } = followSecret(kc, {
+      namespace: ns,
+      secret,
       node,
-      oscRef: { namespace: ns, secretName: secret },
+      pollIntervalMs: 60_000,
       log,
       backoffMaxMs: 2_000,
     });
     const agent = new Agent({
-      source: new SecretSource(kc, {
-        namespace: ns,
-        name: secret,
-        pollIntervalMs: 60_000,
-        log,
-        backoffMaxMs: 2_000,
-        onOscRef: (ref) => {
-          reporter.setOscRef(ref);
-        },
-      }),
+      source,
       deps: {
         root,
         stateDir,
@@ -129,13 +137,7 @@ describe('controller and agent (real API server)', () => {
     });
     await agent.start();
 
-    const nodeStatus = async (): Promise<OperatingSystemConfigNode['status']> =>
-      (await api.http.request<OperatingSystemConfigNode>('GET', `${NODES}/${node}`)).status;
-    const nodeApplied = (checksum: string) =>
-      waitFor(`oscnode ${node} applied ${checksum.slice(0, 12)}`, async () => {
-        const st = await nodeStatus();
-        return st?.appliedChecksum === checksum ? st : undefined;
-      });
+    const nodeApplied = (checksum: string) => nodeAppliedIs(api, node, checksum);
     const nodesCount = (checksum: string, want: { updated: number; degraded: number }) =>
       waitFor(`${ns}/${osc} status.nodes ${JSON.stringify(want)}`, async () => {
         const o = await api.getOsc(ns, osc);
@@ -183,7 +185,7 @@ describe('controller and agent (real API server)', () => {
     const c3 = (await api.waitReady(ns, osc)).status?.checksum ?? '';
     expect(c3).not.toBe(c2);
     await nodesCount(c3, { updated: 0, degraded: 1 });
-    const failed = await nodeStatus();
+    const failed = await nodeStatus(api, node);
     expect(failed?.appliedChecksum).toBe(c2);
     expect(failed?.conditions?.find((c) => c.type === 'Degraded')).toMatchObject({
       status: 'True',
@@ -198,16 +200,9 @@ describe('controller and agent (real API server)', () => {
     expect(await readFile(join(root, 'etc/demo/extra.conf'), 'utf8')).toBe('extra\n');
     await nodesCount(c3, { updated: 1, degraded: 0 });
   });
+
   it('`oscar agent --secret` as its own process applies the Secret and names its OSC', async () => {
-    const ns = await createTestNamespace('cli'); // short: the identity's CN must fit 64 bytes;
-    const node = uniqueName('node');
-    const osc = 'web';
-    const secret = secretNameFor(osc, 'reconcile');
-    const api = new Api();
-    await grantAgent(api, ns, node, secret);
-    const controller = await startController([ns]);
-    cleanups.push(controller.stop);
-    logs.push(controller.logs);
+    const { ns, node, osc, secret, api } = await chain('cli');
     await api.applyOsc(ns, osc, demoSpec('reconcile', 'cli\n'));
     const checksum = (await api.waitReady(ns, osc)).status?.checksum ?? '';
 
@@ -230,15 +225,7 @@ describe('controller and agent (real API server)', () => {
       await rm(root, { recursive: true, force: true });
     });
     outputs.push(agent.output);
-    const st = await waitFor(`oscnode ${node} applied by the CLI agent`, async () => {
-      try {
-        const n = await api.http.request<OperatingSystemConfigNode>('GET', `${NODES}/${node}`);
-        return n.status?.appliedChecksum === checksum ? n.status : undefined;
-      } catch (error) {
-        if (isNotFound(error)) return undefined;
-        throw error;
-      }
-    });
+    const st = await nodeAppliedIs(api, node, checksum);
     expect(st.oscRef, agent.output()).toEqual({ namespace: ns, name: osc, secretName: secret });
     expect(await readFile(join(root, 'etc/demo/app.conf'), 'utf8')).toBe('cli\n');
     // The OSC counts the node as updated: the controller found it by the name the agent reported.
