@@ -7,7 +7,7 @@
  * Add a new command here and put its work in its own module.
  */
 import type { Command } from 'commander';
-import { tuneHeapForTheAgent, tuneHeapForTheController } from '../memory.js';
+import { tuneHeapForLongRunning } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
 import type { RenderCommandOptions } from './render.js';
@@ -120,7 +120,7 @@ export function registerCommands(program: Command): void {
       'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
     )
     .action(async (opts: ControllerOptions) => {
-      tuneHeapForTheController(); // before the controller's modules load
+      tuneHeapForLongRunning(); // before the controller's modules load
       await (await import('./controller.js')).controllerCommand(program, opts);
     });
 
@@ -154,7 +154,7 @@ export function registerCommands(program: Command): void {
     .option('--metrics-addr <host:port>', 'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)')
     .option('--once', 'apply the current desired state once and exit (exit 1 on failure)')
     .action(async (flags: AgentFlags) => {
-      tuneHeapForTheAgent(); // before the agent's modules load: loading grows the heap too
+      tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
       await (await import('./agent.js')).agentCommand(flags);
     });
 
