@@ -11,8 +11,14 @@
 import { canonicalWithChecksum } from '../api/canonical.js';
 import { formatBytes } from '../api/bytes.js';
 import { formatFieldError, ValidationError, type FieldError } from '../api/field-error.js';
-import { referencedObjects, resolve, type References } from '../api/resolve.js';
-import { API_VERSION, LIMITS, OSC_KIND, type OperatingSystemConfigStatus } from '../api/schema.js';
+import { referencedObjects, type References } from '../api/resolve.js';
+import {
+  API_VERSION,
+  LIMITS,
+  OSC_KIND,
+  type OperatingSystemConfigSpec,
+  type OperatingSystemConfigStatus,
+} from '../api/schema.js';
 import {
   encodeConfigData,
   KEY_FORMAT,
@@ -20,7 +26,7 @@ import {
   LABEL_OSC,
   secretNameFor,
 } from '../api/secret.js';
-import { validateOperatingSystemConfig } from '../api/validate.js';
+import { validateAndResolve } from '../api/validated.js';
 import { setConditions, type ConditionInput } from './conditions.js';
 import type { DataObject, KubeObject, OscObject } from './kube/types.js';
 import { countNodes, type NodeSummary } from './node-index.js';
@@ -159,18 +165,9 @@ function isReferenceError(e: FieldError): boolean {
   return /\.(secretRef|configMapRef)(\.key)?$/.test(e.path);
 }
 
-async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Promise<Outcome> {
-  const ns = osc.metadata.namespace ?? '';
-  const doc = {
-    apiVersion: API_VERSION,
-    kind: OSC_KIND,
-    metadata: { name: osc.metadata.name, namespace: ns },
-    spec: osc.spec,
-  };
-  const errors = validateOperatingSystemConfig(doc);
-  if (errors.length > 0) return { kind: 'invalid', reason: 'ValidationFailed', errors };
-
-  const wanted = referencedObjects(osc.spec);
+/** The data of the Secrets and ConfigMaps `spec` references, from the informer caches. */
+function referencesFor(spec: OperatingSystemConfigSpec, ns: string, caches: Caches): References {
+  const wanted = referencedObjects(spec);
   const refs: References = { secrets: new Map(), configMaps: new Map() };
   for (const n of wanted.secrets) {
     const s = caches.secret(ns, n);
@@ -180,11 +177,23 @@ async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Prom
     const c = caches.configMap(ns, n);
     if (c) (refs.configMaps as Map<string, Record<string, Buffer>>).set(n, decodeData(c, false));
   }
-  const resolved = resolve(osc.spec, refs);
+  return refs;
+}
+
+async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Promise<Outcome> {
+  const ns = osc.metadata.namespace ?? '';
+  const doc = {
+    apiVersion: API_VERSION,
+    kind: OSC_KIND,
+    metadata: { name: osc.metadata.name, namespace: ns },
+    spec: osc.spec,
+  };
+  const resolved = validateAndResolve(doc, (spec) => referencesFor(spec, ns, caches));
   if (!resolved.ok) {
-    const reason = resolved.errors.some(isReferenceError)
-      ? 'ReferenceNotFound'
-      : 'ValidationFailed';
+    const reason =
+      resolved.stage === 'resolve' && resolved.errors.some(isReferenceError)
+        ? 'ReferenceNotFound'
+        : 'ValidationFailed';
     return { kind: 'invalid', reason, errors: resolved.errors };
   }
 

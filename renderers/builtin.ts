@@ -13,7 +13,6 @@ import { ignitionWarnings, renderIgnition } from './ignition.js';
 import { expand, type OsProfile, PROFILES } from './profiles.js';
 import { renderScript } from './script.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
-import { inRenderScope } from './unit-parse.js';
 
 /**
  * The text of one format for a config that is already expanded. `encodings` collects, per file
@@ -48,7 +47,7 @@ export function builtinRenderer(
       // async only by contract (a webhook renderer needs it); the work here is synchronous, and
       // the executor turns a thrown ValidationError into a rejection
       return new Promise((resolve) => {
-        resolve(inRenderScope(() => renderBuiltin(formats, profiles, config, context)));
+        resolve(renderBuiltin(formats, profiles, config, context));
       });
     },
   };

@@ -9,13 +9,18 @@ import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
 import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
 import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
-import { hasKey } from '../api/systemd/unit-file.js';
 import { isTemplateUnit } from '../api/systemd/unit-name.js';
 import { base64Length } from './byte-builder.js';
-import { parseUnit } from './unit-parse.js';
+import { type InstallKey, unitFacts } from './unit-parse.js';
 
 /** Keys of [Install] that give `systemctl enable` something to do. */
-const INSTALL_KEYS = ['WantedBy', 'RequiredBy', 'UpheldBy', 'Alias', 'Also'];
+const ENABLING_KEYS: readonly InstallKey[] = [
+  'WantedBy',
+  'RequiredBy',
+  'UpheldBy',
+  'Alias',
+  'Also',
+];
 
 /**
  * True when enabling the unit means something. A unit written with content but without an
@@ -27,10 +32,10 @@ export function effectiveEnable(unit: ResolvedUnit): boolean {
   if (unit.mask || !unit.enable) return false;
   const template = isTemplate(unit.name);
   if (unit.content === undefined) return !template;
-  const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(parseUnit);
+  const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(unitFacts);
   // a template is enabled through an instance; without DefaultInstance= there is none to enable
-  if (template && !files.some((p) => hasKey(p, 'Install', 'DefaultInstance'))) return false;
-  return files.some((p) => INSTALL_KEYS.some((k) => hasKey(p, 'Install', k)));
+  if (template && !files.some((f) => f.install.has('DefaultInstance'))) return false;
+  return files.some((f) => ENABLING_KEYS.some((k) => f.install.has(k)));
 }
 
 /** isTemplateUnit, without parsing the name when it has no "@" (most units). */

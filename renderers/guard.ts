@@ -7,8 +7,9 @@
 import { checkFilePath } from '../api/deep-validate.js';
 import { fieldError, ValidationError, type FieldError } from '../api/field-error.js';
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
+import { isValidated } from '../api/validated.js';
 import { validateDropInName, validateUnitName } from '../api/systemd/unit-name.js';
-import { parseUnit } from './unit-parse.js';
+import { unitFacts } from './unit-parse.js';
 
 /** The owner pattern of api/schema.ts, applied to each half. */
 const OWNER_PART = /^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?$/;
@@ -21,7 +22,16 @@ function ownerOk(part: string): boolean {
 const PACKAGE_NAME = /^[A-Za-z0-9][A-Za-z0-9+._-]*$/;
 const PACKAGE_VERSION = /^[A-Za-z0-9.+~:_-]+$/;
 
+/**
+ * The problems that keep `config` from being rendered (none: an empty list). A config from
+ * validateAndResolve has passed the full validator already and is not looked at again.
+ */
 export function checkResolved(config: ResolvedConfig): FieldError[] {
+  return isValidated(config) ? [] : checkEveryField(config);
+}
+
+/** The guard's checks, whatever the config's origin. */
+export function checkEveryField(config: ResolvedConfig): FieldError[] {
   const errors: FieldError[] = [];
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(config.type)) {
     errors.push(fieldError('spec.type', `"${config.type}" is not a valid OS type`));
@@ -64,7 +74,7 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
       errors.push(fieldError(`${base}.mask`, 'a masked unit has no content and is not enabled'));
     }
     if (unit.content !== undefined) {
-      for (const e of parseUnit(unit.content).errors) {
+      for (const e of unitFacts(unit.content).errors) {
         errors.push(fieldError(`${base}.content`, `line ${e.line}: ${e.message}`));
       }
     }
@@ -76,7 +86,7 @@ export function checkResolved(config: ResolvedConfig): FieldError[] {
         errors.push(fieldError(`${base}.dropIns[${j}].name`, 'duplicate drop-in name'));
       }
       dropIns.add(d.name);
-      for (const e of parseUnit(d.content).errors) {
+      for (const e of unitFacts(d.content).errors) {
         errors.push(fieldError(`${base}.dropIns[${j}].content`, `line ${e.line}: ${e.message}`));
       }
     });

@@ -5,14 +5,13 @@
  * it checks the config, finds the renderer, settles the format and renders.
  */
 import { fieldError, ValidationError, type FieldError } from '../api/field-error.js';
-import { resolve, type References, NO_REFERENCES } from '../api/resolve.js';
+import { type References, NO_REFERENCES } from '../api/resolve.js';
 import type { ResolvedConfig } from '../api/resolved.js';
-import type { Format, OperatingSystemConfig } from '../api/schema.js';
-import { validateOperatingSystemConfig } from '../api/validate.js';
+import type { Format } from '../api/schema.js';
+import { validateAndResolve } from '../api/validated.js';
 import { BUILTIN_RENDERERS } from './builtin.js';
 import { checkResolved, withChecked } from './guard.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
-import { inRenderScope } from './unit-parse.js';
 
 export class RendererRegistry {
   private readonly byType = new Map<string, Renderer>();
@@ -106,15 +105,6 @@ export async function renderOsc(
   config: ResolvedConfig,
   options: RenderOptions,
 ): Promise<RenderResult> {
-  // one render scope for the guard and the renderer's synchronous work: unit texts parsed once
-  return inRenderScope(() => checkAndRender(registry, config, options));
-}
-
-function checkAndRender(
-  registry: RendererRegistry,
-  config: ResolvedConfig,
-  options: RenderOptions,
-): Promise<RenderResult> {
   const invalid = checkResolved(config);
   if (invalid.length > 0) throw new ValidationError(invalid);
   const selected = selectRenderer(registry, config, options.format);
@@ -142,18 +132,16 @@ export async function renderDocument(
   refs: References = NO_REFERENCES,
   options: { format?: Format; gzip?: boolean } = {},
 ): Promise<RenderDocumentResult> {
-  const errors = validateOperatingSystemConfig(doc);
-  if (errors.length > 0) return { ok: false, errors };
-  const osc = doc as OperatingSystemConfig;
-  const resolved = resolve(osc.spec, refs);
+  const resolved = validateAndResolve(doc, refs);
   if (!resolved.ok) return { ok: false, errors: resolved.errors };
+  const { osc, config } = resolved;
   try {
-    const result = await renderOsc(registry, resolved.config, {
+    const result = await renderOsc(registry, config, {
       name: osc.metadata.name,
       namespace: osc.metadata.namespace ?? 'default',
       ...options,
     });
-    return { ok: true, config: resolved.config, result };
+    return { ok: true, config, result };
   } catch (error) {
     if (error instanceof ValidationError) return { ok: false, errors: error.errors };
     throw error;

@@ -1,32 +1,41 @@
 import { describe, expect, it } from 'vitest';
-import { inRenderScope, parseUnit } from './unit-parse.js';
+import { memoSize, unitFacts } from './unit-parse.js';
 
-const TEXT = '[Service]\nExecStart=/bin/true\n';
-
-describe('parseUnit', () => {
-  it('parses each text once inside a render scope', () => {
-    inRenderScope(() => {
-      const first = parseUnit(TEXT);
-      expect(parseUnit(TEXT)).toBe(first);
-      // a nested scope is the outer one
-      expect(inRenderScope(() => parseUnit(TEXT))).toBe(first);
-    });
+describe('unitFacts', () => {
+  it('gives the syntax errors and the [Install] keys a unit text sets', () => {
+    const facts = unitFacts(
+      '[Unit]\nDescription=x\n[Service]\nExecStart=/bin/true\nbroken line\n[Install]\nWantedBy=multi-user.target\nAlias=y.service\n',
+    );
+    expect(facts.errors).toEqual([expect.objectContaining({ line: 5 })]);
+    expect([...facts.install].sort()).toEqual(['Alias', 'WantedBy']);
+    expect(unitFacts('[Service]\nExecStart=/bin/true\n').install.size).toBe(0);
   });
 
-  it('keeps nothing once the scope has ended', () => {
-    const inside = inRenderScope(() => parseUnit(TEXT));
-    expect(parseUnit(TEXT)).not.toBe(inside);
-    expect(parseUnit(TEXT)).toEqual(inside);
-    expect(inRenderScope(() => parseUnit(TEXT))).not.toBe(inside);
+  it('parses a text once while it is remembered, an equal string from elsewhere included', () => {
+    const text = '[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=a.target\n';
+    const first = unitFacts(text);
+    expect(unitFacts(text.slice(0, 10) + text.slice(10))).toBe(first);
   });
 
-  it('ends the scope when the work throws', () => {
-    expect(() =>
-      inRenderScope(() => {
-        parseUnit(TEXT);
-        throw new Error('boom');
-      }),
-    ).toThrow('boom');
-    expect(parseUnit(TEXT)).not.toBe(parseUnit(TEXT));
+  it('stays within its bounds, forgetting the least recently used texts first', () => {
+    const kept = '[Service]\nExecStart=/bin/kept\n';
+    const facts = unitFacts(kept);
+    const first = unitFacts('[Service]\nExecStart=/bin/x0\n');
+    for (let i = 1; i < 3000; i++) {
+      unitFacts(`[Service]\nExecStart=/bin/x${i}\n`);
+      if (i % 100 === 0) unitFacts(kept); // used now and then: never the oldest
+    }
+    expect(memoSize().entries).toBe(1024);
+    expect(unitFacts(kept)).toBe(facts);
+    // not used since: forgotten, parsed again
+    expect(unitFacts('[Service]\nExecStart=/bin/x0\n')).not.toBe(first);
+  });
+
+  it('does not keep a very long text', () => {
+    const long = `[Service]\n${'Environment=A=1\n'.repeat(5000)}`;
+    const before = memoSize().chars;
+    unitFacts(long);
+    expect(memoSize().chars).toBe(before);
+    expect(unitFacts(long)).not.toBe(unitFacts(long));
   });
 });
