@@ -96,4 +96,31 @@ describe('ByteBuilder', () => {
     expect(new ByteBuilder().base64(b, 28).length).toBe(28);
     expect(new ByteBuilder().base64(Buffer.alloc(0), 4).toString()).toBe('');
   });
+
+  it('keeps builders that are open at once apart, and takes no writes once finished', () => {
+    const a = new ByteBuilder().text('a1 ');
+    const b = new ByteBuilder().text('b1 ');
+    a.base64(Buffer.from('first'));
+    b.bytes(Buffer.from('second'));
+    expect(b.toString()).toBe('b1 second');
+    const c = new ByteBuilder().text('c'); // takes the scratch buffer b gave back
+    expect(a.text(' a2').toString()).toBe('a1 Zmlyc3Q= a2');
+    expect(c.toString()).toBe('c');
+    expect(() => a.text('more')).not.toThrow(); // joined, not written yet
+    expect(() => a.bytes(Buffer.from('x'))).toThrow(/after toBuffer/);
+    expect(a.toBuffer()).toBe(a.toBuffer());
+  });
+
+  it('grows past any size and hands out a Buffer the next render cannot touch', () => {
+    const big = Buffer.alloc(5 * 1024 * 1024, 7); // above what is kept for the next builder
+    const first = new ByteBuilder().text('head ').bytes(big).base64(big.subarray(0, 3000), 100);
+    const out = first.toBuffer();
+    expect(out.length).toBe(5 + big.length + 4000 + 39);
+    const copy = Buffer.from(out);
+    const second = new ByteBuilder();
+    for (let i = 0; i < 1000; i++) second.ascii('z'.repeat(600));
+    expect(second.length).toBe(600_000);
+    second.toBuffer();
+    expect(out.equals(copy)).toBe(true);
+  });
 });

@@ -1,42 +1,73 @@
 /**
- * Assembles rendered output straight into one Buffer. A large payload is mostly base64 and file
- * bytes, so the builder is made for that:
- * - base64 is recorded as the bytes to encode and encoded only while the output is written, one
- *   part at a time, so the encoded text of a whole payload never lives in the heap at once (held
- *   until the end, megabytes of it were copied by every minor garbage collection, then promoted);
- * - a large ASCII string is copied once, byte for byte, without a UTF-8 pass;
- * - a Buffer (file content carried as is) is copied once, without being decoded to a string;
+ * Assembles rendered output into one Buffer. A large payload is mostly base64 and file bytes, so
+ * the builder is made for that:
+ * - everything is written at once into a scratch buffer that outlives the render (one, reused
+ *   render after render), and toBuffer copies the finished output into a Buffer of its own;
+ * - base64 is encoded file by file and written at once, so the encoded text of a payload never
+ *   lives in the heap (Node encodes base64 only into a new string, one per file here, dead as
+ *   soon as it is copied);
+ * - a large ASCII string is copied byte for byte, without a UTF-8 pass; a Buffer (file content
+ *   carried as is) is copied without being decoded to a string;
  * - the many small pieces of markup in between are joined into one string per stretch, so the
- *   copy into the output is one call per stretch rather than one per piece.
+ *   copy is one call per stretch rather than one per piece.
+ *
+ * Why a scratch buffer: a render makes about a megabyte of short-lived strings per megabyte of
+ * base64, so several minor collections run during it. Whatever lives through the render (an
+ * output Buffer written in place, or a list of its parts) outlives them, is promoted, and can
+ * only be freed by a full collection. Under the controller's heap settings (cli/memory.ts,
+ * which keep the old generation tight) that was a full collection every few renders: a 2 MiB
+ * render took ~5-9 ms instead of ~1 ms. Now nothing of a render outlives it but the Buffer it
+ * returns, made at the very end; the scratch is old from the start and stays warm in the cache.
  */
 
-/** A string of at least this length passed to ascii() is kept as its own part. */
+/** A string of at least this length passed to ascii() is written at once, not joined. */
 const LARGE = 512;
 /** Small pieces are joined into stretches of about this many characters at most. */
 const STRETCH_MAX = 32 * 1024;
 
-type Part =
-  | { kind: 'utf8' | 'latin1'; text: string }
-  | { kind: 'bytes'; bytes: Buffer }
-  /** `bytes` as base64, cut into lines of `width` characters (0: one line). */
-  | { kind: 'base64'; bytes: Buffer; width: number };
+/** A scratch buffer up to this size is kept for the next render; a larger one is let go. */
+const SCRATCH_KEEP = 4 * 1024 * 1024;
+/** The first size of a scratch buffer. */
+const SCRATCH_MIN = 64 * 1024;
+
+/** The scratch buffer no builder is using (a builder takes it and gives it back in toBuffer). */
+let idle: Buffer | undefined;
+
+/**
+ * The per-encoding methods Buffer.prototype.write and toString dispatch to. Called directly: a
+ * large render makes a thousand writes, and the public wrappers' argument checks and encoding
+ * lookup cost more than the copies of the small pieces. Present on every Buffer since Node's
+ * early days (libraries such as ws and protobufjs use them); not in @types/node.
+ */
+interface RawBuffer {
+  utf8Write(text: string, offset: number): number;
+  latin1Write(text: string, offset: number): number;
+  base64Slice(start: number, end: number): string;
+}
+
+const raw = (b: Buffer): RawBuffer => b as unknown as RawBuffer;
 
 export function base64Length(n: number): number {
   return Math.ceil(n / 3) * 4;
 }
 
 export class ByteBuilder {
-  private readonly parts: Part[] = [];
-  /** Small pieces written since the last large part. */
+  /** The scratch buffer being written; undefined once toBuffer has made the output. */
+  private buf: Buffer | undefined;
+  /** Bytes written into `buf`. */
+  private offset = 0;
+  /** Small pieces not yet written. */
   private pending = '';
-  /** Bytes in `parts` (not counting `pending`). */
-  private total = 0;
+  private result: Buffer | undefined;
+
+  constructor() {
+    this.buf = idle ?? Buffer.allocUnsafeSlow(SCRATCH_MIN);
+    idle = undefined;
+  }
 
   /** Any text, written as UTF-8. */
   text(s: string): this {
     this.pending += s;
-    // a long stretch of text (readable file contents) is cut into parts: joined into one
-    // multi-MB string it would be copied once more, into fresh memory, before it is written
     if (this.pending.length >= STRETCH_MAX) this.flush();
     return this;
   }
@@ -55,21 +86,25 @@ export class ByteBuilder {
   ascii(s: string): this {
     if (s.length < LARGE) return this.text(s);
     this.flush();
-    this.parts.push({ kind: 'latin1', text: s });
-    this.total += s.length;
+    const buf = this.room(s.length);
+    this.offset += raw(buf).latin1Write(s, this.offset);
     return this;
   }
 
   /**
    * `b` as base64 (RFC 4648, padded), on one line, or cut into lines of `width` characters with
-   * an LF between them (none after the last). Encoded when the output is written.
+   * an LF between them (none after the last).
    */
   base64(b: Buffer, width = 0): this {
     if (b.length === 0) return this;
     this.flush();
     const n = base64Length(b.length);
-    this.parts.push({ kind: 'base64', bytes: b, width });
-    this.total += width > 0 ? n + Math.ceil(n / width) - 1 : n;
+    const buf = this.room(width > 0 ? n + Math.ceil(n / width) - 1 : n);
+    const text = raw(b).base64Slice(0, b.length);
+    this.offset =
+      width > 0
+        ? writeLines(buf, this.offset, text, width)
+        : this.offset + raw(buf).latin1Write(text, this.offset);
     return this;
   }
 
@@ -77,45 +112,53 @@ export class ByteBuilder {
   bytes(b: Buffer): this {
     if (b.length === 0) return this;
     this.flush();
-    this.parts.push({ kind: 'bytes', bytes: b });
-    this.total += b.length;
+    this.offset += b.copy(this.room(b.length), this.offset);
     return this;
-  }
-
-  private flush(): void {
-    if (this.pending === '') return;
-    this.parts.push({ kind: 'utf8', text: this.pending });
-    this.total += Buffer.byteLength(this.pending, 'utf8');
-    this.pending = '';
   }
 
   /** Bytes written so far. */
   get length(): number {
+    if (this.result) return this.result.length;
     this.flush();
-    return this.total;
+    return this.offset;
   }
 
+  /** The output, in a Buffer of its own. The builder is finished: it takes no more writes. */
   toBuffer(): Buffer {
+    if (this.result) return this.result;
     this.flush();
-    const out = Buffer.allocUnsafe(this.total);
-    let offset = 0;
-    for (const part of this.parts) {
-      if (part.kind === 'bytes') offset += part.bytes.copy(out, offset);
-      else if (part.kind === 'base64') {
-        const text = part.bytes.toString('base64');
-        offset =
-          part.width > 0
-            ? writeLines(out, offset, text, part.width)
-            : offset + out.write(text, offset, 'latin1');
-      } else offset += out.write(part.text, offset, part.kind);
-    }
-    if (offset !== this.total)
-      throw new Error(`ByteBuilder: wrote ${offset} of ${this.total} bytes`);
+    const buf = this.room(0);
+    const out = Buffer.allocUnsafe(this.offset);
+    buf.copy(out, 0, 0, this.offset);
+    this.result = out;
+    this.buf = undefined;
+    if (buf.length <= SCRATCH_KEEP) idle = buf;
     return out;
   }
 
   toString(): string {
     return this.toBuffer().toString('utf8');
+  }
+
+  private flush(): void {
+    const s = this.pending;
+    if (s === '') return;
+    this.pending = '';
+    // UTF-8 takes at most 3 bytes per UTF-16 unit; count exactly only for long text
+    const buf = this.room(s.length <= 4096 ? s.length * 3 : Buffer.byteLength(s, 'utf8'));
+    this.offset += raw(buf).utf8Write(s, this.offset);
+  }
+
+  /** The scratch buffer, with room for `bytes` more; grown (doubled at least) when it has not. */
+  private room(bytes: number): Buffer {
+    const buf = this.buf;
+    if (buf === undefined) throw new Error('ByteBuilder: written to after toBuffer()');
+    const need = this.offset + bytes;
+    if (need <= buf.length) return buf;
+    const grown = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(Math.max(need, buf.length * 2))));
+    buf.copy(grown, 0, 0, this.offset);
+    this.buf = grown;
+    return grown;
   }
 }
 
@@ -126,7 +169,7 @@ export class ByteBuilder {
  */
 function writeLines(out: Buffer, offset: number, s: string, width: number): number {
   const n = s.length;
-  out.write(s, offset, 'latin1');
+  raw(out).latin1Write(s, offset);
   const lines = Math.ceil(n / width);
   for (let k = lines - 1; k > 0; k--) {
     const from = offset + k * width;
