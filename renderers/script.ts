@@ -107,7 +107,12 @@ export function fileCommand(
   encodings: Map<string, string> | undefined,
   out: ByteBuilder,
 ): void {
-  const args = words([file.path, modeText(file.mode), `${file.user}:${file.group}`]);
+  // a mode is digits, and root:root the usual owner: neither needs a look for quoting
+  const owner =
+    file.user === 'root' && file.group === 'root'
+      ? 'root:root'
+      : shQuote(`${file.user}:${file.group}`);
+  const args = `${shQuote(file.path)} ${modeText(file.mode)} ${owner}`;
   const content = file.content;
   if (file.text !== undefined) {
     // a unit file: its text is at hand, no need to look at (or decode) the bytes
