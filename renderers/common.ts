@@ -88,11 +88,10 @@ export function planUnits(units: readonly ResolvedUnit[]): UnitPlan {
 // ---- content --------------------------------------------------------------------------------
 
 /**
- * Readable text up to this size is written as text (a literal block, a percent-encoded data URL,
- * a quoted printf argument); anything larger is written as base64 (or gzip + base64), in every
- * format. A person reviews a config file of a few KiB in the rendered output; beyond that the
- * readable forms only cost time (scanning, indenting, escaping every byte) and, for Ignition's
- * percent-encoding, size.
+ * Readable text up to this size is written as text (a literal block, a quoted printf argument);
+ * anything larger is written as base64 (or gzip + base64). A person reviews a config file of a
+ * few KiB in the rendered output; beyond that the readable forms only cost time (scanning,
+ * indenting, escaping every byte). Ignition keeps text readable only up to IGNITION_TEXT_MAX.
  */
 export const INLINE_TEXT_MAX = 4096;
 

@@ -11,6 +11,7 @@ import { INLINE_TEXT_MAX, isReadableText } from './common.js';
 import { explain } from './explain.js';
 import { decode } from './decode.js';
 import { defaultRegistry, renderOsc } from './registry.js';
+import { IGNITION_TEXT_MAX } from './ignition.js';
 import { B64_LINE, shQuote } from './script.js';
 
 const registry = defaultRegistry();
@@ -241,7 +242,7 @@ describe('isReadableText against a reference', () => {
   });
 });
 
-describe('readable text only up to INLINE_TEXT_MAX, in every format', () => {
+describe('readable text only up to INLINE_TEXT_MAX (Ignition: IGNITION_TEXT_MAX)', () => {
   const line = 'key = value # a comment\n';
   const small = Buffer.from(line.repeat(Math.floor(INLINE_TEXT_MAX / line.length)));
   const large = Buffer.concat([small, Buffer.from(line)]);
@@ -266,7 +267,32 @@ describe('readable text only up to INLINE_TEXT_MAX, in every format', () => {
     )
       .filter((r) => r.kind === 'file')
       .map((r) => r.became.split(', ')[1]);
-    expect(ign).toEqual(['base64 data URL', 'text data URL']);
+    // Ignition's data URLs are not read by people: only short text stays text (below)
+    expect(ign).toEqual(['base64 data URL', 'base64 data URL']);
+  });
+
+  it('writes short text in Ignition percent-encoded when that is no longer than base64', async () => {
+    const words = Buffer.from('worker-1.example.com'); // nothing to escape
+    const spaced = Buffer.from(' a b c d e f g h\n'); // escapes make it longer than base64
+    const long = Buffer.from('x'.repeat(IGNITION_TEXT_MAX + 1));
+    const r = await renderOsc(
+      registry,
+      config({
+        type: 'flatcar',
+        files: [file('/etc/a', words), file('/etc/b', spaced), file('/etc/c', long)],
+      }),
+      { ...opts, format: 'ignition' },
+    );
+    const sources = (
+      JSON.parse(r.userData.toString()) as {
+        storage: { files: { contents: { source: string } }[] };
+      }
+    ).storage.files.map((f) => f.contents.source);
+    expect(sources).toEqual([
+      'data:,worker-1.example.com',
+      `data:;base64,${spaced.toString('base64')}`,
+      `data:;base64,${long.toString('base64')}`,
+    ]);
   });
 
   it("cuts the script's base64 into lines of B64_LINE characters, within POSIX LINE_MAX", async () => {
