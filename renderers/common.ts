@@ -11,7 +11,7 @@ import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
 import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
 import { isTemplateUnit } from '../api/systemd/unit-name.js';
 import { base64Length } from './byte-builder.js';
-import { type InstallKey, unitFacts } from './unit-parse.js';
+import { type InstallKey, unitFacts } from './unit-facts.js';
 
 /** Keys of [Install] that give `systemctl enable` something to do. */
 const ENABLING_KEYS: readonly InstallKey[] = [

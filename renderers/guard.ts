@@ -9,7 +9,7 @@ import { fieldError, ValidationError, type FieldError } from '../api/field-error
 import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import { isValidated } from '../api/validated.js';
 import { validateDropInName, validateUnitName } from '../api/systemd/unit-name.js';
-import { unitFacts } from './unit-parse.js';
+import { unitFacts } from './unit-facts.js';
 
 /** The owner pattern of api/schema.ts, applied to each half. */
 const OWNER_PART = /^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?$/;

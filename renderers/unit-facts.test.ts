@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { memoSize, unitFacts } from './unit-parse.js';
+import { memoSize, unitFacts } from './unit-facts.js';
 
 describe('unitFacts', () => {
   it('gives the syntax errors and the [Install] keys a unit text sets', () => {
