@@ -2,18 +2,19 @@
 // in all, 60 units with drop-ins, validated and resolved as the controller does it. For each
 // content mix and each format it prints renders/s, MB/s of output and of content, and the cost of
 // each stage: the guard's checks + OS profile (a validated config skips the guard: the column
-// shows what a config built in code pays on top), encoding the file contents, serialising the rest. Node's raw Buffer base64 speed on the same bytes is the
-// yardstick (target: a render at least half as fast as base64 alone).
+// shows what a config built in code pays on top), encoding the file contents, serialising the
+// rest. Node's raw Buffer base64 speed on the same bytes is the yardstick (target: a render at
+// least half as fast as base64 alone).
 //
 // Fair comparison: every figure is CPU time of this process (user + system, process.cpuUsage),
 // so other work on a shared machine does not count against either side, and the yardstick and
 // the stages are measured interleaved with the renders, block by block, so a change in load or
-// clock speed hits both alike (see measure). The yardstick is one base64 pass over the same bytes (all file
-// contents concatenated): like a render, it produces an output of that size in fresh memory.
-// The base64 of each file on its own (no large output to allocate) is printed for reference, and
-// so is the floor: each file's base64 copied into one fresh Buffer, with nothing else written.
-// Node 20 can only encode base64 into a new string, so that copy is the least any renderer
-// returning bytes must do; "vs floor" is how close a render comes to it.
+// clock speed hits both alike (see measure). The yardstick is one base64 pass over the same
+// bytes (all file contents concatenated): like a render, it produces an output of that size in
+// fresh memory. The base64 of each file on its own (no large output to allocate) is printed for
+// reference, and so is the floor: each file's base64 copied into one fresh Buffer, with nothing
+// else written. Node 20 can only encode base64 into a new string, so that copy is the least any
+// renderer returning bytes must do; "vs floor" is how close a render comes to it.
 //
 // Mixes: config-like text in 300 files of ~7 KB, the same text in 600 files of ~3.5 KB (within
 // the 4 KiB up to which text is written readable: the scanning, indenting and quoting path),
@@ -162,19 +163,18 @@ async function measure(fns: readonly (() => unknown)[]): Promise<Figure[]> {
 
 /**
  * The encode stage: every file's content in its format's encoding (readable text, base64, gzip),
- * written into one buffer, as a render writes them (the renderers encode base64 only while the
- * output is written); the rest of a render is the serialise stage.
+ * written into one buffer as a render writes them; the rest of a render is the serialise stage.
  */
 const ENCODERS: Record<Format, (files: readonly ResolvedFile[]) => Buffer> = {
   'cloud-config': (files) => {
     const out = new ByteBuilder();
-    for (const f of files) contentField(f, 'reconcile', new Map(), out);
+    for (const f of files) contentField(f, 'reconcile', undefined, out);
     return out.toBuffer();
   },
   ignition: (files) => {
     const out = new ByteBuilder();
     for (const f of files) {
-      const url = dataUrl(f, 'reconcile', new Map());
+      const url = dataUrl(f, 'reconcile', undefined);
       out.ascii(url.scheme);
       if (typeof url.data === 'string') out.ascii(url.data);
       else out.base64(url.data);
@@ -183,7 +183,7 @@ const ENCODERS: Record<Format, (files: readonly ResolvedFile[]) => Buffer> = {
   },
   script: (files) => {
     const out = new ByteBuilder();
-    for (const f of files) fileCommand(f, new Map(), out);
+    for (const f of files) fileCommand(f, undefined, out);
     return out.toBuffer();
   },
 };
