@@ -203,3 +203,54 @@ describe('applyDesired into a directory root', () => {
     );
   });
 });
+
+describe('packages', () => {
+  const withPackages = { ...v1, packages: [{ name: 'chrony' }, { name: 'jq', version: '1.6' }] };
+
+  /** A package manager stand-in that notes, at each install, whether the files were there yet. */
+  function recordingPackages() {
+    const calls: string[] = [];
+    return {
+      calls,
+      fail: false,
+      async install(this: { fail: boolean }, p: readonly { name: string }[]): Promise<void> {
+        const written = await stat(join(root, 'etc/a/a.conf')).then(
+          () => 'after files',
+          () => 'before files',
+        );
+        calls.push(`install ${p.map((x) => x.name).join(' ')} (${written})`);
+        if (this.fail) throw new Error('E: Unable to locate package chrony');
+      },
+    };
+  }
+
+  it('are installed first, once; a failure keeps the last good state and the retry installs', async () => {
+    const packages = recordingPackages();
+    packages.fail = true;
+    const failed = applyDesired({ ...deps(), packages }, desiredOf(withPackages));
+    await expect(failed).rejects.toThrow(ApplyError);
+    await expect(failed).rejects.toThrow(
+      'install chrony jq=1.6 failed: E: Unable to locate package chrony',
+    );
+    expect(await readLastApplied(stateDir)).toBeUndefined();
+
+    packages.fail = false;
+    const r = await applyDesired({ ...deps(), packages }, desiredOf(withPackages));
+    expect(r.actions[0]?.kind).toBe('installPackages');
+    expect(packages.calls).toEqual([
+      'install chrony jq (before files)',
+      'install chrony jq (before files)',
+    ]);
+    expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(withPackages).checksum);
+    // applied: the same packages are not installed again
+    const again = await applyDesired({ ...deps(), packages }, desiredOf(withPackages));
+    expect(again.actions).toEqual([]);
+    expect(packages.calls).toHaveLength(2);
+  });
+
+  it('fail with a clear message when the agent was given no package manager', async () => {
+    await expect(applyDesired(deps(), desiredOf(withPackages))).rejects.toThrow(
+      'no package manager was given to this agent',
+    );
+  });
+});

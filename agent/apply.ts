@@ -18,6 +18,7 @@ import {
 } from './fs.js';
 import { Journal, type JournalAction, type PendingApply } from './journal.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
+import type { Packages } from './packages.js';
 import { SystemdError, type Systemd } from './systemd.js';
 import { describeAction } from './plan.js';
 
@@ -26,6 +27,8 @@ export interface ApplyDeps {
   root: string;
   stateDir: string;
   systemd: Systemd;
+  /** How spec.packages get installed; without it a plan that installs packages fails. */
+  packages?: Packages;
   /** Set owners (false in a sandbox where oscar runs unprivileged and compares no owners). */
   owners: boolean;
   log?: (message: string) => void;
@@ -236,6 +239,10 @@ async function runAction(
       return;
     case 'daemonReload':
       await deps.systemd.daemonReload();
+      return;
+    case 'installPackages':
+      if (!deps.packages) throw new Error('no package manager was given to this agent');
+      await deps.packages.install(action.packages, log);
       return;
     case 'enable':
     case 'disable':

@@ -7,11 +7,18 @@ import { join } from 'node:path';
 import type { ApplyDeps } from './apply.js';
 import type { Expand } from './desired.js';
 import { DEFAULT_STATE_DIR } from './state.js';
+import { LocalPackages, SystemPackages } from './packages.js';
 import { LocalSystemd, SystemctlSystemd } from './systemd.js';
 
-/** Loaded on first use: the Secret path never expands (the controller already did). */
-export const expandForOs: Expand = async (config) =>
-  (await import('../renderers/profiles.js')).expand(config).config;
+/**
+ * Loaded on first use: the Secret path never expands (the controller already did). Exactly what
+ * the controller's Secret carries: the profile's units and files, the declared packages (a
+ * profile's own packages, such as containerd for spec.cri, come with the provision user data).
+ */
+export const expandForOs: Expand = async (config) => ({
+  ...(await import('../renderers/profiles.js')).expand(config).config,
+  packages: config.packages,
+});
 
 export interface RootOptions {
   root?: string;
@@ -29,6 +36,7 @@ export function depsFor(opts: RootOptions): ApplyDeps {
     systemd: local
       ? new LocalSystemd(root, join(stateDir, 'would-run.log'))
       : new SystemctlSystemd(),
+    packages: local ? new LocalPackages(join(stateDir, 'would-run.log')) : new SystemPackages(),
     // in a directory root owned by an unprivileged user, owners cannot be set: compare none
     owners: !local || process.getuid?.() === 0,
   };

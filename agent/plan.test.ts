@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
 import type { Action, ObservedDisk } from './plan.js';
-import { entriesOf, formatPlan, plan, restartedUnits } from './plan.js';
+import { entriesOf, formatPlan, isUnitAction, plan, restartedUnits } from './plan.js';
 import { applyToModel, diskOf, nodeFrom } from './testing/node-model.js';
 
 function file(path: string, data: string, extra: Partial<ResolvedFile> = {}): ResolvedFile {
@@ -504,7 +504,7 @@ describe('plan: properties', () => {
           const actions = plan(x, next, disk(x));
           for (const a of actions) {
             if (a.kind === 'writeFile') expect(a.path).toBe(path);
-            else if (a.kind !== 'removeFile' && a.kind !== 'daemonReload') {
+            else if (isUnitAction(a)) {
               const u = x.units.find(
                 (v) => v.name === a.unit || v.name.replace(/\.socket$/, '.service') === a.unit,
               );
@@ -522,5 +522,47 @@ describe('plan: properties', () => {
       ),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('packages', () => {
+  const withPackages = (
+    c: ResolvedConfig,
+    packages: ResolvedConfig['packages'],
+  ): ResolvedConfig => ({
+    ...clone(c),
+    packages,
+  });
+
+  it('installs every package first on a first apply, and nothing when they are unchanged', () => {
+    const c = withPackages(base, [{ name: 'chrony' }, { name: 'jq', version: '1.6-2.1' }]);
+    const actions = plan(undefined, c, disk(undefined));
+    expect(actions[0]).toEqual({
+      kind: 'installPackages',
+      packages: [{ name: 'chrony' }, { name: 'jq', version: '1.6-2.1' }],
+      reason: 'chrony new, jq new',
+    });
+    expect(formatPlan(actions)).toContain('  1. install chrony jq=1.6-2.1 — chrony new, jq new');
+    expect(plan(c, clone(c), disk(c)).filter((a) => a.kind === 'installPackages')).toEqual([]);
+  });
+
+  it('installs only what is new or pinned to another version; never removes a package', () => {
+    const last = withPackages(base, [{ name: 'a' }, { name: 'b', version: '1' }, { name: 'c' }]);
+    const next = withPackages(base, [{ name: 'a' }, { name: 'b', version: '2' }, { name: 'd' }]);
+    expect(plan(last, next, disk(last))).toEqual([
+      {
+        kind: 'installPackages',
+        packages: [{ name: 'b', version: '2' }, { name: 'd' }],
+        reason: 'b 1 → 2, d new',
+      },
+    ]);
+    const unpinned = withPackages(base, [{ name: 'a', version: '3' }]);
+    expect(plan(unpinned, withPackages(base, [{ name: 'a' }]), disk(unpinned))).toEqual([
+      { kind: 'installPackages', packages: [{ name: 'a' }], reason: 'a 3 → any version' },
+    ]);
+    // c left the config: nothing to do (a package is never removed in place)
+    expect(
+      plan(last, withPackages(base, [{ name: 'a' }, { name: 'b', version: '1' }]), disk(last)),
+    ).toEqual([]);
   });
 });

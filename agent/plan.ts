@@ -13,10 +13,12 @@
  * - a new unit is started when it is enabled and its command is start/restart;
  * - a socket-activated service (x.socket and x.service both declared) is restarted through its
  *   socket: the service is stopped and the socket restarted, so the next connection starts the
- *   new version and no connection is refused.
+ *   new version and no connection is refused;
+ * - packages that are new or whose version changed are installed first (files and units may
+ *   need what they bring); a package that leaves the config is not removed.
  */
 import { compare } from '../api/resolve.js';
-import type { ResolvedConfig, ResolvedUnit } from '../api/resolved.js';
+import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from '../api/resolved.js';
 import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
 
 /** A file as the observer found it on disk. `user`/`group` undefined: ownership not compared. */
@@ -58,6 +60,7 @@ export type Action =
       reason: string;
     }
   | { kind: 'removeFile'; path: string; unit?: string; reason: string }
+  | { kind: 'installPackages'; packages: ResolvedPackage[]; reason: string }
   | { kind: 'daemonReload'; reason: string }
   | { kind: UnitActionKind; unit: string; reason: string };
 
@@ -68,7 +71,10 @@ export const RESTARTING: ReadonlySet<string> = new Set(['restart', 'tryRestart',
 
 export function isUnitAction(action: Action): action is UnitAction {
   return (
-    action.kind !== 'writeFile' && action.kind !== 'removeFile' && action.kind !== 'daemonReload'
+    action.kind !== 'writeFile' &&
+    action.kind !== 'removeFile' &&
+    action.kind !== 'daemonReload' &&
+    action.kind !== 'installPackages'
   );
 }
 
@@ -181,6 +187,29 @@ function changedFilePaths(
   for (const p of u.filePaths) if (touched.has(p) && !out.includes(p)) out.push(p);
   for (const p of lu?.filePaths ?? NONE) if (touched.has(p) && !out.includes(p)) out.push(p);
   return out;
+}
+
+/** The install for packages that are new or pinned to another version, if any. */
+function packageInstall(
+  last: readonly ResolvedPackage[],
+  want: readonly ResolvedPackage[],
+): Action[] {
+  const before = new Map(last.map((p) => [p.name, p]));
+  const install: ResolvedPackage[] = [];
+  const why: string[] = [];
+  for (const p of want) {
+    const was = before.get(p.name);
+    if (!was) {
+      install.push(p);
+      why.push(`${p.name} new`);
+    } else if (was.version !== p.version) {
+      install.push(p);
+      why.push(`${p.name} ${was.version ?? 'any version'} → ${p.version ?? 'any version'}`);
+    }
+  }
+  return install.length === 0
+    ? []
+    : [{ kind: 'installPackages', packages: install, reason: why.join(', ') }];
 }
 
 export function plan(
@@ -387,6 +416,7 @@ export function plan(
     ? [{ kind: 'daemonReload', reason: 'unit files or drop-ins changed' }]
     : [];
   return [
+    ...packageInstall(lastApplied?.packages ?? [], desired.packages),
     ...before,
     ...writes,
     ...unitWrites,
@@ -411,6 +441,7 @@ export function restartedUnits(actions: readonly Action[]): string[] {
 const VERBS: Record<Action['kind'], string> = {
   writeFile: 'write',
   removeFile: 'remove',
+  installPackages: 'install',
   daemonReload: 'daemon-reload',
   unmask: 'unmask',
   mask: 'mask',
@@ -430,6 +461,8 @@ export function describeAction(a: Action): string {
       return `${VERBS[a.kind]} ${a.path} (${formatMode(a.mode)} ${a.user}:${a.group}, ${a.content.length} B)`;
     case 'removeFile':
       return `${VERBS[a.kind]} ${a.path}`;
+    case 'installPackages':
+      return `${VERBS[a.kind]} ${a.packages.map((p) => (p.version === undefined ? p.name : `${p.name}=${p.version}`)).join(' ')}`;
     case 'daemonReload':
       return VERBS[a.kind];
     default:

@@ -39,7 +39,7 @@ export class SystemdError extends Error {
   }
 }
 
-interface RunResult {
+export interface RunResult {
   code: number | null;
   stdout: string;
   stderr: string;
@@ -50,11 +50,12 @@ export function runCommand(
   cmd: string,
   args: readonly string[],
   timeoutMs: number,
+  env: Readonly<Record<string, string>> = {},
 ): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, SYSTEMD_PAGER: '', SYSTEMD_COLORS: '0', LC_ALL: 'C.UTF-8' },
+      env: { ...process.env, SYSTEMD_PAGER: '', SYSTEMD_COLORS: '0', LC_ALL: 'C.UTF-8', ...env },
     });
     const out: Buffer[] = [];
     const err: Buffer[] = [];

@@ -3,7 +3,8 @@
  * with the renderer's `extraUnits` (by name) and `extraFiles` (by path) laid over them. The
  * reconcile Secret carries this, so the agent applies exactly what the renderer added — a
  * built-in's OS profile or a provider's webhook alike (one mechanism, one set of features).
- * Packages stay as declared: the agent does not install packages.
+ * Packages stay as declared (the agent installs those): a profile's own packages, such as
+ * containerd for spec.cri, are installed by the provision user data, which carries them.
  */
 import { formatFieldError } from '../api/field-error.js';
 import { compare } from '../api/resolve.js';

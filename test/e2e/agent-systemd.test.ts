@@ -2,7 +2,9 @@
 // checkout's CLI, bundled with esbuild, its node_modules and the host's Node.js bound read-only)
 // applies OperatingSystemConfig YAML from a file inside the node, and the test checks with
 // systemctl which units were restarted, reloaded or left alone.
-import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -55,6 +57,8 @@ interface Version {
   bDropIn: string;
   withC: boolean;
   extraUnit?: string;
+  /** spec.packages, as YAML list items. */
+  packages?: string;
 }
 
 function osc(v: Version): string {
@@ -83,7 +87,7 @@ spec:
 ${files.map((f) => `    - path: ${f.path}\n      permissions: '${f.mode}'\n      content:\n        inline:\n          data: ${JSON.stringify(f.data)}`).join('\n')}
   units:
 ${indent(units.join('\n'), 4)}
-`;
+${v.packages === undefined ? '' : `  packages:\n${indent(v.packages, 4)}\n`}`;
 }
 
 async function agentApply(version: Version): Promise<{ code: number | null; output: string }> {
@@ -269,4 +273,94 @@ describe('agent on real systemd (nspawn)', () => {
     expect((await show('d.service')).ActiveState).toBe('inactive'); // oneshot, ran and exited 0
     expect(await readNodeFile(node, '/var/lib/oscar/last-applied.json')).toMatch(/d\.service/);
   });
+
+  it('installs spec.packages with apt before the units that need them start; a second apply installs nothing', async (ctx) => {
+    if (!node) return ctx.skip(skipReason);
+    // a package of our own in a file repository inside the node: the test stays off the network
+    await buildAptRepo(join(hostConfigDir, 'repo'));
+    await node.execOk([
+      'sh',
+      '-c',
+      `rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*; echo 'deb [trusted=yes] file:${CONFIG_DIR_IN_NODE}/repo ./' > /etc/apt/sources.list.d/oscar-e2e.list`,
+    ]);
+    const hello = `- name: hello.service\n  content: |\n    [Service]\n    Type=oneshot\n    RemainAfterExit=yes\n    ExecStart=/bin/sh -c '/usr/bin/oscar-e2e-hello > /run/e2e-hello'\n    [Install]\n    WantedBy=multi-user.target\n`;
+    const withPackage = {
+      ...v3,
+      extraUnit: hello,
+      packages: '- name: oscar-e2e-hello\n  version: "1.0"',
+    };
+    await writeFile(join(hostConfigDir, 'config.yaml'), osc(withPackage));
+    const planned = await node.execOk([
+      '/usr/local/bin/node',
+      `${REPO_IN_NODE}/${bundleRel}`,
+      'plan',
+      '--file',
+      `${CONFIG_DIR_IN_NODE}/config.yaml`,
+    ]);
+    // the packages first, before the files and units that may need them
+    expect(planned.stdout).toMatch(
+      /\n {2}1\. install oscar-e2e-hello=1\.0 — oscar-e2e-hello new\n/,
+    );
+    const r = await agentApply(withPackage);
+    expect(r.code, r.output).toBe(0);
+    const status = await node.execOk([
+      'dpkg-query',
+      '-W',
+      '-f',
+      '${Status} ${Version}',
+      'oscar-e2e-hello',
+    ]);
+    expect(status.stdout).toBe('install ok installed 1.0');
+    expect((await show('hello.service')).ActiveState).toBe('active');
+    expect(await lines('/run/e2e-hello')).toEqual(['hello from a package oscar installed']);
+    const again = await agentApply(withPackage);
+    expect(again.code, again.output).toBe(0);
+    expect(again.output).not.toMatch(/[1-9]\d* action\(s\)/);
+  });
 });
+
+/**
+ * A flat apt repository with one package, oscar-e2e-hello 1.0 (a script in /usr/bin), built with
+ * dpkg-deb; its Packages and Release files are written here (no dpkg-dev needed).
+ */
+async function buildAptRepo(dir: string): Promise<void> {
+  const pkg = join(dir, 'build');
+  await mkdir(join(pkg, 'DEBIAN'), { recursive: true });
+  await mkdir(join(pkg, 'usr/bin'), { recursive: true });
+  const control = [
+    'Package: oscar-e2e-hello',
+    'Version: 1.0',
+    'Architecture: all',
+    'Maintainer: oscar e2e <e2e@oscar.invalid>',
+    'Description: a package the oscar agent e2e test installs',
+  ];
+  await writeFile(join(pkg, 'DEBIAN/control'), `${control.join('\n')}\n`);
+  await writeFile(
+    join(pkg, 'usr/bin/oscar-e2e-hello'),
+    "#!/bin/sh\necho 'hello from a package oscar installed'\n",
+    { mode: 0o755 },
+  );
+  const deb = join(dir, 'oscar-e2e-hello_1.0_all.deb');
+  const built = spawnSync('dpkg-deb', ['--root-owner-group', '--build', pkg, deb], {
+    encoding: 'utf8',
+  });
+  if (built.status !== 0) throw new Error(`dpkg-deb failed: ${built.stderr}`);
+  await rm(pkg, { recursive: true });
+  const bytes = await readFile(deb);
+  const packages = [
+    ...control,
+    'Filename: ./oscar-e2e-hello_1.0_all.deb',
+    `Size: ${bytes.length}`,
+    `SHA256: ${createHash('sha256').update(bytes).digest('hex')}`,
+  ].join('\n');
+  await writeFile(join(dir, 'Packages'), `${packages}\n`);
+  const index = await readFile(join(dir, 'Packages'));
+  const release = [
+    'Origin: oscar-e2e',
+    'Label: oscar-e2e',
+    'Architectures: all',
+    'SHA256:',
+    ` ${createHash('sha256').update(index).digest('hex')} ${index.length} Packages`,
+  ];
+  await writeFile(join(dir, 'Release'), `${release.join('\n')}\n`);
+}
