@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { OperatingSystemConfig } from '../api/schema.js';
 import { expandForOs } from './local.js';
 import { config, file } from './testing/fixtures.js';
 
@@ -10,7 +11,8 @@ describe('expandForOs', () => {
       packages: [{ name: 'jq' }],
       cri: { name: 'containerd' as const, cgroupDriver: 'systemd' as const },
     };
-    const expanded = await expandForOs(declared);
+    // expandForOs reads only the resolved config; the document is not needed here
+    const expanded = await expandForOs(declared, {} as OperatingSystemConfig);
     // the cri profile adds containerd's config file and drop-in ...
     expect(expanded.files.map((f) => f.path)).toContain('/etc/containerd/config.toml');
     expect(expanded.units.map((u) => u.name)).toContain('containerd.service');

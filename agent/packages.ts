@@ -10,6 +10,7 @@
  * change), as files the agent did not write stay.
  */
 import { access, appendFile } from 'node:fs/promises';
+import { PACKAGE_COMMANDS } from '../api/constants.js';
 import type { ResolvedPackage } from '../api/resolved.js';
 import { runCommand, type RunResult } from './systemd.js';
 
@@ -44,8 +45,6 @@ function tail(r: RunResult, lines = 15): string {
   return text.slice(-lines).join('\n');
 }
 
-const APT_ENV = { DEBIAN_FRONTEND: 'noninteractive' };
-
 export class SystemPackages implements Packages {
   constructor(
     private readonly run: Run = runCommand,
@@ -64,16 +63,20 @@ export class SystemPackages implements Packages {
     if (apt !== undefined) {
       // fresh lists first (a minimal image has none); a failed refresh is not fatal by itself:
       // the lists on disk may hold the packages, and the install says if they do not
-      const update = await this.run(apt, ['update', '-q'], this.timeoutMs, APT_ENV);
+      const [, ...refresh] = PACKAGE_COMMANDS.aptRefresh;
+      const update = await this.run(apt, refresh, this.timeoutMs, PACKAGE_COMMANDS.aptEnv);
       if (update.code !== 0) log(`apt-get update failed, installing anyway:\n${tail(update)}`);
-      // --force-confold: keep a config file oscar wrote when a package ships one too
-      const args = ['install', '-y', '-q', '-o', 'Dpkg::Options::=--force-confold', ...specs];
-      this.check('apt-get', args, await this.run(apt, args, this.timeoutMs, APT_ENV));
+      const args = [...PACKAGE_COMMANDS.aptInstall.slice(1), ...specs];
+      this.check(
+        'apt-get',
+        args,
+        await this.run(apt, args, this.timeoutMs, PACKAGE_COMMANDS.aptEnv),
+      );
       return;
     }
     const zypper = await this.find('zypper');
     if (zypper !== undefined) {
-      const args = ['--non-interactive', 'install', ...specs];
+      const args = [...PACKAGE_COMMANDS.zypperInstall.slice(1), ...specs];
       this.check('zypper', args, await this.run(zypper, args, this.timeoutMs));
       return;
     }

@@ -48,3 +48,15 @@ export type Format = (typeof FORMATS)[number];
 export type UnitCommand = (typeof UNIT_COMMANDS)[number];
 export type OnChange = (typeof ON_CHANGE)[number];
 export type Encoding = (typeof ENCODINGS)[number];
+
+/**
+ * How spec.packages are installed, by the rendered provision script and by the agent alike, so a
+ * package arrives the same way at first boot and in place. --force-confold: a config file oscar
+ * wrote is kept when a package ships one too.
+ */
+export const PACKAGE_COMMANDS = {
+  aptEnv: { DEBIAN_FRONTEND: 'noninteractive' },
+  aptRefresh: ['apt-get', 'update', '-q'],
+  aptInstall: ['apt-get', 'install', '-y', '-q', '-o', 'Dpkg::Options::=--force-confold'],
+  zypperInstall: ['zypper', '--non-interactive', 'install'],
+} as const;

@@ -7,6 +7,7 @@
  * masked and enabled with `systemctl --root=DIR` and nothing is started or installed. That is how
  * the tests apply it, and how an image build can use it.
  */
+import { PACKAGE_COMMANDS } from '../api/constants.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
 import { header, inlineText, isInlineText, modeText, planUnits, type TextFile } from './common.js';
@@ -67,12 +68,12 @@ oscar_b64() {
 `;
 
 function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
+  const env = 'DEBIAN_FRONTEND=noninteractive';
   const apt = [
-    'DEBIAN_FRONTEND=noninteractive apt-get update -q',
-    // --force-confold: keep a config file this script writes if a package ships one too
-    'DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"',
+    `${env} ${PACKAGE_COMMANDS.aptRefresh.join(' ')}`,
+    `${env} ${PACKAGE_COMMANDS.aptInstall.join(' ')} "$@"`,
   ];
-  const zypper = ['zypper --non-interactive install "$@"'];
+  const zypper = [`${PACKAGE_COMMANDS.zypperInstall.join(' ')} "$@"`];
   const body =
     manager === 'apt'
       ? apt.map((l) => `  ${l}`)
