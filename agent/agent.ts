@@ -1,10 +1,17 @@
 /**
  * The agent's loop: the source delivers desired states; the newest one is applied (one apply at a
  * time — a newer state that arrives meanwhile is applied next, the ones in between are skipped);
- * a failed apply is retried with exponential backoff and jitter, resuming its journal; every
- * outcome goes to the reporter.
+ * a failed apply is retried with exponential backoff and jitter, resuming its journal, except
+ * one that needs a new machine (ReplacementNeeded), which waits for the next state; every outcome
+ * goes to the reporter.
  */
-import { applyDesired, ApplyError, type ApplyDeps, type ApplyResult } from './apply.js';
+import {
+  applyDesired,
+  ApplyError,
+  ReplacementNeeded,
+  type ApplyDeps,
+  type ApplyResult,
+} from './apply.js';
 import { formatPlan } from './plan.js';
 import type { Source } from './source.js';
 import type { Desired } from './state.js';
@@ -116,6 +123,7 @@ export class Agent {
         this.opts.log(`apply of ${desired.checksum.slice(0, 12)} failed: ${e.message}`);
         for (const r of this.opts.reporters) r.failed(desired.checksum, e);
         if (this.latest !== desired) continue; // a newer state arrived while this one failed
+        if (e instanceof ReplacementNeeded) return; // retrying cannot help: wait for a new state
         this.failures++;
         const base = this.opts.retryBaseMs ?? 2_000;
         const max = this.opts.retryMaxMs ?? 5 * 60_000;

@@ -2,7 +2,7 @@ import { lstat, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { applyDesired, ApplyError, planFor } from './apply.js';
+import { applyDesired, ApplyError, planFor, ReplacementNeeded } from './apply.js';
 import { Journal } from './journal.js';
 import { readLastApplied } from './state.js';
 import { LocalSystemd, type Systemd } from './systemd.js';
@@ -252,5 +252,36 @@ describe('packages', () => {
     await expect(applyDesired(deps(), desiredOf(withPackages))).rejects.toThrow(
       'no package manager was given to this agent',
     );
+  });
+});
+
+describe('a state the node cannot take in place', () => {
+  it('another OS type or cgroup driver is refused before anything is touched', async () => {
+    const withCri = (c: typeof v1, cgroupDriver: 'systemd' | 'cgroupfs') => ({
+      ...c,
+      cri: { name: 'containerd' as const, cgroupDriver },
+    });
+    await applyDesired(deps(), desiredOf(withCri(v1, 'systemd')));
+    const log = await readFile(join(stateDir, 'would-run.log'), 'utf8');
+    const otherOs = { ...withCri(v1, 'systemd'), type: 'flatcar', files: [] };
+    await expect(applyDesired(deps(), desiredOf(otherOs))).rejects.toThrow(ReplacementNeeded);
+    await expect(planFor(deps(), desiredOf(otherOs))).rejects.toThrow(
+      'spec.type changed from "debian" to "flatcar": an OS cannot become another in place; replace the machine',
+    );
+    await expect(applyDesired(deps(), desiredOf(withCri(v1, 'cgroupfs')))).rejects.toThrow(
+      'spec.cri.cgroupDriver changed from systemd to cgroupfs',
+    );
+    // nothing was touched: the files, the jobs a node would have run, the last good state
+    expect(await readFile(join(root, 'etc/a/a.conf'), 'utf8')).toBe('a=1\n');
+    expect(await readFile(join(stateDir, 'would-run.log'), 'utf8')).toBe(log);
+    expect((await readLastApplied(stateDir))?.checksum).toBe(
+      desiredOf(withCri(v1, 'systemd')).checksum,
+    );
+  });
+
+  it('is fine on a first apply, and when a runtime is added', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    const added = { ...v1, cri: { name: 'containerd' as const, cgroupDriver: 'systemd' as const } };
+    await expect(applyDesired(deps(), desiredOf(added))).resolves.toMatchObject({ resumed: false });
   });
 });

@@ -4,6 +4,7 @@
  * action by action. Last-applied is written only when every action succeeded; on failure the
  * error names the action and, for a unit, carries its last journal lines.
  */
+import type { ResolvedConfig } from '../api/resolved.js';
 import { entriesOf, isUnitAction, plan, RESTARTING, type Action, type Entry } from './plan.js';
 import { rm } from 'node:fs/promises';
 import {
@@ -62,12 +63,44 @@ export class ApplyError extends Error {
   }
 }
 
+/**
+ * A desired state this node cannot take in place: another OS type, or another cgroup driver for
+ * the container runtime under a running kubelet. Nothing is touched; the node reports it so the
+ * provider replaces the machine (in place where possible, replacement where not, one API).
+ */
+export class ReplacementNeeded extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReplacementNeeded';
+  }
+}
+
+/** Why `desired` needs a new machine rather than an apply on top of `last`, or undefined. */
+export function replacementReason(
+  last: ResolvedConfig | undefined,
+  desired: ResolvedConfig,
+): string | undefined {
+  if (!last) return undefined;
+  if (last.type !== desired.type) {
+    return `spec.type changed from "${last.type}" to "${desired.type}": an OS cannot become another in place; replace the machine`;
+  }
+  // containerd is the only runtime today; its cgroup driver is what a running node cannot change
+  const was = last.cri;
+  const now = desired.cri;
+  if (was && now && was.cgroupDriver !== now.cgroupDriver) {
+    return `spec.cri.cgroupDriver changed from ${was.cgroupDriver} to ${now.cgroupDriver}: running containers and the kubelet cannot switch cgroup drivers in place; replace the machine`;
+  }
+  return undefined;
+}
+
 /** Jobs that run twice if repeated; they are journaled with the unit's invocation token. */
 const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([...RESTARTING, 'reload']);
 
 /** Observes, plans and returns the plan without running it (`oscar plan`). */
 export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action[]> {
   const last = await readLastApplied(deps.stateDir);
+  const replace = replacementReason(last?.config, desired.config);
+  if (replace !== undefined) throw new ReplacementNeeded(replace);
   const accounts = await Accounts.load(deps.root);
   const observed = await observe(deps.root, desired.config, last?.config, {
     owners: deps.owners,
@@ -108,6 +141,8 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
         `dropping an interrupted apply of ${pending.checksum.slice(0, 12)}: the desired config changed`,
       );
     const last = await readLastApplied(deps.stateDir);
+    const replace = replacementReason(last?.config, desired.config);
+    if (replace !== undefined) throw new ReplacementNeeded(replace);
     const observed = await observe(deps.root, desired.config, last?.config, {
       owners: deps.owners,
       accounts,

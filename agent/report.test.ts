@@ -2,6 +2,7 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { KubeHttp, RequestSpec } from '../kube/client.js';
+import { ReplacementNeeded } from './apply.js';
 import { KubeReporter } from './report.js';
 
 class RecordingHttp implements KubeHttp {
@@ -106,6 +107,29 @@ describe('KubeReporter Degraded', () => {
       (c) => c.type === 'Degraded',
     );
     expect(d).toMatchObject({ status: 'True', reason: 'ApplyFailed' });
+  });
+
+  it('a state the node cannot take in place is reported as ReplacementNeeded', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.desired(c1);
+    r.failed(c1, new ReplacementNeeded('spec.type changed from "debian" to "flatcar"'));
+    await r.flush();
+    const conditions = http.patches().at(-1)?.status.conditions as {
+      type: string;
+      status: string;
+      reason: string;
+      message: string;
+    }[];
+    expect(conditions.find((c) => c.type === 'Degraded')).toMatchObject({
+      status: 'True',
+      reason: 'ReplacementNeeded',
+      message: 'spec.type changed from "debian" to "flatcar"',
+    });
+    expect(conditions.find((c) => c.type === 'Applied')).toMatchObject({
+      status: 'False',
+      reason: 'ReplacementNeeded',
+    });
   });
 });
 

@@ -180,13 +180,15 @@ export class KubeReporter implements Reporter {
         .replace(/\.\d+Z$/, 'Z'),
     };
     this.cleared.delete('lastError');
+    // a state the node cannot take in place says so, for the provider to replace the machine
+    const reason = error.name === 'ReplacementNeeded' ? 'ReplacementNeeded' : 'ApplyFailed';
     this.condition(
       'Applied',
       'False',
-      'ApplyFailed',
+      reason,
       `applying ${checksum.slice(0, 12)} failed; the last good state stays`,
     );
-    this.condition('Degraded', 'True', 'ApplyFailed', error.message.slice(0, 4000));
+    this.condition('Degraded', 'True', reason, error.message.slice(0, 4000));
     this.push();
   }
 

@@ -1,0 +1,76 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Agent, type Reporter } from './agent.js';
+import type { Source, SourceEvents } from './source.js';
+import { LocalSystemd } from './systemd.js';
+import { config, desiredOf, file } from './testing/fixtures.js';
+
+let root: string;
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'oscar-agent-'));
+  await mkdir(join(root, 'var/lib/oscar'), { recursive: true });
+});
+
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+/** A source the test drives by hand. */
+class HandSource implements Source {
+  readonly description = 'hand';
+  events: SourceEvents | undefined;
+  start(events: SourceEvents): Promise<void> {
+    this.events = events;
+    return Promise.resolve();
+  }
+  stop(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+describe('Agent', () => {
+  it('retries a failed apply, but not one that needs a new machine: it waits for the next state', async () => {
+    const stateDir = join(root, 'var/lib/oscar');
+    const source = new HandSource();
+    const outcomes: string[] = [];
+    const reporter: Reporter = {
+      desired: () => undefined,
+      applied: (r) => outcomes.push(`applied ${r.checksum.slice(0, 4)}`),
+      failed: (_c, e) => outcomes.push(`failed ${e.name}`),
+      sourceFailed: () => undefined,
+    };
+    const agent = new Agent({
+      source,
+      deps: {
+        root,
+        stateDir,
+        systemd: new LocalSystemd(root, join(stateDir, 'w.log')),
+        owners: false,
+      },
+      reporters: [reporter],
+      log: () => undefined,
+      retryBaseMs: 5,
+      retryMaxMs: 5,
+    });
+    await agent.start();
+    const debian = config([], [file('/etc/x', 'x\n')]);
+    source.events?.onDesired(desiredOf(debian));
+    await agent.idle();
+    source.events?.onDesired(desiredOf({ ...debian, type: 'flatcar' }));
+    await agent.idle();
+    await new Promise((r) => setTimeout(r, 100)); // twenty retry delays: none may come
+    expect(outcomes).toEqual([
+      `applied ${desiredOf(debian).checksum.slice(0, 4)}`,
+      'failed ReplacementNeeded',
+    ]);
+    // a new state is applied as usual
+    const next = config([], [file('/etc/x', 'x2\n')]);
+    source.events?.onDesired(desiredOf(next));
+    await agent.idle();
+    expect(outcomes.at(-1)).toBe(`applied ${desiredOf(next).checksum.slice(0, 4)}`);
+    await agent.stop();
+  });
+});
