@@ -75,6 +75,12 @@ export class ReplacementNeeded extends Error {
   }
 }
 
+/** Throws ReplacementNeeded when `desired` cannot be applied on top of `last`. */
+function assertInPlace(last: ResolvedConfig | undefined, desired: ResolvedConfig): void {
+  const reason = replacementReason(last, desired);
+  if (reason !== undefined) throw new ReplacementNeeded(reason);
+}
+
 /** Why `desired` needs a new machine rather than an apply on top of `last`, or undefined. */
 export function replacementReason(
   last: ResolvedConfig | undefined,
@@ -99,8 +105,7 @@ const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([...RESTARTING, 'reload']);
 /** Observes, plans and returns the plan without running it (`oscar plan`). */
 export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action[]> {
   const last = await readLastApplied(deps.stateDir);
-  const replace = replacementReason(last?.config, desired.config);
-  if (replace !== undefined) throw new ReplacementNeeded(replace);
+  assertInPlace(last?.config, desired.config);
   const accounts = await Accounts.load(deps.root);
   const observed = await observe(deps.root, desired.config, last?.config, {
     owners: deps.owners,
@@ -141,8 +146,7 @@ export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<A
         `dropping an interrupted apply of ${pending.checksum.slice(0, 12)}: the desired config changed`,
       );
     const last = await readLastApplied(deps.stateDir);
-    const replace = replacementReason(last?.config, desired.config);
-    if (replace !== undefined) throw new ReplacementNeeded(replace);
+    assertInPlace(last?.config, desired.config);
     const observed = await observe(deps.root, desired.config, last?.config, {
       owners: deps.owners,
       accounts,

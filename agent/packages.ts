@@ -11,7 +11,7 @@
  */
 import { access, appendFile } from 'node:fs/promises';
 import { PACKAGE_COMMANDS } from '../api/constants.js';
-import type { ResolvedPackage } from '../api/resolved.js';
+import { packageSpec, type ResolvedPackage } from '../api/resolved.js';
 import { runCommand, type RunResult } from './systemd.js';
 
 export interface Packages {
@@ -25,11 +25,6 @@ export class PackageError extends Error {
     super(message);
     this.name = 'PackageError';
   }
-}
-
-/** "name" or "name=version": apt-get and zypper both take that form. */
-export function packageSpecs(packages: readonly ResolvedPackage[]): string[] {
-  return packages.map((p) => (p.version === undefined ? p.name : `${p.name}=${p.version}`));
 }
 
 type Run = (
@@ -58,7 +53,7 @@ export class SystemPackages implements Packages {
     log: (message: string) => void = () => undefined,
   ): Promise<void> {
     if (packages.length === 0) return;
-    const specs = packageSpecs(packages);
+    const specs = packages.map(packageSpec);
     const apt = await this.find('apt-get');
     if (apt !== undefined) {
       // fresh lists first (a minimal image has none); a failed refresh is not fatal by itself:
@@ -114,7 +109,7 @@ export class LocalPackages implements Packages {
     if (packages.length === 0) return;
     await appendFile(
       this.logPath,
-      `${new Date().toISOString()} install-packages ${packageSpecs(packages).join(' ')}\n`,
+      `${new Date().toISOString()} install-packages ${packages.map(packageSpec).join(' ')}\n`,
     );
   }
 }

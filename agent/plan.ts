@@ -19,7 +19,7 @@
  */
 import { compare } from '../api/resolve.js';
 import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from '../api/resolved.js';
-import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
+import { dropInPath, formatMode, packageSpec, unitPath } from '../api/resolved.js';
 
 /** A file as the observer found it on disk. `user`/`group` undefined: ownership not compared. */
 export interface ObservedFile {
@@ -462,7 +462,7 @@ export function describeAction(a: Action): string {
     case 'removeFile':
       return `${VERBS[a.kind]} ${a.path}`;
     case 'installPackages':
-      return `${VERBS[a.kind]} ${a.packages.map((p) => (p.version === undefined ? p.name : `${p.name}=${p.version}`)).join(' ')}`;
+      return `${VERBS[a.kind]} ${a.packages.map(packageSpec).join(' ')}`;
     case 'daemonReload':
       return VERBS[a.kind];
     default:

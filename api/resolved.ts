@@ -37,6 +37,11 @@ export interface ResolvedPackage {
   version?: string;
 }
 
+/** "name" or "name=version": how apt-get and zypper (and oscar's messages) name a package. */
+export function packageSpec(p: ResolvedPackage): string {
+  return p.version === undefined ? p.name : `${p.name}=${p.version}`;
+}
+
 export interface ResolvedCri {
   name: 'containerd';
   cgroupDriver: 'systemd' | 'cgroupfs';

@@ -4,7 +4,7 @@
  */
 import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig } from '../api/resolved.js';
-import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
+import { dropInPath, formatMode, packageSpec, unitPath } from '../api/resolved.js';
 import type { Format } from '../api/schema.js';
 import { renderFormat } from './builtin.js';
 import { planUnits } from './common.js';
@@ -79,7 +79,7 @@ export function explain(config: ResolvedConfig, context: RenderContext): Explain
   for (const p of expanded.packages) {
     rows.push({
       kind: 'package',
-      name: p.version ? `${p.name}=${p.version}` : p.name,
+      name: packageSpec(p),
       origin: declaredPackages.has(p.name) ? 'declared' : 'profile',
       became:
         context.format === 'cloud-config'

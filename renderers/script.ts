@@ -8,7 +8,7 @@
  * the tests apply it, and how an image build can use it.
  */
 import { PACKAGE_COMMANDS } from '../api/constants.js';
-import type { ResolvedConfig } from '../api/resolved.js';
+import { packageSpec, type ResolvedConfig } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
 import { header, inlineText, isInlineText, modeText, planUnits, type TextFile } from './common.js';
 import { profileFor } from './profiles.js';
@@ -173,7 +173,7 @@ export function renderScript(
   }
   if (config.packages.length > 0) {
     out.push(packageFunction(profileFor(config.type).packageManager));
-    const specs = config.packages.map((p) => (p.version ? `${p.name}=${p.version}` : p.name));
+    const specs = config.packages.map(packageSpec);
     out.push('if [ -z "$ROOT" ]; then\n', `  oscar_packages ${words(specs)}\n`, 'fi\n');
   }
 
