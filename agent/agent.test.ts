@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Agent, type Reporter } from './agent.js';
 import type { Source, SourceEvents } from './source.js';
-import { LocalSystemd } from './systemd.js';
+import { depsFor } from './local.js';
 import { config, desiredOf, file } from './testing/fixtures.js';
 
 let root: string;
@@ -44,12 +44,7 @@ describe('Agent', () => {
     };
     const agent = new Agent({
       source,
-      deps: {
-        root,
-        stateDir,
-        systemd: new LocalSystemd(root, join(stateDir, 'w.log')),
-        owners: false,
-      },
+      deps: depsFor({ root, stateDir }),
       reporters: [reporter],
       log: () => undefined,
       retryBaseMs: 5,

@@ -1,8 +1,9 @@
 /**
  * Ignition (Flatcar, Fedora CoreOS), spec 3.3.0: the newest version Debian's ignition-validate
  * (2.14) accepts and the one Flatcar's Ignition reads. Files are `data:` URLs, base64 but for
- * short text (gzip-compressed with `compression: gzip` when that is smaller), modes are decimal integers, owners by name
- * (or by id when numeric), units carry `enabled`, `mask`, `contents` and `dropins`.
+ * short text (gzip-compressed with `compression: gzip` when that is smaller), modes are decimal
+ * integers, owners by name (or by id when numeric), units carry `enabled`, `mask`, `contents`
+ * and `dropins`.
  *
  * Ignition runs before systemd starts anything, so it has no start/restart commands: an enabled
  * unit starts with the boot. Packages cannot be expressed (Flatcar has no package manager), nor
@@ -52,7 +53,7 @@ export const IGNITION_TEXT_MAX = 128;
 
 /**
  * A file's `data:` URL in two parts, so its data is written into the output once:
- * percent-encoded text, or bytes that are base64-encoded only while the output is written.
+ * percent-encoded text, or the bytes the output builder writes as base64.
  */
 export interface DataUrl {
   scheme: 'data:,' | 'data:;base64,';

@@ -68,7 +68,9 @@ oscar_b64() {
 `;
 
 function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
-  const env = 'DEBIAN_FRONTEND=noninteractive';
+  const env = Object.entries(PACKAGE_COMMANDS.aptEnv)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
   const apt = [
     `${env} ${PACKAGE_COMMANDS.aptRefresh.join(' ')}`,
     `${env} ${PACKAGE_COMMANDS.aptInstall.join(' ')} "$@"`,
