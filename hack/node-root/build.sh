@@ -97,7 +97,12 @@ if [[ -e $root/.oscar-complete ]]; then
 fi
 
 tmp=$(mktemp -d "$dir/.building-$suite-$recipe_hash.XXXXXX")
-cleanup() { [[ -n ${tmp:-} && -d $tmp ]] && rm -rf --one-file-system "$tmp"; }
+# An EXIT trap's last status becomes the script's: it must end in success on every path,
+# including the successful one where $tmp is already empty.
+cleanup() {
+  if [[ -n ${tmp:-} && -d $tmp ]]; then rm -rf --one-file-system "$tmp"; fi
+  return 0
+}
 trap cleanup EXIT
 
 log "building $root from $mirror (takes a few minutes, once)"
