@@ -12,12 +12,12 @@ import express from 'express';
 // (~15 MiB of module source and ~9 MiB of compiled code kept alive), which at 1,000 OSCs was a
 // fifth of the controller's heap; it is still used for exec plugins and auth providers.
 import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
-import { Controller } from './controller.js';
-import { HttpWriter } from './kube/writer.js';
+import { Controller } from './osc/controller.js';
+import { HttpWriter } from './osc/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
 import { createLogger, errorFields, type Logger } from './logger.js';
 import { createMetrics, type ControllerMetrics } from './metrics.js';
-import { registryPipeline, type Pipeline } from './pipeline.js';
+import { registryPipeline, type Pipeline } from './osc/pipeline.js';
 
 export interface ControllerConfig {
   /** Path of a kubeconfig; empty: in-cluster, else $KUBECONFIG / ~/.kube/config. */

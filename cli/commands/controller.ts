@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { runController } from '../../controller/main.js';
 import { createLogger } from '../../controller/logger.js';
-import { registryPipeline } from '../../controller/pipeline.js';
+import { registryPipeline } from '../../controller/osc/pipeline.js';
 import { loadRenderersConfigFile, registryWithWebhooks } from '../../renderers/webhook/config.js';
 
 function duration(value: string): number {

@@ -28,7 +28,7 @@ import { ANNOTATION_CHECKSUM, LABEL_OSC } from '../../api/secret.js';
 import { CONTENT_APPLY_PATCH, HttpKubeClient } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer } from '../../controller/kube/informer.js';
 import type { KubeObject, OscObject } from '../../controller/kube/types.js';
-import { oscPath } from '../../controller/kube/writer.js';
+import { oscPath } from '../../controller/osc/writer.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { readState } from '../testenv/state.js';
 import {

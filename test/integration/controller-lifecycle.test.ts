@@ -14,7 +14,7 @@ import {
   LABEL_PURPOSE,
   secretNameFor,
 } from '../../api/secret.js';
-import { FINALIZER } from '../../controller/reconcile.js';
+import { FINALIZER } from '../../controller/osc/reconcile.js';
 import { CONTENT_MERGE_PATCH } from '../../kube/client.js';
 import {
   Api,

@@ -9,7 +9,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigSpec } from '../../api/schema.js';
 import { HttpKubeClient, isNotFound, CONTENT_APPLY_PATCH } from '../../kube/client.js';
 import type { DataObject, OscObject } from '../../controller/kube/types.js';
-import { oscPath } from '../../controller/kube/writer.js';
+import { oscPath } from '../../controller/osc/writer.js';
 import { createLogger } from '../../controller/logger.js';
 import {
   runController,

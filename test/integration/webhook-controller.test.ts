@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { resolve, NO_REFERENCES } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { ANNOTATION_CHECKSUM, decodeConfigData, secretNameFor } from '../../api/secret.js';
-import { registryPipeline } from '../../controller/pipeline.js';
+import { registryPipeline } from '../../controller/osc/pipeline.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import { WebhookRenderer } from '../../renderers/webhook/client.js';
 import {

@@ -12,17 +12,17 @@
  * Workers start only once every cache is synced, so a fresh start never mistakes "not yet
  * listed" for "missing" (nor writes node counts of 0 before the nodes are listed).
  */
-import { referencedObjects } from '../api/resolve.js';
-import { LABEL_OSC } from '../api/secret.js';
-import type { Clock } from './clock.js';
-import type { KubeHttp } from '../kube/client.js';
-import { dropManagedFields, httpSource, Informer, keyOf } from './kube/informer.js';
-import type { DataObject, KubeObject, OscObject } from './kube/types.js';
-import { oscPath, OSC_RESOURCE } from './kube/writer.js';
-import { errorFields, type Logger } from './logger.js';
-import type { ControllerMetrics } from './metrics.js';
+import { referencedObjects } from '../../api/resolve.js';
+import { LABEL_OSC } from '../../api/secret.js';
+import type { Clock } from '../clock.js';
+import type { KubeHttp } from '../../kube/client.js';
+import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
+import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
+import { oscPath, OSC_RESOURCE } from './writer.js';
+import { errorFields, type Logger } from '../logger.js';
+import type { ControllerMetrics } from '../metrics.js';
 import type { Pipeline } from './pipeline.js';
-import { WorkQueue, type HandlerResult, type QueueOptions } from './queue.js';
+import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
 import { RefIndex, type Ref } from './ref-index.js';
 import {
   NodeIndex,
@@ -32,7 +32,7 @@ import {
   type OscNodeObject,
 } from './node-index.js';
 import { reconcile, RenderFailedError, type Caches, type Memo, type Writer } from './reconcile.js';
-import { API_VERSION } from '../api/schema.js';
+import { API_VERSION } from '../../api/schema.js';
 
 export const OSC_NODE_RESOURCE = 'operatingsystemconfignodes';
 

@@ -8,8 +8,8 @@
 import type {
   OperatingSystemConfigNodeStatus,
   OperatingSystemConfigStatus,
-} from '../api/schema.js';
-import type { KubeObject } from './kube/types.js';
+} from '../../api/schema.js';
+import type { KubeObject } from '../kube/types.js';
 
 export interface OscNodeObject extends KubeObject {
   status?: OperatingSystemConfigNodeStatus;

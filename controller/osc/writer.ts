@@ -10,14 +10,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigStatus } from '../../api/schema.js';
-import { FINALIZER, type EventInput, type Writer } from '../reconcile.js';
+import { FINALIZER, type EventInput, type Writer } from './reconcile.js';
 import {
   ACCEPT_METADATA,
   CONTENT_APPLY_PATCH,
   isNotFound,
   type KubeHttp,
 } from '../../kube/client.js';
-import type { KubeObject, OscObject } from './types.js';
+import type { KubeObject, OscObject } from '../kube/types.js';
 
 export const FIELD_MANAGER = 'oscar-controller';
 export const OSC_RESOURCE = 'operatingsystemconfigs';

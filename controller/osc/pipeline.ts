@@ -3,10 +3,10 @@
  * spec.type. An interface so reconcile can be unit-tested with a tiny stand-in and so a provider
  * can run the controller with its own registry.
  */
-import type { ResolvedConfig } from '../api/resolved.js';
-import { checkAdditions, withAdditions } from '../renderers/additions.js';
-import { defaultRegistry, renderOsc, type RendererRegistry } from '../renderers/registry.js';
-import type { RenderResult } from '../renderers/types.js';
+import type { ResolvedConfig } from '../../api/resolved.js';
+import { checkAdditions, withAdditions } from '../../renderers/additions.js';
+import { defaultRegistry, renderOsc, type RendererRegistry } from '../../renderers/registry.js';
+import type { RenderResult } from '../../renderers/types.js';
 
 export interface RenderOutput {
   /**

@@ -8,27 +8,27 @@
  * Invariants: nothing invalid is rendered into a Secret (the last good one stays); a Secret
  * above 1 MiB is not written; an unchanged state writes nothing at all.
  */
-import { canonicalWithChecksum } from '../api/canonical.js';
-import { formatBytes } from '../api/bytes.js';
-import { formatFieldError, ValidationError, type FieldError } from '../api/field-error.js';
-import { referencedObjects, type References } from '../api/resolve.js';
+import { canonicalWithChecksum } from '../../api/canonical.js';
+import { formatBytes } from '../../api/bytes.js';
+import { formatFieldError, ValidationError, type FieldError } from '../../api/field-error.js';
+import { referencedObjects, type References } from '../../api/resolve.js';
 import {
   API_VERSION,
   LIMITS,
   OSC_KIND,
   type OperatingSystemConfigSpec,
   type OperatingSystemConfigStatus,
-} from '../api/schema.js';
+} from '../../api/schema.js';
 import {
   encodeConfigData,
   KEY_FORMAT,
   KEY_VALUE,
   LABEL_OSC,
   secretNameFor,
-} from '../api/secret.js';
-import { validateAndResolve } from '../api/validated.js';
-import { setConditions, type ConditionInput } from './conditions.js';
-import type { DataObject, KubeObject, OscObject } from './kube/types.js';
+} from '../../api/secret.js';
+import { validateAndResolve } from '../../api/validated.js';
+import { setConditions, type ConditionInput } from '../conditions.js';
+import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { countNodes, type NodeSummary } from './node-index.js';
 import type { Pipeline } from './pipeline.js';
 import {

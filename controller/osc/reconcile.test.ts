@@ -6,9 +6,9 @@ import {
   KEY_VALUE,
   LABEL_OSC,
   ANNOTATION_CHECKSUM,
-} from '../api/secret.js';
-import type { OperatingSystemConfigStatus } from '../api/schema.js';
-import type { DataObject, KubeObject, OscObject } from './kube/types.js';
+} from '../../api/secret.js';
+import type { OperatingSystemConfigStatus } from '../../api/schema.js';
+import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import type { NodeSummary } from './node-index.js';
 import { registryPipeline } from './pipeline.js';
 import {

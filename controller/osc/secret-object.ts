@@ -3,9 +3,9 @@
  * contract in api/secret.ts, and the test that tells whether an existing Secret already holds it.
  */
 import { createHash } from 'node:crypto';
-import { API_VERSION, OSC_KIND, type Purpose } from '../api/schema.js';
-import { ANNOTATION_CHECKSUM, LABEL_OSC, LABEL_PURPOSE } from '../api/secret.js';
-import type { KubeObject, OwnerReference } from './kube/types.js';
+import { API_VERSION, OSC_KIND, type Purpose } from '../../api/schema.js';
+import { ANNOTATION_CHECKSUM, LABEL_OSC, LABEL_PURPOSE } from '../../api/secret.js';
+import type { KubeObject, OwnerReference } from '../kube/types.js';
 
 /**
  * sha256 over every data key and value. oscar.dev/checksum covers the canonical config only; this
