@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { crdManifests, renderCrdYaml } from './crd.js';
+import { crdManifests, renderCrdKustomization, renderCrdYaml } from './crd.js';
 
 type Node = Record<string, unknown>;
 
@@ -15,6 +15,14 @@ function* walk(node: Node, path: string): Generator<[string, Node]> {
 }
 
 describe('the CRDs', () => {
+  it('are all listed in deploy/crds/kustomization.yaml (run `npm run gen:crd`)', () => {
+    const committed = readFileSync(
+      join(import.meta.dirname, '..', 'deploy', 'crds', 'kustomization.yaml'),
+      'utf8',
+    );
+    expect(committed).toBe(renderCrdKustomization());
+  });
+
   for (const manifest of crdManifests()) {
     describe(manifest.fileName, () => {
       it('match the committed files in deploy/crds (run `npm run gen:crd` after a schema change)', () => {

@@ -157,6 +157,21 @@ export function renderCrdYaml(object: Json): string {
   return HEADER + stringify(object, { lineWidth: 0 });
 }
 
+/** deploy/crds/kustomization.yaml: every generated CRD, so `kubectl apply -k deploy/` installs them all. */
+export function renderCrdKustomization(): string {
+  return (
+    HEADER +
+    stringify(
+      {
+        apiVersion: 'kustomize.config.k8s.io/v1beta1',
+        kind: 'Kustomization',
+        resources: crdManifests().map((m) => m.fileName),
+      },
+      { lineWidth: 0 },
+    )
+  );
+}
+
 /** All CRDs as one multi-document YAML stream (what `oscar crd` prints). */
 export function renderAllCrdsYaml(): string {
   return crdManifests()

@@ -16,6 +16,10 @@ packages=(
   util-linux        # unshare, nsenter, setsid
   python3           # /usr/bin/python3 runs the cloud-init schema helper
   ca-certificates   # debootstrap over https mirrors
+  buildah           # npm run image: builds the controller image from scratch (no registry base)
+  podman            # runs that image in the install test
+  runc              # podman's runtime here: Debian 12's crun refuses hybrid cgroups
+  binutils          # strip, for the image's Node.js binary
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -1,7 +1,7 @@
 // Regenerates deploy/crds/ from the schema in api/schema.ts (npm run gen:crd).
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { crdManifests, renderCrdYaml } from '../api/crd.js';
+import { crdManifests, renderCrdKustomization, renderCrdYaml } from '../api/crd.js';
 
 const dir = join(import.meta.dirname, '..', 'deploy', 'crds');
 mkdirSync(dir, { recursive: true });
@@ -10,3 +10,6 @@ for (const manifest of crdManifests()) {
   writeFileSync(path, renderCrdYaml(manifest.object));
   console.log(`wrote ${path}`);
 }
+const kustomization = join(dir, 'kustomization.yaml');
+writeFileSync(kustomization, renderCrdKustomization());
+console.log(`wrote ${kustomization}`);

@@ -273,7 +273,10 @@ async function waitCrdsServed(info: TestEnvInfo, timeoutMs = 60_000): Promise<vo
   }
 }
 
-/** Applies every *.yaml in crdDir and waits until each CRD is Established and served. */
+/**
+ * Applies every *.yaml in crdDir (but its kustomization.yaml, which only lists them) and waits
+ * until each CRD is Established and served.
+ */
 export async function applyCrds(
   info: TestEnvInfo,
   crdDir: string,
@@ -281,7 +284,9 @@ export async function applyCrds(
 ): Promise<void> {
   let files: string[];
   try {
-    files = (await readdir(crdDir)).filter((f) => f.endsWith('.yaml') || f.endsWith('.yml'));
+    files = (await readdir(crdDir)).filter(
+      (f) => (f.endsWith('.yaml') || f.endsWith('.yml')) && f !== 'kustomization.yaml',
+    );
   } catch {
     files = [];
   }

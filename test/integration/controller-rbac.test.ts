@@ -39,7 +39,9 @@ afterEach(async (ctx) => {
 /** deploy/controller with the watched-namespace RoleBinding pointed at `watched`. */
 async function manifests(watched: string): Promise<string> {
   const docs: string[] = [];
-  for (const file of (await readdir(deployDir)).filter((f) => f.endsWith('.yaml')).sort()) {
+  for (const file of (await readdir(deployDir))
+    .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
+    .sort()) {
     for (const doc of parseAllDocuments(await readFile(join(deployDir, file), 'utf8'))) {
       const obj = doc.toJS() as { kind: string; metadata: { namespace?: string } } | null;
       if (!obj) continue;
