@@ -101,4 +101,47 @@ describe('the CRDs', () => {
     expect(node.scope).toBe('Cluster');
     expect((node.names as Node).shortNames).toEqual(['oscnode']);
   });
+
+  it("give the bootstrap CRDs what Cluster API's contract v1beta2 looks for", () => {
+    const byName = new Map(
+      crdManifests().map((m) => [(m.object.metadata as Node).name as string, m.object]),
+    );
+    for (const [name, kind] of [
+      ['oscarconfigs.bootstrap.oscar.dev', 'OscarConfig'],
+      ['oscarconfigtemplates.bootstrap.oscar.dev', 'OscarConfigTemplate'],
+    ] as const) {
+      const crd = byName.get(name);
+      expect(crd, name).toBeDefined();
+      // contract.CalculateCRDName: lowercase plural kind + "." + group; the label maps the
+      // contract to the CRD version.
+      expect((crd?.metadata as Node).labels).toEqual({ 'cluster.x-k8s.io/v1beta2': 'v1alpha1' });
+      const spec = crd?.spec as Node;
+      expect(spec.scope).toBe('Namespaced');
+      expect((spec.names as Node).kind).toBe(kind);
+      expect((spec.names as Node).listKind).toBe(`${kind}List`);
+    }
+    const config = (byName.get('oscarconfigs.bootstrap.oscar.dev')?.spec as Node)
+      .versions as Node[];
+    const status = (
+      ((config[0]?.schema as Node).openAPIV3Schema as Node).properties as Record<string, Node>
+    ).status as Node;
+    const fields = status.properties as Record<string, Node>;
+    expect(Object.keys(fields)).toEqual(
+      expect.arrayContaining([
+        'dataSecretName',
+        'initialization',
+        'conditions',
+        'observedGeneration',
+      ]),
+    );
+    expect(Object.keys(fields.initialization?.properties as Node)).toEqual(['dataSecretCreated']);
+    expect(config[0]?.subresources).toEqual({ status: {} });
+    const template = (byName.get('oscarconfigtemplates.bootstrap.oscar.dev')?.spec as Node)
+      .versions as Node[];
+    const tspec = (
+      ((template[0]?.schema as Node).openAPIV3Schema as Node).properties as Record<string, Node>
+    ).spec as Node;
+    const inner = ((tspec.properties as Record<string, Node>).template as Node).properties as Node;
+    expect(Object.keys(inner).sort()).toEqual(['metadata', 'spec']);
+  });
 });

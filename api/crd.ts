@@ -4,6 +4,14 @@
  */
 import { stringify } from 'yaml';
 import {
+  BOOTSTRAP_GROUP,
+  BOOTSTRAP_VERSION,
+  CAPI_CONTRACT_LABEL,
+  OSCAR_CONFIG_KIND,
+  OSCAR_CONFIG_TEMPLATE_KIND,
+} from './bootstrap/constants.js';
+import { OscarConfigSpec, OscarConfigStatus, OscarConfigTemplateSpec } from './bootstrap/schema.js';
+import {
   GROUP,
   OSC_KIND,
   OSC_NODE_KIND,
@@ -59,33 +67,46 @@ interface CrdOptions {
   scope: 'Namespaced' | 'Cluster';
   columns: Json[];
   schema: Json;
+  /** Default: oscar.dev v1alpha1. */
+  group?: string;
+  version?: string;
+  labels?: Record<string, string>;
+  categories?: string[];
+  /** Default true; a template has no status. */
+  status?: boolean;
 }
 
-/** The parts every oscar CRD shares: group, one served storage version, status subresource. */
-function customResourceDefinition({ kind, shortName, scope, columns, schema }: CrdOptions): Json {
+/**
+ * The parts every oscar CRD shares: one served storage version, a status subresource. The name is
+ * <lowercase kind>s.<group>, the form Cluster API computes (contract.CalculateCRDName) to find a
+ * provider's CRD without listing them.
+ */
+function customResourceDefinition(o: CrdOptions): Json {
+  const { kind, shortName, scope, columns, schema } = o;
+  const group = o.group ?? GROUP;
   const singular = kind.toLowerCase();
   const plural = `${singular}s`;
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.${GROUP}` },
+    metadata: { name: `${plural}.${group}`, ...(o.labels ? { labels: o.labels } : {}) },
     spec: {
-      group: GROUP,
+      group,
       names: {
         kind,
         listKind: `${kind}List`,
         plural,
         singular,
         shortNames: [shortName],
-        categories: ['oscar'],
+        categories: o.categories ?? ['oscar'],
       },
       scope,
       versions: [
         {
-          name: VERSION,
+          name: o.version ?? VERSION,
           served: true,
           storage: true,
-          subresources: { status: {} },
+          ...(o.status === false ? {} : { subresources: { status: {} } }),
           additionalPrinterColumns: columns,
           schema: { openAPIV3Schema: schema },
         },
@@ -141,6 +162,56 @@ export function operatingSystemConfigNodeCrd(): Json {
   });
 }
 
+/** Cluster API reads the bootstrap CRDs' version for its v1beta2 contract from this label. */
+const CAPI_LABELS = { [CAPI_CONTRACT_LABEL]: BOOTSTRAP_VERSION };
+
+export function oscarConfigCrd(): Json {
+  return customResourceDefinition({
+    kind: OSCAR_CONFIG_KIND,
+    shortName: 'oscfg',
+    scope: 'Namespaced',
+    group: BOOTSTRAP_GROUP,
+    version: BOOTSTRAP_VERSION,
+    labels: CAPI_LABELS,
+    categories: ['oscar', 'cluster-api'],
+    columns: [
+      { name: 'Provision', type: 'string', jsonPath: '.spec.provisionRef.name' },
+      { name: 'Reconcile', type: 'string', jsonPath: '.spec.reconcileRef.name' },
+      { name: 'Secret', type: 'string', jsonPath: '.status.dataSecretName' },
+      { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      AGE_COLUMN,
+    ],
+    schema: rootSchema(
+      "OscarConfig is one machine's bootstrap: the provision OSC rendered with the machine's values and oscar's bootstrap additions into a Secret (status.dataSecretName), a bootstrap token bound to the machine, and the reconcile OSC its agent follows. A Cluster API bootstrap provider config (contract v1beta2), usable without Cluster API too.",
+      { spec: toOpenApi(OscarConfigSpec), status: toOpenApi(OscarConfigStatus) },
+      ['spec'],
+    ),
+  });
+}
+
+export function oscarConfigTemplateCrd(): Json {
+  return customResourceDefinition({
+    kind: OSCAR_CONFIG_TEMPLATE_KIND,
+    shortName: 'oscfgt',
+    scope: 'Namespaced',
+    group: BOOTSTRAP_GROUP,
+    version: BOOTSTRAP_VERSION,
+    labels: CAPI_LABELS,
+    categories: ['oscar', 'cluster-api'],
+    status: false,
+    columns: [
+      { name: 'Provision', type: 'string', jsonPath: '.spec.template.spec.provisionRef.name' },
+      { name: 'Reconcile', type: 'string', jsonPath: '.spec.template.spec.reconcileRef.name' },
+      AGE_COLUMN,
+    ],
+    schema: rootSchema(
+      'OscarConfigTemplate is the OscarConfig each machine of a Cluster API MachineDeployment or MachineSet gets (one per Machine, named like it).',
+      { spec: toOpenApi(OscarConfigTemplateSpec) },
+      ['spec'],
+    ),
+  });
+}
+
 export function crdManifests(): CrdManifest[] {
   return [
     { fileName: `${GROUP}_operatingsystemconfigs.yaml`, object: operatingSystemConfigCrd() },
@@ -148,6 +219,8 @@ export function crdManifests(): CrdManifest[] {
       fileName: `${GROUP}_operatingsystemconfignodes.yaml`,
       object: operatingSystemConfigNodeCrd(),
     },
+    { fileName: `${BOOTSTRAP_GROUP}_oscarconfigs.yaml`, object: oscarConfigCrd() },
+    { fileName: `${BOOTSTRAP_GROUP}_oscarconfigtemplates.yaml`, object: oscarConfigTemplateCrd() },
   ];
 }
 

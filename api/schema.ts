@@ -365,7 +365,7 @@ export const Condition = Type.Object(
   { description: 'A standard Kubernetes condition (metav1.Condition).' },
 );
 
-const Conditions = Type.Array(Condition, {
+export const Conditions = Type.Array(Condition, {
   description: "The latest observations of the object's state.",
   'x-kubernetes-list-type': 'map',
   'x-kubernetes-list-map-keys': ['type'],
@@ -418,7 +418,7 @@ export const OperatingSystemConfigStatus = Type.Object(
   { description: 'What the controller observed and rendered.' },
 );
 
-const ObjectMeta = Type.Object(
+export const ObjectMeta = Type.Object(
   {
     name: Type.String({ description: 'Name of the object.' }),
     namespace: Type.Optional(Type.String({ description: 'Namespace of the object.' })),
