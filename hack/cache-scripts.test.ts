@@ -154,6 +154,74 @@ echo "unexpected go $*" >&2; exit 2`;
   });
 });
 
+describe('hack/capi/build.sh', () => {
+  // go build … -o OUT PKG writes a small executable; go list -m -f {{.Dir}} MODULE names a module
+  // directory with the CRDs where the real module zip carries them.
+  const fakeGo = (moduleDir: string): string => `
+case \${1:-} in
+  build) out=; while [[ $# -gt 0 ]]; do [[ $1 == -o ]] && out=$2; shift; done
+         printf '#!/bin/sh\\necho stub\\n' >"$out"; chmod +x "$out"; exit 0 ;;
+  list) echo "${moduleDir}"; exit 0 ;;
+esac
+echo "unexpected go $*" >&2; exit 2`;
+
+  it('a cold build exits 0 and prints the directory with bin/manager and crds/; a warm run returns it at once', async () => {
+    const moduleDir = join(work, 'cluster-api');
+    await mkdir(join(moduleDir, 'config', 'crd', 'bases'), { recursive: true });
+    await writeFile(
+      join(moduleDir, 'config', 'crd', 'bases', 'cluster.x-k8s.io_machines.yaml'),
+      'kind: CustomResourceDefinition\n',
+    );
+    await stub(stubs, 'go', fakeGo(moduleDir));
+    const env = { PATH: `${stubs}:${process.env.PATH ?? ''}`, OSCAR_CACHE: cache };
+    const cold = await run('capi/build.sh', env);
+    expect(cold.stderr).toContain('build.sh: built in');
+    expect(cold.code).toBe(0);
+    const out = cold.stdout.trim();
+    expect(out.startsWith(join(cache, 'capi', 'cluster-api-v1.'))).toBe(true);
+    expect(existsSync(join(out, 'bin', 'manager'))).toBe(true);
+    expect(await readFile(join(out, 'crds', 'cluster.x-k8s.io_machines.yaml'), 'utf8')).toBe(
+      'kind: CustomResourceDefinition\n',
+    );
+    expect((await readdir(out)).filter((f) => f.startsWith('.tmp'))).toEqual([]);
+
+    const warm = await run('capi/build.sh', env);
+    expect(warm.code).toBe(0);
+    expect(warm.stdout.trim()).toBe(out);
+    expect(warm.stderr).toBe('');
+  });
+
+  it('a failing go build fails the script and leaves no manager behind', async () => {
+    await stub(stubs, 'go', 'echo "compile error" >&2; exit 1');
+    const env = { PATH: `${stubs}:${process.env.PATH ?? ''}`, OSCAR_CACHE: cache };
+    const r = await run('capi/build.sh', env);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('compile error');
+    expect(r.stdout).toBe('');
+    const [out] = await readdir(join(cache, 'capi'));
+    expect(existsSync(join(cache, 'capi', out ?? '', 'bin'))).toBe(false);
+    expect(
+      (await readdir(join(cache, 'capi', out ?? ''))).filter((f) => f.startsWith('.tmp')),
+    ).toEqual([]);
+  });
+
+  it('a module without CRDs fails the script: the suite needs them', async () => {
+    await stub(stubs, 'go', fakeGo(join(work, 'empty-module')));
+    const r = await run('capi/build.sh', {
+      PATH: `${stubs}:${process.env.PATH ?? ''}`,
+      OSCAR_CACHE: cache,
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('carries no config/crd/bases');
+  });
+
+  it('exits 3 (a missing tool) without go on PATH', async () => {
+    const r = await run('capi/build.sh', { PATH: '/usr/bin:/bin', OSCAR_CACHE: cache });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain("'go' is not on PATH");
+  });
+});
+
 describe('hack/deps.sh', () => {
   // dpkg-query and apt-get over a file that lists the "installed" packages, one "name version" a line.
   async function fakeDpkg(db: string, aptBody: string): Promise<void> {

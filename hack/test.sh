@@ -16,6 +16,9 @@ bash hack/deps.sh
 step "test API server: kube-apiserver, etcd, kubectl from Go modules (hack/testenv/build.sh; the first build takes long)"
 bash hack/testenv/build.sh
 
+step "Cluster API core manager from its Go module (hack/capi/build.sh; the first build takes ~3-12 min)"
+bash hack/capi/build.sh
+
 step "node root for real-systemd tests (hack/node-root/build.sh; the first build takes ~3 min)"
 bash hack/node-root/build.sh
 
