@@ -336,6 +336,9 @@ function apiServerArgs(
     // Client certificates signed by the test CA authenticate users (CN) and groups (O).
     `--client-ca-file=${join(pki, 'ca.crt')}`,
     `--token-auth-file=${join(runDir, 'tokens.csv')}`,
+    // Bootstrap tokens (Secrets of type bootstrap.kubernetes.io/token in kube-system) authenticate
+    // as system:bootstrap:<id>: the per-machine credential OscarConfigs issue.
+    '--enable-bootstrap-token-auth',
     '--authorization-mode=Node,RBAC',
     '--enable-admission-plugins=NodeRestriction',
     `--service-account-issuer=${issuer}`,
@@ -352,7 +355,13 @@ function apiServerArgs(
 function controllerManagerArgs(runDir: string): string[] {
   return [
     `--kubeconfig=${join(runDir, 'kube-controller-manager.kubeconfig')}`,
-    '--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller',
+    // token-cleaner deletes expired bootstrap tokens; certificatesigningrequest-signing signs
+    // approved CSRs with the test CA (which the API server trusts for client certificates), so a
+    // node's agent can trade its bootstrap token for a client certificate; clusterrole-aggregation
+    // fills aggregated ClusterRoles (Cluster API's manager role gathers providers' rules so).
+    '--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,token-cleaner-controller,certificatesigningrequest-signing-controller,clusterrole-aggregation-controller',
+    `--cluster-signing-cert-file=${join(runDir, 'pki', 'ca.crt')}`,
+    `--cluster-signing-key-file=${join(runDir, 'pki', 'ca.key')}`,
     // Each controller gets its own ServiceAccount token (TokenRequest), as in kubeadm
     // clusters, so it acts with its bootstrap role rather than one broad identity.
     '--use-service-account-credentials=true',

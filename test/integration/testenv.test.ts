@@ -1,11 +1,16 @@
 // The test cluster itself (hack/testenv) and the two clients oscar uses against it:
 // kubectl and @kubernetes/client-node. Identities, RBAC, Node authorization,
 // TokenRequest, API server restart on the same port, and clean teardown.
-import { spawn } from 'node:child_process';
-import { access } from 'node:fs/promises';
+import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { PatchStrategy, Watch } from '@kubernetes/client-node';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { stringify } from 'yaml';
+import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
 import { procStartTime } from '../../hack/testenv/proc.js';
 import { reapAbandonedRuns, readState } from '../../hack/testenv/state.js';
 import { startTestEnv } from '../../hack/testenv/testenv.js';
@@ -24,6 +29,8 @@ import {
 import { objectApi, OSC_API_VERSION, refusal } from './support/objects.js';
 
 skipWithoutCluster();
+
+const execFileP = promisify(execFile);
 
 interface Obj {
   apiVersion: string;
@@ -361,6 +368,150 @@ describe('controllers (kube-controller-manager)', () => {
       },
       { timeout: 60_000, interval: 500 },
     );
+  });
+});
+
+describe('bootstrap tokens and CSR signing (what per-machine bootstrap needs)', () => {
+  /** A kubeconfig file that authenticates with a bearer token. */
+  async function tokenKubeconfigFile(token: string): Promise<string> {
+    const info = testEnvInfo();
+    const dir = await mkdtemp(join(tmpdir(), 'oscar-bt-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const path = join(dir, 'kubeconfig');
+    await writeFile(
+      path,
+      renderKubeconfig({
+        name: 'bootstrap',
+        server: info.server,
+        caPem: await readFile(info.caPath, 'utf8'),
+        credentials: { kind: 'token', token },
+      }),
+      { mode: 0o600 },
+    );
+    return path;
+  }
+
+  function bootstrapToken(id: string, secret: string, expiration: Date): Obj {
+    return {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'bootstrap.kubernetes.io/token',
+      metadata: { name: `bootstrap-token-${id}`, namespace: 'kube-system' },
+      data: Object.fromEntries(
+        Object.entries({
+          'token-id': id,
+          'token-secret': secret,
+          expiration: expiration.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+          'usage-bootstrap-authentication': 'true',
+          'auth-extra-groups': 'system:bootstrappers:oscar',
+        }).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+      ),
+    };
+  }
+
+  const randomId = (n: number): string =>
+    [...randomBytes(n)].map((b) => 'abcdefghijklmnopqrstuvwxyz0123456789'[b % 36]).join('');
+
+  it('a bootstrap token authenticates as system:bootstrap:<id> in its extra group', async () => {
+    const api = objectApi(adminKubeConfig());
+    const id = randomId(6);
+    const secret = randomId(16);
+    const token = await api.create(bootstrapToken(id, secret, new Date(Date.now() + 600_000)));
+    onTestFinished(() =>
+      api.delete(token).then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
+    const who = await whoami(await tokenKubeconfigFile(`${id}.${secret}`));
+    expect(who.username).toBe(`system:bootstrap:${id}`);
+    expect(who.groups).toEqual(
+      expect.arrayContaining(['system:bootstrappers', 'system:bootstrappers:oscar']),
+    );
+    // A wrong secret for the same id is refused.
+    const wrong = await kubectl(['auth', 'whoami'], {
+      kubeconfig: await tokenKubeconfigFile(`${id}.${randomId(16)}`),
+    });
+    expect(wrong.code).not.toBe(0);
+    expect(wrong.stderr).toMatch(/Unauthorized|credentials/i);
+  });
+
+  it("kube-controller-manager's token cleaner deletes an expired bootstrap token", async () => {
+    const api = objectApi(adminKubeConfig());
+    const expired = bootstrapToken(randomId(6), randomId(16), new Date(Date.now() - 1000));
+    await api.create(expired);
+    await vi.waitFor(
+      async () => {
+        expect((await refusal(() => api.read(expired))).code).toBe(404);
+      },
+      { timeout: 60_000, interval: 250 },
+    );
+  });
+
+  it('an approved CSR for kubernetes.io/kube-apiserver-client is signed, and the certificate authenticates', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oscar-csr-'));
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+    const user = uniqueName('oscar:node:m');
+    await execFileP('openssl', [
+      'req',
+      '-new',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'csr.pem'),
+      '-subj',
+      `/O=oscar:nodes/CN=${user}`,
+    ]);
+    const name = uniqueName('csr');
+    const csr = {
+      apiVersion: 'certificates.k8s.io/v1',
+      kind: 'CertificateSigningRequest',
+      metadata: { name },
+      spec: {
+        request: (await readFile(join(dir, 'csr.pem'))).toString('base64'),
+        signerName: 'kubernetes.io/kube-apiserver-client',
+        usages: ['digital signature', 'client auth'],
+        expirationSeconds: 600,
+      },
+    };
+    const input = JSON.stringify(csr);
+    expect((await kubectl(['create', '-f', '-'], { input })).code).toBe(0);
+    onTestFinished(async () => {
+      await kubectl(['delete', 'csr', name, '--ignore-not-found']);
+    });
+    expect((await kubectl(['certificate', 'approve', name])).code).toBe(0);
+    const pem = await vi.waitFor(
+      async () => {
+        const r = await kubectl(['get', 'csr', name, '-o', 'jsonpath={.status.certificate}']);
+        expect(r.stdout).not.toBe('');
+        return Buffer.from(r.stdout, 'base64').toString('utf8');
+      },
+      { timeout: 60_000, interval: 250 },
+    );
+    const info = testEnvInfo();
+    const path = join(dir, 'kubeconfig');
+    await writeFile(
+      path,
+      renderKubeconfig({
+        name: user,
+        server: info.server,
+        caPem: await readFile(info.caPath, 'utf8'),
+        credentials: {
+          kind: 'clientCert',
+          certPem: pem,
+          keyPem: await readFile(join(dir, 'key.pem'), 'utf8'),
+        },
+      }),
+      { mode: 0o600 },
+    );
+    const who = await whoami(path);
+    expect(who.username).toBe(user);
+    expect(who.groups).toContain('oscar:nodes');
   });
 });
 
