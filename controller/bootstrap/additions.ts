@@ -1,0 +1,207 @@
+/**
+ * oscar's bootstrap additions: what turns a blank machine into a node that follows its reconcile
+ * OSC, laid over the machine's (substituted, resolved) provision config before it is rendered, so
+ * cloud-config, Ignition and the script all carry them as ordinary files and units:
+ *
+ * - /etc/oscar/ca.crt — the API server's CA;
+ * - /etc/oscar/bootstrap-kubeconfig (0600) — the API server URL, that CA and the machine's own
+ *   bootstrap token;
+ * - /opt/oscar/bin/oscar-agent-install — a POSIX sh script that needs curl or wget and sha256sum,
+ *   with the agent's URL and sha256 in it: fetch with retries and backoff, refuse a wrong sha256,
+ *   install only once checked; a no-op when the installed agent already has the sha256;
+ * - oscar-agent-install.service (oneshot, after network-online) and oscar-agent.service, which
+ *   runs the agent for this machine's name, namespace and reconcile Secret.
+ * Every value written into them is checked to need no quoting.
+ *
+ * Pure: the controller, the CLI and the benchmarks call it with what they know.
+ */
+import { fieldError, type FieldError } from '../../api/field-error.js';
+import { compare } from '../../api/resolve.js';
+import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../../api/resolved.js';
+
+export const CA_PATH = '/etc/oscar/ca.crt';
+export const BOOTSTRAP_KUBECONFIG_PATH = '/etc/oscar/bootstrap-kubeconfig';
+export const AGENT_INSTALL_PATH = '/opt/oscar/bin/oscar-agent-install';
+export const AGENT_BINARY_PATH = '/opt/oscar/bin/oscar-agent';
+export const AGENT_INSTALL_UNIT = 'oscar-agent-install.service';
+export const AGENT_UNIT = 'oscar-agent.service';
+
+export interface BootstrapInputs {
+  machine: { name: string; namespace: string };
+  apiServer: { url: string; caPem: string };
+  token: { id: string; secret: string };
+  /** The reconcile Secret the agent follows (in the machine's namespace). */
+  reconcileSecret: string;
+  agent: { url: string; sha256: string };
+}
+
+/** Characters every value written unquoted into the script, the kubeconfig and a unit may hold. */
+const PLAIN = /^[A-Za-z0-9._:/@%+=,~-]+$/;
+
+// Every byte here is in every machine's user data (budget: 4 KiB for all the additions), so the
+// script and units are terse; the comments that explain them are these.
+// The script: curl or wget, 8 attempts 1, 4, 9 … 49 s apart (~2.5 min); a wrong sha256 is
+// refused and the download removed; the agent is moved into place only once checked, so a
+// rerun (the unit restarted, a reboot) finds it and does nothing.
+function installScript(url: string, sha256: string): string {
+  return `#!/bin/sh
+set -eu
+url=${url}
+sum=${sha256}
+dest=${AGENT_BINARY_PATH}
+ok() { echo "$sum  $1" | sha256sum -c --status; }
+if [ -x "$dest" ] && ok "$dest"; then exit 0; fi
+command -v curl >/dev/null || command -v wget >/dev/null || { echo "oscar: no curl, no wget" >&2; exit 1; }
+n=1
+while :; do
+  if command -v curl >/dev/null; then curl -fsSL --connect-timeout 10 -o "$dest.new" "$url" && break
+  else wget -q -T 30 -O "$dest.new" "$url" && break; fi
+  [ "$n" -lt 8 ] || { echo "oscar: cannot fetch $url" >&2; exit 1; }
+  sleep $((n * n))
+  n=$((n + 1))
+done
+ok "$dest.new" || { rm -f "$dest.new"; echo "oscar: $url is not sha256 $sum" >&2; exit 1; }
+chmod 755 "$dest.new"
+mv -f "$dest.new" "$dest"
+`;
+}
+
+const INSTALL_UNIT = `[Unit]
+Description=oscar agent install
+Wants=network-online.target
+After=network-online.target
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=${AGENT_INSTALL_PATH}
+[Install]
+WantedBy=multi-user.target
+`;
+
+function agentUnit(inputs: BootstrapInputs): string {
+  return `[Unit]
+Description=oscar agent
+Requires=${AGENT_INSTALL_UNIT}
+After=${AGENT_INSTALL_UNIT}
+[Service]
+ExecStart=${AGENT_BINARY_PATH} agent --kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --secret ${inputs.reconcileSecret} --node ${inputs.machine.name}
+Restart=always
+RestartSec=5
+[Install]
+WantedBy=multi-user.target
+`;
+}
+
+function kubeconfig(inputs: BootstrapInputs): string {
+  return `apiVersion: v1
+kind: Config
+clusters:
+- name: oscar
+  cluster: {server: "${inputs.apiServer.url}", certificate-authority: ${CA_PATH}}
+users:
+- name: bootstrap
+  user: {token: ${inputs.token.id}.${inputs.token.secret}}
+contexts:
+- name: oscar
+  context: {cluster: oscar, user: bootstrap}
+current-context: oscar
+`;
+}
+
+function file(path: string, mode: number, content: string): ResolvedFile {
+  return { path, mode, user: 'root', group: 'root', content: Buffer.from(content, 'utf8') };
+}
+
+function unit(name: string, content: string): ResolvedUnit {
+  return {
+    name,
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'none',
+    content,
+    dropIns: [],
+    filePaths: [],
+  };
+}
+
+/** The files and units, or what is wrong with the inputs (never rendered then). */
+export function bootstrapAdditions(
+  inputs: BootstrapInputs,
+): { files: ResolvedFile[]; units: ResolvedUnit[] } | { errors: FieldError[] } {
+  const errors: FieldError[] = [];
+  const plain: [string, string][] = [
+    ['machine.name', inputs.machine.name],
+    ['machine.namespace', inputs.machine.namespace],
+    ['reconcileSecret', inputs.reconcileSecret],
+    ['agent.url', inputs.agent.url],
+    ['apiServer.url', inputs.apiServer.url],
+    ['token.id', inputs.token.id],
+    ['token.secret', inputs.token.secret],
+  ];
+  for (const [what, value] of plain) {
+    if (!PLAIN.test(value)) {
+      errors.push(fieldError(what, `${JSON.stringify(value)} holds characters that need quoting`));
+    }
+  }
+  if (!/^https?:\/\//.test(inputs.agent.url)) {
+    errors.push(fieldError('agent.url', 'must be an http:// or https:// URL'));
+  }
+  if (!/^[0-9a-f]{64}$/.test(inputs.agent.sha256)) {
+    errors.push(fieldError('agent.sha256', 'must be 64 lowercase hex digits'));
+  }
+  if (!inputs.apiServer.caPem.includes('-----BEGIN CERTIFICATE-----')) {
+    errors.push(fieldError('apiServer.caPem', 'must be a PEM certificate'));
+  }
+  if (errors.length > 0) return { errors };
+  return {
+    files: [
+      file(CA_PATH, 0o644, inputs.apiServer.caPem),
+      file(BOOTSTRAP_KUBECONFIG_PATH, 0o600, kubeconfig(inputs)),
+      file(AGENT_INSTALL_PATH, 0o755, installScript(inputs.agent.url, inputs.agent.sha256)),
+    ],
+    units: [unit(AGENT_INSTALL_UNIT, INSTALL_UNIT), unit(AGENT_UNIT, agentUnit(inputs))],
+  };
+}
+
+/**
+ * The provision config with the additions. A path or unit the provision OSC declares itself is
+ * refused rather than overwritten: one of the two would silently lose.
+ */
+export function withBootstrap(
+  config: ResolvedConfig,
+  additions: { files: ResolvedFile[]; units: ResolvedUnit[] },
+): ResolvedConfig | { errors: FieldError[] } {
+  const errors: FieldError[] = [];
+  const paths = new Set(additions.files.map((f) => f.path));
+  const names = new Set(additions.units.map((u) => u.name));
+  config.files.forEach((f) => {
+    if (paths.has(f.path)) {
+      errors.push(
+        fieldError(
+          'spec.files',
+          `${f.path} is written by oscar's bootstrap additions; remove it from the provision OSC`,
+        ),
+      );
+    }
+  });
+  config.units.forEach((u) => {
+    if (names.has(u.name)) {
+      errors.push(
+        fieldError(
+          'spec.units',
+          `${u.name} is oscar's own bootstrap unit; remove it from the provision OSC`,
+        ),
+      );
+    }
+  });
+  if (errors.length > 0) return { errors };
+  return {
+    ...config,
+    files: [...config.files, ...additions.files].sort((a, b) => compare(a.path, b.path)),
+    units: [...config.units, ...additions.units].sort((a, b) => compare(a.name, b.name)),
+  };
+}
+
+/** The install script, for tests that run it and shellcheck it. */
+export const agentInstallScript = installScript;
