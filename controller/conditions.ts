@@ -4,7 +4,14 @@
  */
 import type { Condition } from '../api/schema.js';
 
-export type ConditionType = 'Valid' | 'Rendered' | 'Ready';
+export type ConditionType =
+  | 'Valid'
+  | 'Rendered'
+  | 'Ready'
+  // OscarConfig (controller/bootstrap)
+  | 'DataSecretAvailable'
+  | 'BootstrapTokenAvailable'
+  | 'Paused';
 
 export interface ConditionInput {
   type: ConditionType;

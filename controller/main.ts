@@ -18,6 +18,26 @@ import { httpLeaseStore, LeaderElector } from './leader.js';
 import { createLogger, errorFields, type Logger } from './logger.js';
 import { createMetrics, type ControllerMetrics } from './metrics.js';
 import { registryPipeline, type Pipeline } from './osc/pipeline.js';
+import { BootstrapController } from './bootstrap/controller.js';
+import { HttpBootstrapWriter } from './bootstrap/writer.js';
+import { defaultRegistry, type RendererRegistry } from '../renderers/registry.js';
+
+/** Per-machine bootstrap (OscarConfigs): on unless disabled. */
+export interface BootstrapConfig {
+  enabled: boolean;
+  /** The API server machines reach (default: the controller's own kubeconfig server). */
+  apiServerUrl?: string;
+  /** Its CA, PEM (default: the controller's own kubeconfig CA). */
+  caPem?: string;
+  agentUrl?: string;
+  agentSha256?: string;
+  /** {{ cluster.name }} for machines without a Cluster API Cluster. */
+  clusterName?: string;
+  /** Bootstrap token lifetime; refreshed at half of it until the machine joins. Default 20 min. */
+  tokenTtlMs?: number;
+}
+
+export const DEFAULT_TOKEN_TTL_MS = 20 * 60_000;
 
 export interface ControllerConfig {
   /** Path of a kubeconfig; empty: in-cluster, else $KUBECONFIG / ~/.kube/config. */
@@ -38,6 +58,9 @@ export interface ControllerConfig {
   identity?: string;
   watchTimeoutSeconds?: number;
   pipeline?: Pipeline;
+  /** The renderers the bootstrap controller renders machines with (the pipeline's, if given). */
+  registry?: RendererRegistry;
+  bootstrap?: BootstrapConfig;
   log?: Logger;
 }
 
@@ -68,19 +91,73 @@ function parseAddr(addr: string): { host: string; port: number } | undefined {
 export async function runController(config: ControllerConfig): Promise<ControllerHandle> {
   const log = config.log ?? createLogger();
   const metrics = createMetrics();
-  const http = kubeHttp(await loadKubeCredentials(config.kubeconfig || undefined));
+  const credentials = await loadKubeCredentials(config.kubeconfig || undefined);
+  const http = kubeHttp(credentials);
   const identity = config.identity ?? `${hostname()}-${String(process.pid)}`;
   const writer = new HttpWriter(http, identity);
-  const pipeline = config.pipeline ?? registryPipeline();
+  const registry = config.registry ?? defaultRegistry();
+  const pipeline = config.pipeline ?? registryPipeline(registry);
+  const bootstrap = config.bootstrap ?? { enabled: true };
+  const apiServerUrl = bootstrap.apiServerUrl ?? credentials.getCurrentCluster()?.server;
+  const caPem = bootstrap.caPem ?? credentials.getCurrentCluster()?.caPem;
+  if (bootstrap.enabled && (!apiServerUrl || !caPem)) {
+    throw new Error(
+      'per-machine bootstrap needs the API server URL and CA machines use: the kubeconfig names no CA; pass --bootstrap-ca-file (and --bootstrap-api-server), or --no-bootstrap',
+    );
+  }
 
   let controller: Controller | undefined;
+  let bootstrapController: BootstrapController | undefined;
   let elector: LeaderElector | undefined;
   let stopping = false;
   let resolveDone: (why: 'lost-lease' | 'stopped') => void = () => undefined;
   const done = new Promise<'lost-lease' | 'stopped'>((r) => (resolveDone = r));
 
   const startController = (): void => {
+    const b =
+      bootstrap.enabled && apiServerUrl && caPem
+        ? new BootstrapController({
+            http,
+            writer: new HttpBootstrapWriter(http, identity),
+            shared: {
+              osc: (ns, name) => controller?.osc(ns, name),
+              references: (ns, spec) =>
+                controller?.references(ns, spec) ?? { secrets: new Map(), configMaps: new Map() },
+              nodeReported: (name) => controller?.nodeReported(name) ?? false,
+            },
+            settings: {
+              registry,
+              apiServer: { url: apiServerUrl, caPem },
+              agent: {
+                ...(bootstrap.agentUrl ? { url: bootstrap.agentUrl } : {}),
+                ...(bootstrap.agentSha256 ? { sha256: bootstrap.agentSha256 } : {}),
+              },
+              ...(bootstrap.clusterName ? { clusterName: bootstrap.clusterName } : {}),
+              tokenTtlMs: bootstrap.tokenTtlMs ?? DEFAULT_TOKEN_TTL_MS,
+            },
+            namespaces: config.namespaces,
+            log,
+            metrics,
+            queue: { concurrency: config.concurrency ?? 16 },
+            ...(config.watchTimeoutSeconds === undefined
+              ? {}
+              : { watchTimeoutSeconds: config.watchTimeoutSeconds }),
+          })
+        : undefined;
+    bootstrapController = b;
     const c = new Controller({
+      ...(b
+        ? {
+            listeners: {
+              osc: (ns: string, name: string) => {
+                b.oscChanged(ns, name);
+              },
+              node: (name: string) => {
+                b.nodeChanged(name);
+              },
+            },
+          }
+        : {}),
       http,
       writer,
       pipeline,
@@ -93,11 +170,15 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         : { watchTimeoutSeconds: config.watchTimeoutSeconds }),
     });
     controller = c;
-    c.start().catch((error: unknown) => {
-      log.error(errorFields(error), 'controller failed to start');
-    });
+    c.start()
+      // The bootstrap controller reads the OSC controller's caches: it starts once they are synced.
+      .then(() => b?.start())
+      .catch((error: unknown) => {
+        log.error(errorFields(error), 'controller failed to start');
+      });
   };
 
+  const bootstrapReady = (): boolean => !bootstrapController || bootstrapController.synced;
   // Health and metrics.
   let server: Server | undefined;
   let metricsAddress: string | undefined;
@@ -111,7 +192,9 @@ export async function runController(config: ControllerConfig): Promise<Controlle
       // A standby is ready (it is doing its job: waiting); a leader once its caches are synced.
       const ready =
         !stopping &&
-        (elector ? !elector.isLeader || controller?.synced === true : controller?.synced === true);
+        (elector
+          ? !elector.isLeader || (controller?.synced === true && bootstrapReady())
+          : controller?.synced === true && bootstrapReady());
       res
         .status(ready ? 200 : 503)
         .type('text/plain')
@@ -162,7 +245,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         onLost: () => {
           metrics.leader.set(0);
           // Another replica may already reconcile: stop at once, and let the process exit.
-          void controller?.stop().finally(() => {
+          void Promise.all([controller?.stop(), bootstrapController?.stop()]).finally(() => {
             resolveDone('lost-lease');
           });
         },
@@ -178,7 +261,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     if (stopping) return;
     stopping = true;
     log.info('stopping: finishing reconciles in flight');
-    await controller?.stop();
+    await Promise.all([controller?.stop(), bootstrapController?.stop()]);
     await elector?.release();
     metrics.leader.set(0);
     await new Promise<void>((resolve) => {

@@ -16,7 +16,8 @@ import { HttpKubeClient } from './client.js';
 
 /** What kube/client.ts's HttpKubeClient uses of a KubeConfig. */
 export interface KubeCredentials {
-  getCurrentCluster(): { server: string } | null;
+  /** The server, and the CA that verifies it (PEM) when the credentials name one. */
+  getCurrentCluster(): { server: string; caPem?: string } | null;
   applyToHTTPSOptions(opts: RequestOptions): Promise<void>;
   /** Where the credentials came from, for logs: "kubeconfig /etc/oscar/kubeconfig", "in-cluster". */
   readonly origin: string;
@@ -55,8 +56,9 @@ class StaticCredentials implements KubeCredentials {
     private readonly now: () => number = Date.now,
   ) {}
 
-  getCurrentCluster(): { server: string } {
-    return { server: this.cluster.server };
+  getCurrentCluster(): { server: string; caPem?: string } {
+    const { server, ca } = this.cluster;
+    return ca ? { server, caPem: ca.toString('utf8') } : { server };
   }
 
   private bearer(): string | undefined {
@@ -219,7 +221,13 @@ async function viaClientNode(path: string | undefined): Promise<KubeCredentials>
   }
   return {
     origin: `kubeconfig ${path ?? '(default)'} via @kubernetes/client-node`,
-    getCurrentCluster: () => kc.getCurrentCluster(),
+    getCurrentCluster: () => {
+      const c = kc.getCurrentCluster();
+      if (!c) return null;
+      return c.caData
+        ? { server: c.server, caPem: Buffer.from(c.caData, 'base64').toString('utf8') }
+        : { server: c.server };
+    },
     applyToHTTPSOptions: (opts) => kc.applyToHTTPSOptions(opts),
   };
 }

@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runController } from '../../controller/main.js';
 import { createLogger } from '../../controller/logger.js';
@@ -23,6 +24,13 @@ export interface ControllerOptions {
   concurrency: string;
   logLevel: string;
   renderersConfig?: string;
+  bootstrap: boolean;
+  bootstrapApiServer?: string;
+  bootstrapCaFile?: string;
+  agentUrl?: string;
+  agentSha256?: string;
+  clusterName?: string;
+  bootstrapTokenTtl: string;
 }
 
 /** `oscar controller` (flags in ./index.ts). */
@@ -39,12 +47,34 @@ export async function controllerCommand(program: Command, opts: ControllerOption
   } catch (error) {
     program.error(`oscar controller: --lease-duration: ${(error as Error).message}`);
   }
+  let tokenTtlMs: number;
+  try {
+    tokenTtlMs = duration(opts.bootstrapTokenTtl);
+  } catch (error) {
+    program.error(`oscar controller: --bootstrap-token-ttl: ${(error as Error).message}`);
+  }
+  if (opts.agentSha256 !== undefined && !/^[0-9a-f]{64}$/.test(opts.agentSha256)) {
+    program.error('oscar controller: --agent-sha256 must be 64 lowercase hex digits');
+  }
+  if (opts.agentUrl !== undefined && !/^https?:\/\/[^\s'"`$\\]+$/.test(opts.agentUrl)) {
+    program.error('oscar controller: --agent-url must be an http:// or https:// URL');
+  }
+  let caPem: string | undefined;
+  if (opts.bootstrapCaFile !== undefined) {
+    try {
+      caPem = await readFile(opts.bootstrapCaFile, 'utf8');
+    } catch (error) {
+      program.error(`oscar controller: --bootstrap-ca-file: ${(error as Error).message}`);
+    }
+  }
   // external renderers: refuse to start on a bad file, naming the field
   let pipeline;
+  let registry;
   if (opts.renderersConfig !== undefined) {
     try {
       const entries = await loadRenderersConfigFile(opts.renderersConfig);
-      pipeline = registryPipeline(registryWithWebhooks(entries).registry);
+      registry = registryWithWebhooks(entries).registry;
+      pipeline = registryPipeline(registry);
       log.info({ types: entries.map((e) => e.type) }, 'external renderers configured');
     } catch (error) {
       program.error(`oscar controller: --renderers-config: ${(error as Error).message}`);
@@ -52,6 +82,16 @@ export async function controllerCommand(program: Command, opts: ControllerOption
   }
   const handle = await runController({
     ...(pipeline ? { pipeline } : {}),
+    ...(registry ? { registry } : {}),
+    bootstrap: {
+      enabled: opts.bootstrap,
+      tokenTtlMs,
+      ...(opts.bootstrapApiServer ? { apiServerUrl: opts.bootstrapApiServer } : {}),
+      ...(caPem ? { caPem } : {}),
+      ...(opts.agentUrl ? { agentUrl: opts.agentUrl } : {}),
+      ...(opts.agentSha256 ? { agentSha256: opts.agentSha256 } : {}),
+      ...(opts.clusterName ? { clusterName: opts.clusterName } : {}),
+    },
     ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
     namespaces,
     metricsAddr: opts.metricsAddr,

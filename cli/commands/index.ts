@@ -119,6 +119,27 @@ export function registerCommands(program: Command): void {
       '--renderers-config <path>',
       'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
     )
+    // per-machine bootstrap (OscarConfigs, docs/bootstrap.md)
+    .option('--no-bootstrap', 'do not reconcile OscarConfigs (per-machine bootstrap)')
+    .option(
+      '--bootstrap-api-server <url>',
+      "the API server URL machines use (default: the controller's kubeconfig server)",
+    )
+    .option(
+      '--bootstrap-ca-file <path>',
+      "PEM CA machines verify the API server with (default: the controller's kubeconfig CA)",
+    )
+    .option('--agent-url <url>', 'where machines download the oscar agent (http or https)')
+    .option('--agent-sha256 <hex>', "the agent's sha256, checked before it is installed")
+    .option(
+      '--cluster-name <name>',
+      '{{ cluster.name }} for machines without a Cluster API Cluster',
+    )
+    .option(
+      '--bootstrap-token-ttl <duration>',
+      "a bootstrap token's lifetime; refreshed at half of it until the machine joins",
+      '20m',
+    )
     .action(async (opts: ControllerOptions) => {
       tuneHeapForLongRunning(); // before the controller's modules load
       await (await import('./controller.js')).controllerCommand(program, opts);

@@ -12,7 +12,9 @@
  * Workers start only once every cache is synced, so a fresh start never mistakes "not yet
  * listed" for "missing" (nor writes node counts of 0 before the nodes are listed).
  */
-import { referencedObjects } from '../../api/resolve.js';
+import { LABEL_CONFIG_NAME } from '../../api/bootstrap/constants.js';
+import { referencedObjects, type References } from '../../api/resolve.js';
+import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { LABEL_OSC } from '../../api/secret.js';
 import type { Clock } from '../clock.js';
 import type { KubeHttp } from '../../kube/client.js';
@@ -31,7 +33,14 @@ import {
   type NodeSummary,
   type OscNodeObject,
 } from './node-index.js';
-import { reconcile, RenderFailedError, type Caches, type Memo, type Writer } from './reconcile.js';
+import {
+  reconcile,
+  referencesFor,
+  RenderFailedError,
+  type Caches,
+  type Memo,
+  type Writer,
+} from './reconcile.js';
 import { API_VERSION } from '../../api/schema.js';
 
 export const OSC_NODE_RESOURCE = 'operatingsystemconfignodes';
@@ -48,6 +57,11 @@ export interface ControllerOptions {
   clock?: Clock;
   /** Server-side watch timeout (seconds); short values exercise reconnects in tests. */
   watchTimeoutSeconds?: number;
+  /**
+   * Told of every OSC and node report that changed, so another controller of the process (the
+   * bootstrap controller) shares these caches instead of watching the same objects again.
+   */
+  listeners?: { osc?(namespace: string, name: string): void; node?(name: string): void };
 }
 
 interface Informers {
@@ -124,12 +138,14 @@ export class Controller implements Caches {
       {
         onAdd: (n) => {
           note(this.nodeIndex.set(n.metadata.name, summarize(n)));
+          this.o.listeners?.node?.(n.metadata.name);
         },
         onUpdate: (_, n) => {
           note(this.nodeIndex.set(n.metadata.name, summarize(n)));
         },
         onDelete: (n) => {
           note(this.nodeIndex.remove(n.metadata.name));
+          this.o.listeners?.node?.(n.metadata.name);
         },
       },
       {
@@ -177,6 +193,7 @@ export class Controller implements Caches {
           this.catchUp(this.oscOverlay, o);
           this.refs.set(keyOf(o), o.metadata.namespace ?? '', refsOf(o));
           this.queue.add(keyOf(o));
+          this.o.listeners?.osc?.(o.metadata.namespace ?? '', o.metadata.name);
         },
         onUpdate: (before, after) => {
           this.catchUp(this.oscOverlay, after);
@@ -193,11 +210,15 @@ export class Controller implements Caches {
           ) {
             this.queue.add(keyOf(after));
           }
+          if (before.metadata.generation !== after.metadata.generation) {
+            this.o.listeners?.osc?.(after.metadata.namespace ?? '', after.metadata.name);
+          }
         },
         onDelete: (o) => {
           this.refs.remove(keyOf(o));
           this.oscOverlay.delete(keyOf(o));
           this.queue.add(keyOf(o));
+          this.o.listeners?.osc?.(o.metadata.namespace ?? '', o.metadata.name);
         },
       },
       common(`operatingsystemconfigs(${scope})`),
@@ -249,7 +270,8 @@ export class Controller implements Caches {
     const secrets = new Informer<DataObject>(
       httpSource(http, {
         path: `/api/v1${nsPath}/secrets`,
-        labelSelector: `!${LABEL_OSC}`,
+        // Neither oscar's rendered Secrets nor its per-machine user data: they are never referenced.
+        labelSelector: `!${LABEL_OSC},!${LABEL_CONFIG_NAME}`,
         ...timeout,
       }),
       referenced('Secret'),
@@ -457,6 +479,14 @@ export class Controller implements Caches {
   }
   nodesOf(namespace: string, name: string): readonly NodeSummary[] {
     return this.nodeIndex.of(`${namespace}/${name}`);
+  }
+  /** Whether the node report named so exists (its agent has reported). */
+  nodeReported(name: string): boolean {
+    return this.nodes.get('', name) !== undefined;
+  }
+  /** The data of the Secrets and ConfigMaps `spec` references, from these caches. */
+  references(namespace: string, spec: OperatingSystemConfigSpec): References {
+    return referencesFor(spec, namespace, this);
   }
 }
 

@@ -166,7 +166,11 @@ function isReferenceError(e: FieldError): boolean {
 }
 
 /** The data of the Secrets and ConfigMaps `spec` references, from the informer caches. */
-function referencesFor(spec: OperatingSystemConfigSpec, ns: string, caches: Caches): References {
+export function referencesFor(
+  spec: OperatingSystemConfigSpec,
+  ns: string,
+  caches: Pick<Caches, 'secret' | 'configMap'>,
+): References {
   const wanted = referencedObjects(spec);
   const refs: References = { secrets: new Map(), configMaps: new Map() };
   for (const n of wanted.secrets) {

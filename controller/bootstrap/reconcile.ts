@@ -1,0 +1,676 @@
+/**
+ * One reconcile of one OscarConfig, in phases: delete → owner (a Cluster API Machine, or none) →
+ * pause → joined → render once (token, Secret) → token upkeep → status. Reads come from caches,
+ * writes go through a narrow Writer, so it is unit-tested in memory and integration-tested
+ * against the real API server and Cluster API's manager unchanged.
+ *
+ * Cost per machine, by design: a new machine costs three writes (its token, its Secret, one status
+ * write); a running one none; a token refresh one per half TTL until the machine joins; joining
+ * two (the token's deletion, one status write). No finalizer: the data Secret carries a controller
+ * owner reference (the garbage collector deletes it with the config) and the token, in another
+ * namespace, is deleted when the config's deletion is seen (expiring on its own if that is missed).
+ * Events only for what an operator must act on.
+ *
+ * A machine's user data is rendered once: later changes of the config or its OSCs reach the node
+ * through the reconcile OSC (the agent, or Cluster API's in-place update), never through new user
+ * data. The one exception is a token that expired before the machine joined: the user data is then
+ * rendered again with a new token, with a Warning Event.
+ */
+import {
+  ANNOTATION_TOKEN_ID,
+  BOOTSTRAP_API_VERSION,
+  BOOTSTRAP_TOKEN_NAMESPACE,
+  CAPI_CLUSTER_NAME_LABEL,
+  CAPI_GROUP,
+  CAPI_PAUSED_ANNOTATION,
+  LABEL_CONFIG_NAME,
+  LABEL_CONFIG_UID,
+  OSCAR_CONFIG_KIND,
+} from '../../api/bootstrap/constants.js';
+import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
+import { formatBytes } from '../../api/bytes.js';
+import { formatFieldError, type FieldError } from '../../api/field-error.js';
+import type { References } from '../../api/resolve.js';
+import { LIMITS, type OperatingSystemConfigSpec } from '../../api/schema.js';
+import { KEY_FORMAT, KEY_VALUE, secretNameFor } from '../../api/secret.js';
+import type { RendererRegistry } from '../../renderers/registry.js';
+import { setConditions, type ConditionInput } from '../conditions.js';
+import type { KubeObject, OscObject, OwnerReference } from '../kube/types.js';
+import { jsonEqual, splitKey } from '../osc/reconcile.js';
+import { PROVISION_SECRET_TYPE } from '../osc/secret-object.js';
+import { renderMachine } from './render.js';
+import { newTokenSecret, refreshDueAt, tokenIdFor, tokenSecretBody } from './token.js';
+import type { ClusterObject, ConfigObject, MachineObject } from './types.js';
+
+/** What reconcile reads: the informer caches (the OSC controller's, shared, for OSCs and refs). */
+export interface BootstrapCaches {
+  config(namespace: string, name: string): ConfigObject | undefined;
+  /** Metadata of the data Secret with this name, if it is one oscar made for a config. */
+  dataSecret(namespace: string, name: string): KubeObject | undefined;
+  osc(namespace: string, name: string): OscObject | undefined;
+  /** The data of the Secrets and ConfigMaps a spec references. */
+  references(namespace: string, spec: OperatingSystemConfigSpec): References;
+  /** undefined when Cluster API is not installed, or the Machine is not (yet) in the cache. */
+  machine(namespace: string, name: string): MachineObject | undefined;
+  cluster(namespace: string, name: string): ClusterObject | undefined;
+  /** Whether an OperatingSystemConfigNode with this name exists (its agent has reported). */
+  nodeReported(name: string): boolean;
+}
+
+export interface BootstrapEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+/** What reconcile writes; each call is one API request. */
+export interface BootstrapWriter {
+  /** Server-side apply without force: a token Secret another manager wrote is a TokenConflictError. */
+  applyToken(body: Record<string, unknown>): Promise<void>;
+  /** Moves the token's expiration; TokenGoneError when it no longer exists. */
+  refreshToken(id: string, expiration: string): Promise<void>;
+  deleteToken(id: string): Promise<void>;
+  /** Creates the data Secret; SecretExistsError when the name is taken. */
+  createDataSecret(body: Record<string, unknown>): Promise<KubeObject | undefined>;
+  /** Replaces the data Secret oscar made (a token re-issued before the machine joined). */
+  replaceDataSecret(body: Record<string, unknown>): Promise<KubeObject | undefined>;
+  patchStatus(
+    namespace: string,
+    name: string,
+    status: OscarConfigStatus,
+  ): Promise<KubeObject | undefined>;
+  event(config: ConfigObject, event: BootstrapEvent): Promise<void>;
+}
+
+export class TokenConflictError extends Error {
+  override name = 'TokenConflictError';
+}
+export class TokenGoneError extends Error {
+  override name = 'TokenGoneError';
+}
+export class SecretExistsError extends Error {
+  override name = 'SecretExistsError';
+}
+
+export interface BootstrapSettings {
+  registry: RendererRegistry;
+  apiServer: { url: string; caPem: string };
+  /** The agent's source for the cluster (--agent-url, --agent-sha256); a config may override. */
+  agent: { url?: string; sha256?: string };
+  /** {{ cluster.name }} for machines without a Cluster API Cluster (--cluster-name). */
+  clusterName?: string;
+  tokenTtlMs: number;
+  newTokenSecret?: () => string;
+}
+
+/** What the controller remembers of a config's token between passes (not persisted). */
+export interface TokenState {
+  uid: string;
+  id: string;
+  expiresAt: Date;
+  /** The token was found gone before the machine joined: render the user data again. */
+  reissue?: boolean;
+}
+
+export interface BootstrapDeps {
+  caches: BootstrapCaches;
+  writer: BootstrapWriter;
+  settings: BootstrapSettings;
+  tokens: Map<string, TokenState>;
+  now: () => Date;
+}
+
+export type BootstrapResult =
+  | 'created' // token and Secret written
+  | 'reissued' // the token had expired before the machine joined: new token, new user data
+  | 'refreshed' // the token's expiration moved
+  | 'joined' // the machine joined: its token deleted
+  | 'unchanged'
+  | 'paused'
+  | 'waiting' // for its Machine, Cluster, or an OSC
+  | 'failed' // a condition says why (invalid provision OSC, name taken, …)
+  | 'deleted';
+
+export interface BootstrapOutcome {
+  result: BootstrapResult;
+  writes: number;
+  /** When to look again (a token refresh). */
+  requeueAfterMs?: number;
+}
+
+/** The data Secret's name: the config's, as Cluster API's kubeadm provider does. */
+export function dataSecretNameFor(config: ConfigObject): string {
+  return config.metadata.name;
+}
+
+/** The Machine that owns the config (Cluster API sets itself as owner), if any. */
+export function machineOwner(config: ConfigObject): OwnerReference | undefined {
+  return config.metadata.ownerReferences?.find(
+    (r) => r.kind === 'Machine' && r.apiVersion.startsWith(`${CAPI_GROUP}/`),
+  );
+}
+
+interface Target {
+  machineName: string;
+  clusterName?: string;
+  machine?: MachineObject;
+  paused: boolean;
+}
+
+type Failure = { reason: string; message: string };
+
+// Phase: owner — a Cluster API Machine's config waits for its Machine and Cluster; any other is
+// a machine of its own (named like the config).
+function target(config: ConfigObject, caches: BootstrapCaches): Target | Failure {
+  const ns = config.metadata.namespace ?? '';
+  const pausedHere = config.metadata.annotations?.[CAPI_PAUSED_ANNOTATION] !== undefined;
+  const owner = machineOwner(config);
+  const clusterLabel = config.metadata.labels?.[CAPI_CLUSTER_NAME_LABEL];
+  if (!owner) {
+    if (clusterLabel !== undefined) {
+      // Made for Cluster API (from a template, or labelled so): wait until a Machine owns it,
+      // or its user data would lack the machine's name and cluster.
+      return {
+        reason: 'WaitingForMachine',
+        message: `The config is labelled ${CAPI_CLUSTER_NAME_LABEL}=${clusterLabel}; waiting for its Cluster API Machine to own it.`,
+      };
+    }
+    return { machineName: config.metadata.name, paused: pausedHere };
+  }
+  const machine = caches.machine(ns, owner.name);
+  if (!machine) {
+    return {
+      reason: 'WaitingForMachine',
+      message: `Waiting for Machine ${owner.name} (is Cluster API's v1beta2 API installed?).`,
+    };
+  }
+  const clusterName = machine.spec?.clusterName ?? clusterLabel;
+  const cluster = clusterName ? caches.cluster(ns, clusterName) : undefined;
+  if (!clusterName || !cluster) {
+    return {
+      reason: 'WaitingForCluster',
+      message: `Waiting for Cluster ${clusterName ?? '(unnamed)'} of Machine ${owner.name}.`,
+    };
+  }
+  return {
+    machineName: machine.metadata.name,
+    clusterName,
+    machine,
+    paused: pausedHere || cluster.spec?.paused === true,
+  };
+}
+
+function joined(t: Target, caches: BootstrapCaches): boolean {
+  return (t.machine?.status?.nodeRef?.name ?? '') !== '' || caches.nodeReported(t.machineName);
+}
+
+function errorsMessage(errors: readonly FieldError[]): string {
+  return errors.map(formatFieldError).join('; ');
+}
+
+interface Rendered {
+  data: Record<string, Buffer>;
+  format: string;
+  size: number;
+  warnings: string[];
+  token: { id: string; secret: string };
+}
+
+// Phase: render — the provision OSC with the machine's values and the bootstrap additions.
+async function render(
+  config: ConfigObject,
+  t: Target,
+  deps: BootstrapDeps,
+  tokenId: string,
+): Promise<Rendered | Failure> {
+  const { caches, settings } = deps;
+  const ns = config.metadata.namespace ?? '';
+  const { provisionRef, reconcileRef } = config.spec;
+  const provision = caches.osc(ns, provisionRef.name);
+  if (!provision) {
+    return {
+      reason: 'ProvisionConfigNotFound',
+      message: `spec.provisionRef: OperatingSystemConfig "${provisionRef.name}" not found in namespace ${ns}; create it or fix the name.`,
+    };
+  }
+  const reconcile = caches.osc(ns, reconcileRef.name);
+  if (!reconcile) {
+    return {
+      reason: 'ReconcileConfigNotFound',
+      message: `spec.reconcileRef: OperatingSystemConfig "${reconcileRef.name}" not found in namespace ${ns}; create it or fix the name.`,
+    };
+  }
+  if (reconcile.spec.purpose !== 'reconcile') {
+    return {
+      reason: 'InvalidReconcileConfig',
+      message: `spec.reconcileRef: OperatingSystemConfig "${reconcileRef.name}" has purpose ${reconcile.spec.purpose}; the agent follows a reconcile OSC.`,
+    };
+  }
+  const url = config.spec.agent?.url ?? settings.agent.url;
+  const sha256 = config.spec.agent?.sha256 ?? settings.agent.sha256;
+  if (!url || !sha256) {
+    return {
+      reason: 'AgentSourceMissing',
+      message:
+        "No agent source: set the controller's --agent-url and --agent-sha256, or spec.agent.url and spec.agent.sha256.",
+    };
+  }
+  const token = { id: tokenId, secret: (settings.newTokenSecret ?? newTokenSecret)() };
+  const rendered = await renderMachine(settings.registry, {
+    provision: { name: provisionRef.name, namespace: ns, spec: provision.spec },
+    refs: (spec) => caches.references(ns, spec),
+    placeholders: {
+      machine: { name: t.machineName, namespace: ns },
+      ...((t.clusterName ?? settings.clusterName)
+        ? { cluster: { name: t.clusterName ?? settings.clusterName ?? '' } }
+        : {}),
+      apiServer: { url: settings.apiServer.url },
+      values: config.spec.values ?? {},
+    },
+    bootstrap: {
+      machine: { name: t.machineName, namespace: ns },
+      apiServer: settings.apiServer,
+      token,
+      reconcileSecret: secretNameFor(reconcileRef.name, 'reconcile'),
+      agent: { url, sha256 },
+    },
+    ...(config.spec.format ? { format: config.spec.format } : {}),
+  });
+  if (!rendered.ok) {
+    const where =
+      rendered.stage === 'bootstrap'
+        ? 'the bootstrap additions'
+        : `OperatingSystemConfig "${provisionRef.name}"`;
+    return {
+      reason: rendered.stage === 'resolve' ? 'ReferenceNotFound' : 'InvalidProvisionConfig',
+      message: `${where}: ${errorsMessage(rendered.errors)}.`,
+    };
+  }
+  const data = {
+    [KEY_VALUE]: rendered.userData,
+    [KEY_FORMAT]: Buffer.from(rendered.format, 'utf8'),
+  };
+  const size = rendered.userData.length + rendered.format.length + 11;
+  if (size > LIMITS.secretBytes) {
+    return {
+      reason: 'TooLarge',
+      message: `The user data would be ${formatBytes(size)}, above the ${formatBytes(LIMITS.secretBytes)} a Secret holds.`,
+    };
+  }
+  return { data, format: rendered.format, size, warnings: rendered.warnings, token };
+}
+
+function dataSecretBody(
+  config: ConfigObject,
+  t: Target,
+  rendered: Rendered,
+): Record<string, unknown> {
+  const labels: Record<string, string> = {
+    [LABEL_CONFIG_NAME]: config.metadata.name,
+    [LABEL_CONFIG_UID]: config.metadata.uid ?? '',
+  };
+  if (t.clusterName && t.machine) labels[CAPI_CLUSTER_NAME_LABEL] = t.clusterName;
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: PROVISION_SECRET_TYPE,
+    metadata: {
+      name: dataSecretNameFor(config),
+      namespace: config.metadata.namespace,
+      labels,
+      annotations: { [ANNOTATION_TOKEN_ID]: rendered.token.id },
+      ownerReferences: [
+        {
+          apiVersion: BOOTSTRAP_API_VERSION,
+          kind: OSCAR_CONFIG_KIND,
+          name: config.metadata.name,
+          uid: config.metadata.uid ?? '',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    data: Object.fromEntries(
+      Object.entries(rendered.data).map(([k, v]) => [k, v.toString('base64')]),
+    ),
+  };
+}
+
+const TOKEN_ATTEMPTS = 4;
+
+// Phase: token and Secret — the token first, so the user data never names a token that does not
+// exist; a token id someone else holds moves to the next derived id.
+async function issue(
+  config: ConfigObject,
+  t: Target,
+  deps: BootstrapDeps,
+  replace: boolean,
+): Promise<{ rendered: Rendered; writes: number } | Failure> {
+  const uid = config.metadata.uid ?? '';
+  let writes = 0;
+  for (let attempt = 0; attempt < TOKEN_ATTEMPTS; attempt++) {
+    const rendered = await render(config, t, deps, tokenIdFor(uid, attempt));
+    if ('reason' in rendered) return rendered;
+    const expiresAt = new Date(deps.now().getTime() + deps.settings.tokenTtlMs);
+    try {
+      await deps.writer.applyToken(
+        tokenSecretBody(rendered.token, expiresAt, {
+          configNamespace: config.metadata.namespace ?? '',
+          configName: config.metadata.name,
+          configUid: uid,
+          machineName: t.machineName,
+        }),
+      );
+      writes++;
+    } catch (error) {
+      if (error instanceof TokenConflictError) continue;
+      throw error;
+    }
+    const body = dataSecretBody(config, t, rendered);
+    try {
+      if (replace) await deps.writer.replaceDataSecret(body);
+      else await deps.writer.createDataSecret(body);
+      writes++;
+    } catch (error) {
+      if (!(error instanceof SecretExistsError)) throw error;
+      await deps.writer.deleteToken(rendered.token.id);
+      return {
+        reason: 'SecretNameTaken',
+        message: `A Secret named ${dataSecretNameFor(config)} already exists in namespace ${config.metadata.namespace ?? ''} and was not made for this config; delete or rename it.`,
+      };
+    }
+    deps.tokens.set(keyOf(config), { uid, id: rendered.token.id, expiresAt });
+    return { rendered, writes };
+  }
+  return {
+    reason: 'TokenConflict',
+    message: `The bootstrap token ids derived for this config are all taken in ${BOOTSTRAP_TOKEN_NAMESPACE}.`,
+  };
+}
+
+function keyOf(config: ConfigObject): string {
+  return `${config.metadata.namespace ?? ''}/${config.metadata.name}`;
+}
+
+const READY_CREATED: ConditionInput = {
+  type: 'Ready',
+  status: 'True',
+  reason: 'DataSecretAvailable',
+  message: 'The user data Secret exists.',
+};
+
+/** The status after a pass; only the fields and conditions this controller owns. */
+function statusWith(
+  config: ConfigObject,
+  inputs: ConditionInput[],
+  now: Date,
+  fields: Partial<OscarConfigStatus> = {},
+): OscarConfigStatus {
+  const current = config.status ?? {};
+  const status: OscarConfigStatus = {};
+  for (const k of [
+    'dataSecretName',
+    'initialization',
+    'format',
+    'size',
+    'bootstrapTokenID',
+  ] as const) {
+    if (current[k] !== undefined) (status as Record<string, unknown>)[k] = current[k];
+  }
+  Object.assign(status, fields);
+  const generation = config.metadata.generation;
+  if (generation !== undefined) status.observedGeneration = generation;
+  status.conditions = setConditions(current.conditions, inputs, generation, now);
+  return status;
+}
+
+async function writeStatus(
+  config: ConfigObject,
+  status: OscarConfigStatus,
+  deps: BootstrapDeps,
+): Promise<number> {
+  if (jsonEqual(status, config.status ?? {})) return 0;
+  await deps.writer.patchStatus(config.metadata.namespace ?? '', config.metadata.name, status);
+  return 1;
+}
+
+const NOT_PAUSED: ConditionInput = {
+  type: 'Paused',
+  status: 'False',
+  reason: 'NotPaused',
+  message: '',
+};
+
+// Phase: delete — the token lives in kube-system, where no owner reference reaches.
+async function reconcileDelete(
+  key: string,
+  config: ConfigObject | undefined,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const known = deps.tokens.get(key);
+  const id = known?.id ?? config?.status?.bootstrapTokenID;
+  deps.tokens.delete(key);
+  const tokenLive =
+    config?.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable')?.status !==
+    'False';
+  if (id && (known || tokenLive)) {
+    await deps.writer.deleteToken(id);
+    return { result: 'deleted', writes: 1 };
+  }
+  return { result: 'deleted', writes: 0 };
+}
+
+// Phase: token upkeep for a machine whose Secret exists.
+async function upkeep(
+  config: ConfigObject,
+  t: Target,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const key = keyOf(config);
+  const now = deps.now();
+  const ttl = deps.settings.tokenTtlMs;
+  const tokenCondition = config.status?.conditions?.find(
+    (c) => c.type === 'BootstrapTokenAvailable',
+  );
+  const secret = deps.caches.dataSecret(config.metadata.namespace ?? '', dataSecretNameFor(config));
+  const id =
+    deps.tokens.get(key)?.id ??
+    secret?.metadata.annotations?.[ANNOTATION_TOKEN_ID] ??
+    config.status?.bootstrapTokenID;
+  const base = [READY_CREATED, NOT_PAUSED];
+  // What the creating pass said about the rendering stays (it is not known here).
+  const before = config.status?.conditions?.find((c) => c.type === 'DataSecretAvailable');
+  const secretAvailable: ConditionInput = {
+    type: 'DataSecretAvailable',
+    status: 'True',
+    reason: 'Created',
+    message: before?.status === 'True' ? before.message : 'The user data Secret exists.',
+  };
+  const fields: Partial<OscarConfigStatus> = {
+    dataSecretName: dataSecretNameFor(config),
+    initialization: { dataSecretCreated: true },
+  };
+  if (id) fields.bootstrapTokenID = id;
+
+  if (joined(t, deps.caches)) {
+    let writes = 0;
+    if (tokenCondition?.status !== 'False' && id) {
+      await deps.writer.deleteToken(id);
+      writes++;
+    }
+    deps.tokens.delete(key);
+    const status = statusWith(
+      config,
+      [
+        ...base,
+        secretAvailable,
+        {
+          type: 'BootstrapTokenAvailable',
+          status: 'False',
+          reason: 'MachineJoined',
+          message: 'The machine joined; its bootstrap token was deleted.',
+        },
+      ],
+      now,
+      fields,
+    );
+    writes += await writeStatus(config, status, deps);
+    return { result: writes > 0 ? 'joined' : 'unchanged', writes };
+  }
+
+  let writes = 0;
+  let result: BootstrapResult = 'unchanged';
+  let state = deps.tokens.get(key);
+  if (!id) throw new Error(`internal: ${key} has a Secret but no token id`);
+  // After a restart the expiration is not known: refresh once, then on schedule.
+  if (!state || state.uid !== config.metadata.uid || refreshDueAt(state.expiresAt, ttl) <= now) {
+    const expiresAt = new Date(now.getTime() + ttl);
+    try {
+      await deps.writer.refreshToken(id, expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z'));
+      writes++;
+      result = 'refreshed';
+      state = { uid: config.metadata.uid ?? '', id, expiresAt };
+      deps.tokens.set(key, state);
+    } catch (error) {
+      if (!(error instanceof TokenGoneError)) throw error;
+      // Expired and cleaned before the machine joined: the user data holds a dead token.
+      deps.tokens.set(key, { uid: config.metadata.uid ?? '', id, expiresAt: now, reissue: true });
+      return { result: 'waiting', writes, requeueAfterMs: 0 };
+    }
+  }
+  const status = statusWith(
+    config,
+    [
+      ...base,
+      secretAvailable,
+      {
+        type: 'BootstrapTokenAvailable',
+        status: 'True',
+        reason: 'Issued',
+        message: `Token ${id} is refreshed until the machine joins.`,
+      },
+    ],
+    now,
+    fields,
+  );
+  writes += await writeStatus(config, status, deps);
+  const due = refreshDueAt(state.expiresAt, ttl).getTime() - now.getTime();
+  return { result, writes, requeueAfterMs: Math.max(1000, due) };
+}
+
+export async function reconcileBootstrap(
+  key: string,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const { namespace, name } = splitKey(key);
+  const config = deps.caches.config(namespace, name);
+  if (!config || config.metadata.deletionTimestamp) return reconcileDelete(key, config, deps);
+  const now = deps.now();
+
+  const t = target(config, deps.caches);
+  if ('reason' in t) {
+    const status = statusWith(
+      config,
+      [
+        { type: 'Ready', status: 'False', reason: t.reason, message: t.message },
+        { type: 'DataSecretAvailable', status: 'False', reason: t.reason, message: t.message },
+      ],
+      now,
+    );
+    return { result: 'waiting', writes: await writeStatus(config, status, deps) };
+  }
+
+  if (t.paused) {
+    const status = statusWith(
+      config,
+      [
+        {
+          type: 'Paused',
+          status: 'True',
+          reason: 'Paused',
+          message: `Paused (${CAPI_PAUSED_ANNOTATION} annotation or the Cluster's spec.paused); nothing is written until it is resumed.`,
+        },
+      ],
+      now,
+    );
+    return { result: 'paused', writes: await writeStatus(config, status, deps) };
+  }
+
+  const existing = deps.caches.dataSecret(namespace, dataSecretNameFor(config));
+  const ours =
+    existing !== undefined && existing.metadata.labels?.[LABEL_CONFIG_UID] === config.metadata.uid;
+  const reissue = deps.tokens.get(key)?.reissue === true;
+  // A machine that joined needs no user data (even if its Secret was deleted since), only its
+  // token gone.
+  if (joined(t, deps.caches)) return upkeep(config, t, deps);
+  if (ours && !reissue) return upkeep(config, t, deps);
+
+  const issued = await issue(config, t, deps, ours && reissue);
+  if ('reason' in issued) {
+    const message = issued.message;
+    const status = statusWith(
+      config,
+      [
+        { type: 'Ready', status: 'False', reason: issued.reason, message },
+        { type: 'DataSecretAvailable', status: 'False', reason: issued.reason, message },
+        NOT_PAUSED,
+      ],
+      now,
+    );
+    const before = config.status?.conditions?.find((c) => c.type === 'Ready');
+    let writes = await writeStatus(config, status, deps);
+    if (writes > 0 && (before?.reason !== issued.reason || before.status !== 'False')) {
+      await deps.writer.event(config, { type: 'Warning', reason: issued.reason, message });
+      writes++;
+    }
+    return { result: 'failed', writes };
+  }
+  const { rendered } = issued;
+  let writes = issued.writes;
+  if (reissue) {
+    await deps.writer.event(config, {
+      type: 'Warning',
+      reason: 'TokenReissued',
+      message: `The bootstrap token expired before the machine joined; new user data with token ${rendered.token.id} was written to Secret ${dataSecretNameFor(config)}. A machine that already booted with the old one cannot join: replace it.`,
+    });
+    writes++;
+  }
+  const warnings = rendered.warnings.length > 0 ? ` Warnings: ${rendered.warnings.join('; ')}` : '';
+  const status = statusWith(
+    config,
+    [
+      READY_CREATED,
+      {
+        type: 'DataSecretAvailable',
+        status: 'True',
+        reason: 'Created',
+        message: `Rendered as ${rendered.format} (${formatBytes(rendered.size)}).${warnings}`,
+      },
+      {
+        type: 'BootstrapTokenAvailable',
+        status: 'True',
+        reason: 'Issued',
+        message: `Token ${rendered.token.id} is refreshed until the machine joins.`,
+      },
+      NOT_PAUSED,
+    ],
+    now,
+    {
+      dataSecretName: dataSecretNameFor(config),
+      initialization: { dataSecretCreated: true },
+      format: rendered.format,
+      size: rendered.size,
+      bootstrapTokenID: rendered.token.id,
+    },
+  );
+  writes += await writeStatus(config, status, deps);
+  const state = deps.tokens.get(key);
+  const due = state
+    ? refreshDueAt(state.expiresAt, deps.settings.tokenTtlMs).getTime() - now.getTime()
+    : deps.settings.tokenTtlMs / 2;
+  return {
+    result: reissue ? 'reissued' : 'created',
+    writes,
+    requeueAfterMs: Math.max(1000, due),
+  };
+}

@@ -1,0 +1,180 @@
+/**
+ * The bootstrap controller's writes as API requests. Field manager oscar-bootstrap. Every write
+ * asks for the stored object's metadata only: Secret data (user data, token secrets) never comes
+ * back over the wire, and nothing of it is logged (API errors keep only the Status message, which
+ * names objects, never their data).
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  BOOTSTRAP_API_VERSION,
+  BOOTSTRAP_TOKEN_NAMESPACE,
+  OSCAR_CONFIG_KIND,
+  OSCAR_CONFIG_RESOURCE,
+} from '../../api/bootstrap/constants.js';
+import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
+import {
+  ACCEPT_METADATA,
+  ApiError,
+  CONTENT_APPLY_PATCH,
+  CONTENT_MERGE_PATCH,
+  isConflict,
+  isNotFound,
+  type KubeHttp,
+} from '../../kube/client.js';
+import type { KubeObject } from '../kube/types.js';
+import {
+  SecretExistsError,
+  TokenConflictError,
+  TokenGoneError,
+  type BootstrapEvent,
+  type BootstrapWriter,
+} from './reconcile.js';
+import { tokenSecretName } from './token.js';
+import type { ConfigObject } from './types.js';
+
+export const BOOTSTRAP_FIELD_MANAGER = 'oscar-bootstrap';
+
+export function configPath(namespace: string, name?: string): string {
+  const base = `/apis/${BOOTSTRAP_API_VERSION}/namespaces/${namespace}/${OSCAR_CONFIG_RESOURCE}`;
+  return name === undefined ? base : `${base}/${name}`;
+}
+
+const tokenPath = (id: string): string =>
+  `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets/${tokenSecretName(id)}`;
+
+function metadataOf(stored: KubeObject | undefined): KubeObject | undefined {
+  return stored ? { metadata: stored.metadata } : undefined;
+}
+
+export class HttpBootstrapWriter implements BootstrapWriter {
+  constructor(
+    private readonly http: KubeHttp,
+    private readonly instance: string,
+  ) {}
+
+  async applyToken(body: Record<string, unknown>): Promise<void> {
+    const meta = body.metadata as { name: string };
+    try {
+      // No force: a token Secret written by anyone else conflicts instead of being taken over.
+      await this.http.request(
+        'PATCH',
+        `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets/${meta.name}`,
+        {
+          query: { fieldManager: BOOTSTRAP_FIELD_MANAGER },
+          contentType: CONTENT_APPLY_PATCH,
+          accept: ACCEPT_METADATA,
+          body,
+        },
+      );
+    } catch (error) {
+      if (isConflict(error)) throw new TokenConflictError((error as Error).message);
+      throw error;
+    }
+  }
+
+  async refreshToken(id: string, expiration: string): Promise<void> {
+    try {
+      await this.http.request('PATCH', tokenPath(id), {
+        contentType: CONTENT_MERGE_PATCH,
+        accept: ACCEPT_METADATA,
+        query: { fieldManager: BOOTSTRAP_FIELD_MANAGER },
+        body: { data: { expiration: Buffer.from(expiration).toString('base64') } },
+      });
+    } catch (error) {
+      if (isNotFound(error)) throw new TokenGoneError(`bootstrap token ${id} is gone`);
+      throw error;
+    }
+  }
+
+  async deleteToken(id: string): Promise<void> {
+    try {
+      await this.http.request('DELETE', tokenPath(id));
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+
+  async createDataSecret(body: Record<string, unknown>): Promise<KubeObject | undefined> {
+    const meta = body.metadata as { namespace: string };
+    try {
+      const stored = await this.http.request<KubeObject>(
+        'POST',
+        `/api/v1/namespaces/${meta.namespace}/secrets`,
+        { query: { fieldManager: BOOTSTRAP_FIELD_MANAGER }, accept: ACCEPT_METADATA, body },
+      );
+      return metadataOf(stored);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 409) {
+        throw new SecretExistsError(error.message);
+      }
+      throw error;
+    }
+  }
+
+  async replaceDataSecret(body: Record<string, unknown>): Promise<KubeObject | undefined> {
+    const meta = body.metadata as { name: string; namespace: string };
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `/api/v1/namespaces/${meta.namespace}/secrets/${meta.name}`,
+      {
+        query: { fieldManager: BOOTSTRAP_FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body,
+      },
+    );
+    return metadataOf(stored);
+  }
+
+  async patchStatus(
+    namespace: string,
+    name: string,
+    status: OscarConfigStatus,
+  ): Promise<KubeObject | undefined> {
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `${configPath(namespace, name)}/status`,
+      {
+        query: { fieldManager: BOOTSTRAP_FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body: {
+          apiVersion: BOOTSTRAP_API_VERSION,
+          kind: OSCAR_CONFIG_KIND,
+          metadata: { name, namespace },
+          status,
+        },
+      },
+    );
+    return metadataOf(stored);
+  }
+
+  async event(config: ConfigObject, e: BootstrapEvent): Promise<void> {
+    const namespace = config.metadata.namespace ?? 'default';
+    const now = new Date().toISOString();
+    await this.http.request('POST', `/api/v1/namespaces/${namespace}/events`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { name: `${config.metadata.name}.${randomBytes(8).toString('hex')}`, namespace },
+        involvedObject: {
+          apiVersion: BOOTSTRAP_API_VERSION,
+          kind: OSCAR_CONFIG_KIND,
+          name: config.metadata.name,
+          namespace,
+          uid: config.metadata.uid,
+          resourceVersion: config.metadata.resourceVersion,
+        },
+        type: e.type,
+        reason: e.reason,
+        message: e.message.slice(0, 1024),
+        source: { component: BOOTSTRAP_FIELD_MANAGER },
+        reportingComponent: `oscar.dev/${BOOTSTRAP_FIELD_MANAGER}`,
+        reportingInstance: this.instance,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    });
+  }
+}
