@@ -1,0 +1,475 @@
+// Per-machine bootstrap against the real API server and Cluster API's real core manager: an
+// OscarConfig per machine (by hand, for a Machine, from a MachineDeployment's template), its user
+// data Secret in the shape Cluster API expects, its own bootstrap token, cleanup with the Machine,
+// pause. One Cluster API manager and one oscar controller for the whole file.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { readFile, mkdtemp, writeFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
+import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, isNotFound } from '../../kube/client.js';
+import type { DataObject, KubeObject } from '../../controller/kube/types.js';
+import type { ConfigObject } from '../../controller/bootstrap/types.js';
+import { Api, demoSpec, startController, waitFor, sleep } from './controller-support.js';
+import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from './support/capi.js';
+import type { OperatingSystemConfigSpec } from '../../api/schema.js';
+
+const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+const CAPI = 'cluster.x-k8s.io/v1beta2';
+
+let capi: CapiManager | undefined;
+let skipReason: string | undefined;
+let stopController: (() => Promise<void>) | undefined;
+let controllerLogs: string[] = [];
+let ns = '';
+const api = clusterUnavailable === null ? new Api() : undefined;
+
+function http() {
+  if (!api) throw new Error('no cluster');
+  return api.http;
+}
+
+async function apply(obj: Record<string, unknown>): Promise<KubeObject> {
+  const meta = obj.metadata as { name: string; namespace?: string };
+  const [group, version] = String(obj.apiVersion).includes('/')
+    ? String(obj.apiVersion).split('/')
+    : ['', String(obj.apiVersion)];
+  const plural = `${String(obj.kind).toLowerCase()}s`;
+  const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
+  const nsPart = meta.namespace ? `/namespaces/${meta.namespace}` : '';
+  return http().request<KubeObject>('PATCH', `${base}${nsPart}/${plural}/${meta.name}`, {
+    query: { fieldManager: 'test', force: true },
+    contentType: CONTENT_APPLY_PATCH,
+    body: obj,
+  });
+}
+
+async function get<T extends KubeObject>(path: string): Promise<T | undefined> {
+  try {
+    return await http().request<T>('GET', path);
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+const configPath = (name: string): string =>
+  `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${name}`;
+const secretPath = (name: string): string => `/api/v1/namespaces/${ns}/secrets/${name}`;
+const tokenPath = (id: string): string =>
+  `/api/v1/namespaces/kube-system/secrets/bootstrap-token-${id}`;
+
+function decoded(s: DataObject | undefined, key: string): string {
+  return Buffer.from(s?.data?.[key] ?? '', 'base64').toString('utf8');
+}
+
+/** The provision OSC: placeholders for the machine, its cluster and a value. */
+function provisionSpec(): OperatingSystemConfigSpec {
+  return {
+    type: 'ubuntu',
+    purpose: 'provision',
+    files: [
+      {
+        path: '/etc/oscar/node.env',
+        permissions: '0600',
+        content: {
+          inline: {
+            data: 'MACHINE={{ machine.name }}\nCLUSTER={{ cluster.name }}\nPOOL={{ values.pool }}\nAPI={{ apiServer.url }}\n',
+          },
+        },
+      },
+    ],
+  };
+}
+
+function config(name: string, extra: Record<string, unknown> = {}, values = { pool: 'workers' }) {
+  return {
+    apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+    kind: 'OscarConfig',
+    metadata: { name, namespace: ns, ...extra },
+    spec: { provisionRef: { name: 'prov' }, reconcileRef: { name: 'rec' }, values },
+  };
+}
+
+function machine(name: string, cluster: string, configName: string) {
+  return {
+    apiVersion: CAPI,
+    kind: 'Machine',
+    metadata: { name, namespace: ns, labels: { 'cluster.x-k8s.io/cluster-name': cluster } },
+    spec: {
+      clusterName: cluster,
+      bootstrap: {
+        configRef: { apiGroup: 'bootstrap.oscar.dev', kind: 'OscarConfig', name: configName },
+      },
+      infrastructureRef: { apiGroup: INFRA_GROUP, kind: 'TestMachine', name },
+    },
+  };
+}
+
+function cluster(name: string, paused = false) {
+  return {
+    apiVersion: CAPI,
+    kind: 'Cluster',
+    metadata: { name, namespace: ns },
+    spec: { paused },
+  };
+}
+
+async function waitSecret(name: string, timeoutMs = 60_000): Promise<DataObject> {
+  return waitFor(`Secret ${ns}/${name}`, () => get<DataObject>(secretPath(name)), timeoutMs);
+}
+
+async function tokenOf(configName: string): Promise<DataObject> {
+  const c = await waitFor(`${configName} has a token id`, async () => {
+    const got = await get<ConfigObject>(configPath(configName));
+    return got?.status?.bootstrapTokenID ? got : undefined;
+  });
+  const token = await get<DataObject>(tokenPath(c.status?.bootstrapTokenID ?? ''));
+  if (!token) throw new Error(`token of ${configName} not found`);
+  return token;
+}
+
+function userDataOf(s: DataObject): { files: Map<string, string>; token: string } {
+  const doc = parse(decoded(s, 'value')) as { write_files: { path: string; content: string }[] };
+  const files = new Map(doc.write_files.map((f) => [f.path, f.content]));
+  const kc = parse(files.get('/etc/oscar/bootstrap-kubeconfig') ?? '') as {
+    users: { user: { token: string } }[];
+  };
+  return { files, token: kc.users[0]?.user.token ?? '' };
+}
+
+/** On failure, the Cluster API manager's last lines about what failed. */
+async function withCapiLogs<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    const lines = (capi?.logs() ?? '')
+      .split('\n')
+      .filter((l) => /error|Error|MachineSet|MachineDeployment/.test(l))
+      .slice(-25)
+      .join('\n');
+    throw new Error(`${(error as Error).message}\nCluster API manager:\n${lines}`, {
+      cause: error,
+    });
+  }
+}
+
+beforeAll(async () => {
+  if (clusterUnavailable !== null) return;
+  const built = await buildCapi();
+  if ('missing' in built) {
+    skipReason = `no Cluster API manager: ${built.missing}`;
+    return;
+  }
+  const info = testEnvInfo();
+  capi = await startCapi(info, built.dir);
+  ns = uniqueName('bootstrap');
+  await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  await api?.applyOsc(ns, 'prov', provisionSpec());
+  await api?.applyOsc(ns, 'rec', demoSpec('reconcile'));
+  const started = await startController([ns], {
+    bootstrap: {
+      enabled: true,
+      agentUrl: 'http://127.0.0.1:9/oscar-agent',
+      agentSha256: AGENT_SHA,
+      clusterName: 'demo',
+      tokenTtlMs: 20 * 60_000,
+    },
+  });
+  stopController = started.stop;
+  controllerLogs = started.logs;
+}, 600_000);
+
+afterAll(async () => {
+  await stopController?.();
+  if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await capi?.stop();
+});
+
+describe('per-machine bootstrap with the real Cluster API manager', () => {
+  it('an OscarConfig without Cluster API: its Secret, its own token (which authenticates), both gone with the config', async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    await apply(config('hand-1'));
+    const secret = await waitSecret('hand-1');
+    expect(secret.type).toBe('cluster.x-k8s.io/secret');
+    expect(Object.keys(secret.data ?? {}).sort()).toEqual(['format', 'value']);
+    expect(decoded(secret, 'format')).toBe('cloud-config');
+    const created = await get<ConfigObject>(configPath('hand-1'));
+    expect(secret.metadata.ownerReferences).toEqual([
+      expect.objectContaining({
+        kind: 'OscarConfig',
+        name: 'hand-1',
+        uid: created?.metadata.uid,
+        controller: true,
+      }),
+    ]);
+    expect(secret.metadata.labels?.['cluster.x-k8s.io/cluster-name']).toBeUndefined();
+    expect(created?.status?.dataSecretName).toBe('hand-1');
+    expect(created?.status?.initialization?.dataSecretCreated).toBe(true);
+    expect(created?.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+
+    const { files, token } = userDataOf(secret);
+    expect(files.get('/etc/oscar/node.env')).toBe(
+      `MACHINE=hand-1\nCLUSTER=demo\nPOOL=workers\nAPI=${testEnvInfo().server}\n`,
+    );
+    const t = await tokenOf('hand-1');
+    expect(t.type).toBe('bootstrap.kubernetes.io/token');
+    expect(t.metadata.labels?.['bootstrap.oscar.dev/config-uid']).toBe(created?.metadata.uid);
+    expect(t.metadata.annotations?.['bootstrap.oscar.dev/machine']).toBe(`${ns}/hand-1`);
+    expect(decoded(t, 'auth-extra-groups')).toBe('system:bootstrappers:oscar');
+    expect(decoded(t, 'usage-bootstrap-authentication')).toBe('true');
+    const expiresIn = Date.parse(decoded(t, 'expiration')) - Date.now();
+    expect(expiresIn).toBeGreaterThan(15 * 60_000);
+    expect(expiresIn).toBeLessThanOrEqual(20 * 60_000);
+    expect(token).toBe(`${decoded(t, 'token-id')}.${decoded(t, 'token-secret')}`);
+
+    // The token in the user data authenticates as this machine's bootstrap identity.
+    const dir = await mkdtemp(join(tmpdir(), 'oscar-bt-'));
+    const kcPath = join(dir, 'kubeconfig');
+    await writeFile(
+      kcPath,
+      renderKubeconfig({
+        name: 'm',
+        server: testEnvInfo().server,
+        caPem: await readFile(testEnvInfo().caPath, 'utf8'),
+        credentials: { kind: 'token', token },
+      }),
+    );
+    const who = await kubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'], {
+      kubeconfig: kcPath,
+    });
+    await rm(dir, { recursive: true, force: true });
+    expect(who.stdout).toBe(`system:bootstrap:${decoded(t, 'token-id')}`);
+
+    // No token data in the controller's logs.
+    expect(controllerLogs.join('')).not.toContain(decoded(t, 'token-secret'));
+
+    await http().request('DELETE', configPath('hand-1'));
+    await waitFor('the token deleted', async () =>
+      (await get(tokenPath(decoded(t, 'token-id')))) === undefined ? true : undefined,
+    );
+    await waitFor('the Secret garbage-collected', async () =>
+      (await get(secretPath('hand-1'))) === undefined ? true : undefined,
+    );
+  });
+
+  it('a machine that reported (its OperatingSystemConfigNode exists) loses its token; the Secret stays', async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    const name = uniqueName('joined');
+    await apply(config(name));
+    await waitSecret(name);
+    const t = await tokenOf(name);
+    await apply({
+      apiVersion: 'oscar.dev/v1alpha1',
+      kind: 'OperatingSystemConfigNode',
+      metadata: { name },
+    });
+    await waitFor('the joined machine token deleted', async () =>
+      (await get(tokenPath(decoded(t, 'token-id')))) === undefined ? true : undefined,
+    );
+    const c = await waitFor('BootstrapTokenAvailable=False', async () => {
+      const got = await get<ConfigObject>(configPath(name));
+      const cond = got?.status?.conditions?.find((x) => x.type === 'BootstrapTokenAvailable');
+      return cond?.status === 'False' ? cond : undefined;
+    });
+    expect(c.reason).toBe('MachineJoined');
+    expect(await get(secretPath(name))).toBeDefined();
+    await http().request('DELETE', `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${name}`);
+  });
+
+  it("a Machine with bootstrap.configRef to an OscarConfig gets spec.bootstrap.dataSecretName; the Secret carries the cluster label and the machine's values", async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    await apply(cluster('c1'));
+    await apply(config('m-1', { labels: { 'cluster.x-k8s.io/cluster-name': 'c1' } }));
+    await apply(machine('m-1', 'c1', 'm-1'));
+    const m = await waitFor(
+      'Machine m-1 spec.bootstrap.dataSecretName',
+      async () => {
+        const got = await get<KubeObject & { spec: { bootstrap: { dataSecretName?: string } } }>(
+          `/apis/cluster.x-k8s.io/v1beta2/namespaces/${ns}/machines/m-1`,
+        );
+        return got?.spec.bootstrap.dataSecretName ? got : undefined;
+      },
+      90_000,
+    );
+    expect(m.spec.bootstrap.dataSecretName).toBe('m-1');
+    const secret = await waitSecret('m-1');
+    expect(secret.metadata.labels?.['cluster.x-k8s.io/cluster-name']).toBe('c1');
+    expect(userDataOf(secret).files.get('/etc/oscar/node.env')).toContain(
+      'MACHINE=m-1\nCLUSTER=c1\n',
+    );
+    const c = await get<ConfigObject>(configPath('m-1'));
+    expect(c?.metadata.ownerReferences?.some((r) => r.kind === 'Machine' && r.name === 'm-1')).toBe(
+      true,
+    );
+  });
+
+  it('a MachineDeployment with an OscarConfigTemplate: one config per Machine (named like it), one Secret and one token each; deleting a Machine removes its config, Secret and token', async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    await apply(cluster('c2'));
+    await apply({
+      apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+      kind: 'OscarConfigTemplate',
+      metadata: { name: 'tpl', namespace: ns },
+      spec: {
+        template: {
+          spec: {
+            provisionRef: { name: 'prov' },
+            reconcileRef: { name: 'rec' },
+            values: { pool: 'md-pool' },
+          },
+        },
+      },
+    });
+    await apply({
+      apiVersion: `${INFRA_GROUP}/v1alpha1`,
+      kind: 'TestMachineTemplate',
+      metadata: { name: 'tmt', namespace: ns },
+      spec: { template: { spec: {} } },
+    });
+    const labels = {
+      'cluster.x-k8s.io/cluster-name': 'c2',
+      'cluster.x-k8s.io/deployment-name': 'md',
+    };
+    await apply({
+      apiVersion: CAPI,
+      kind: 'MachineDeployment',
+      metadata: { name: 'md', namespace: ns },
+      spec: {
+        clusterName: 'c2',
+        replicas: 2,
+        // What Cluster API's defaulting webhook would set (it is not registered here).
+        rollout: {
+          strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+        },
+        deletion: { order: 'Random' },
+        selector: { matchLabels: labels },
+        template: {
+          metadata: { labels },
+          spec: {
+            clusterName: 'c2',
+            bootstrap: {
+              configRef: {
+                apiGroup: 'bootstrap.oscar.dev',
+                kind: 'OscarConfigTemplate',
+                name: 'tpl',
+              },
+            },
+            infrastructureRef: { apiGroup: INFRA_GROUP, kind: 'TestMachineTemplate', name: 'tmt' },
+          },
+        },
+      },
+    });
+    type MachineList = {
+      items: (KubeObject & {
+        spec: { bootstrap: { configRef?: { name: string }; dataSecretName?: string } };
+      })[];
+    };
+    const machines = await withCapiLogs(() =>
+      waitFor(
+        'two Machines with their bootstrap data',
+        async () => {
+          const list = await http().request<MachineList>(
+            'GET',
+            `/apis/cluster.x-k8s.io/v1beta2/namespaces/${ns}/machines`,
+            { query: { labelSelector: 'cluster.x-k8s.io/deployment-name=md' } },
+          );
+          return list.items.length === 2 && list.items.every((m) => m.spec.bootstrap.dataSecretName)
+            ? list.items
+            : undefined;
+        },
+        60_000,
+      ),
+    );
+    const tokens = new Set<string>();
+    for (const m of machines) {
+      const configName = m.spec.bootstrap.configRef?.name ?? '';
+      expect(configName).toBe(m.metadata.name);
+      expect(m.spec.bootstrap.dataSecretName).toBe(configName);
+      const secret = await waitSecret(configName);
+      expect(secret.metadata.labels?.['cluster.x-k8s.io/cluster-name']).toBe('c2');
+      const data = userDataOf(secret);
+      expect(data.files.get('/etc/oscar/node.env')).toContain(
+        `MACHINE=${m.metadata.name}\nCLUSTER=c2\nPOOL=md-pool\n`,
+      );
+      tokens.add(data.token);
+      const t = await tokenOf(configName);
+      expect(t.metadata.annotations?.['bootstrap.oscar.dev/machine']).toBe(
+        `${ns}/${m.metadata.name}`,
+      );
+    }
+    expect(tokens.size).toBe(2);
+
+    // Scale to one: the Machine that goes takes its config, Secret and token with it.
+    const t0 = await tokenOf(machines[0]?.metadata.name ?? '');
+    const t1 = await tokenOf(machines[1]?.metadata.name ?? '');
+    await http().request(
+      'PATCH',
+      `/apis/cluster.x-k8s.io/v1beta2/namespaces/${ns}/machinedeployments/md`,
+      {
+        contentType: CONTENT_MERGE_PATCH,
+        body: { spec: { replicas: 1 } },
+      },
+    );
+    const gone = await waitFor(
+      'one Machine, its config, Secret and token deleted',
+      async () => {
+        for (const [m, t] of [
+          [machines[0], t0],
+          [machines[1], t1],
+        ] as const) {
+          const name = m?.metadata.name ?? '';
+          const left = await Promise.all([
+            get(`/apis/cluster.x-k8s.io/v1beta2/namespaces/${ns}/machines/${name}`),
+            get(configPath(name)),
+            get(secretPath(name)),
+            get(tokenPath(decoded(t, 'token-id'))),
+          ]);
+          if (left.every((x) => x === undefined)) return name;
+        }
+        return undefined;
+      },
+      120_000,
+    );
+    expect(gone).toBeTruthy();
+  });
+
+  it('a paused Cluster (or the pause annotation) is left alone: no Secret, no token until it resumes', async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    await apply(cluster('c3', true));
+    const m = await apply(machine('p-1', 'c3', 'p-1'));
+    // Cluster API sets itself as owner; while the Cluster is paused it does not, so the test
+    // does what it would have done.
+    await apply(
+      config('p-1', {
+        labels: { 'cluster.x-k8s.io/cluster-name': 'c3' },
+        ownerReferences: [
+          { apiVersion: CAPI, kind: 'Machine', name: 'p-1', uid: m.metadata.uid, controller: true },
+        ],
+      }),
+    );
+    await apply(config('a-1', { annotations: { 'cluster.x-k8s.io/paused': '' } }));
+    for (const name of ['p-1', 'a-1']) {
+      const paused = await waitFor(`${name} Paused=True`, async () => {
+        const got = await get<ConfigObject>(configPath(name));
+        return got?.status?.conditions?.find((c) => c.type === 'Paused' && c.status === 'True')
+          ? got
+          : undefined;
+      });
+      expect(paused.status?.dataSecretName).toBeUndefined();
+    }
+    await sleep(2000);
+    expect(await get(secretPath('p-1'))).toBeUndefined();
+    expect(await get(secretPath('a-1'))).toBeUndefined();
+
+    await apply(cluster('c3', false));
+    await waitSecret('p-1', 90_000);
+  });
+});
