@@ -10,9 +10,11 @@ import type { Command } from 'commander';
 import { tuneHeapForLongRunning } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
+import type { PlaceholderFlags } from './placeholders.js';
 import type { RenderCommandOptions } from './render.js';
 import type { ServeOptions } from './renderer.js';
 import type { UpFlags } from './up.js';
+import type { UserDataOptions } from './user-data.js';
 
 /** The formats of api/schema.ts FORMATS, spelled out so help does not load the schema. */
 export const FORMATS_HELP = 'cloud-config, ignition, script';
@@ -26,8 +28,15 @@ export function registerCommands(program: Command): void {
       'validate OperatingSystemConfig YAML files (multi-document); exit 1 on any problem',
     )
     .option('-f, --file <file...>', 'files to validate')
+    .option(
+      '--values <key=value...>',
+      'substitute {{ values.KEY }} placeholders of a provision OSC (repeatable or comma-separated)',
+    )
+    .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
+    .option('--cluster <name>', 'substitute {{ cluster.name }}')
+    .option('--api-server <url>', 'substitute {{ apiServer.url }}')
     .argument('[files...]', 'more files to validate')
-    .action(async (args: string[], opts: { file?: string[] }) => {
+    .action(async (args: string[], opts: { file?: string[] } & PlaceholderFlags) => {
       await (await import('./validate.js')).validateCommand(program, args, opts);
     });
 
@@ -48,7 +57,14 @@ export function registerCommands(program: Command): void {
       '--ref-dir <dir>',
       'data of referenced objects: DIR/secrets/<name>/<key> and DIR/configmaps/<name>/<key>',
     )
-    .action(async (opts: RenderCommandOptions) => {
+    .option(
+      '--values <key=value...>',
+      'substitute {{ values.KEY }} placeholders of a provision OSC (repeatable or comma-separated)',
+    )
+    .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
+    .option('--cluster <name>', 'substitute {{ cluster.name }}')
+    .option('--api-server <url>', 'substitute {{ apiServer.url }}')
+    .action(async (opts: RenderCommandOptions & PlaceholderFlags) => {
       await (await import('./render.js')).renderCommand(opts);
     });
 
@@ -70,6 +86,22 @@ export function registerCommands(program: Command): void {
     .option('--quiet', 'no per-request log lines', false)
     .action(async (opts: ServeOptions) => {
       await (await import('./renderer.js')).serveCommand(program, opts);
+    });
+
+  program
+    .command('user-data')
+    .description(
+      "print a machine's user data from its OscarConfig (the Secret in status.dataSecretName)",
+    )
+    .argument('<name>', 'the OscarConfig')
+    .option('-n, --namespace <ns>', 'its namespace', 'default')
+    .option(
+      '--kubeconfig <path>',
+      'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
+    )
+    .option('-o, --output <file>', 'write it to this file (mode 0600) instead of stdout')
+    .action(async (name: string, opts: UserDataOptions) => {
+      await (await import('./user-data.js')).userDataCommand(program, name, opts);
     });
 
   program

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode } from '../../renderers/decode.js';
 import { goldenDir, repoRoot } from '../../renderers/testdata/golden.js';
-import { runRender, type RenderCommandOptions } from './render.js';
+import { runRender, type RenderOptions } from './render.js';
 
 let dir: string;
 
@@ -15,9 +15,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function cli(
-  opts: RenderCommandOptions,
-): Promise<{ code: number; out: Buffer; err: string }> {
+async function cli(opts: RenderOptions): Promise<{ code: number; out: Buffer; err: string }> {
   const out: Buffer[] = [];
   const err: string[] = [];
   const code = await runRender(opts, {
@@ -140,5 +138,38 @@ describe('oscar render', () => {
       'ca-certificates',
       'curl',
     ]);
+  });
+
+  it('--values, --machine, --cluster and --api-server substitute placeholders; a missing value names the field', async () => {
+    const file = join(dir, 'placeholders.yaml');
+    await writeFile(
+      file,
+      osc(
+        '  type: ubuntu\n  purpose: provision\n  files:\n    - path: /etc/m\n      content: {inline: {data: "{{ machine.name }}.{{ machine.namespace }} {{ cluster.name }} {{ apiServer.url }} {{ values.region }}"}}\n',
+      ),
+    );
+    const r = await cli({
+      file,
+      values: ['region=eu-1'],
+      machine: 'm1',
+      cluster: 'c1',
+      apiServer: 'https://api:6443',
+    });
+    expect(r.err).not.toMatch(/error/);
+    expect(r.code).toBe(0);
+    const files = decode('cloud-config', r.out).files;
+    expect(files.find((f) => f.path === '/etc/m')?.content.toString()).toBe(
+      'm1.ns c1 https://api:6443 eu-1',
+    );
+    const missing = await cli({ file, machine: 'm1', cluster: 'c1', apiServer: 'x' });
+    expect(missing.code).toBe(1);
+    expect(missing.out.length).toBe(0);
+    expect(missing.err).toContain(
+      'spec.files[0].content.inline.data: line 1: {{ values.region }}: no value "region" is given',
+    );
+    // Without any placeholder flag the document is rendered as written.
+    const asWritten = await cli({ file });
+    expect(asWritten.code).toBe(0);
+    expect(asWritten.out.toString()).toContain('{{ machine.name }}');
   });
 });

@@ -8,6 +8,7 @@ import { FORMATS, type Format, type OperatingSystemConfig } from '../../api/sche
 import { validateOperatingSystemConfig } from '../../api/validate.js';
 import { explain, formatExplain } from '../../renderers/explain.js';
 import { defaultRegistry, renderDocument, selectRenderer } from '../../renderers/registry.js';
+import { placeholderContext, substituted, type PlaceholderFlags } from './placeholders.js';
 
 export interface RenderCommandOptions {
   file: string;
@@ -17,6 +18,8 @@ export interface RenderCommandOptions {
   explain?: boolean;
   refDir?: string;
 }
+
+export type RenderOptions = RenderCommandOptions & PlaceholderFlags;
 
 export interface CommandIo {
   stdout(data: string | Buffer): void;
@@ -71,7 +74,7 @@ async function loadReferences(
 }
 
 /** The render command without process state, so tests drive it. Returns the exit code. */
-export async function runRender(opts: RenderCommandOptions, io: CommandIo): Promise<number> {
+export async function runRender(opts: RenderOptions, io: CommandIo): Promise<number> {
   const fail = (lines: string[]): number => {
     for (const line of lines) io.stderr(line);
     return 1;
@@ -98,7 +101,18 @@ export async function runRender(opts: RenderCommandOptions, io: CommandIo): Prom
   const where = (e: FieldError): string => `${opts.file}: ${formatFieldError(e)}`;
   const errors = doc.errors.length > 0 ? doc.errors : validateOperatingSystemConfig(doc.value);
   if (errors.length > 0) return fail(errors.map(where));
-  const osc = doc.value as OperatingSystemConfig;
+  let osc = doc.value as OperatingSystemConfig;
+  let context;
+  try {
+    context = placeholderContext(opts, osc.metadata.namespace ?? 'default');
+  } catch (error) {
+    return fail([`oscar render: ${(error as Error).message}`]);
+  }
+  if (context) {
+    const r = substituted(osc, context);
+    if ('errors' in r) return fail(r.errors.map(where));
+    osc = r.osc;
+  }
 
   const { refs, errors: refErrors } = await loadReferences(osc, opts.refDir);
   if (refErrors.length > 0) return fail(refErrors.map(where));
@@ -140,7 +154,7 @@ export async function runRender(opts: RenderCommandOptions, io: CommandIo): Prom
 }
 
 /** `oscar render` (flags in ./index.ts). */
-export async function renderCommand(opts: RenderCommandOptions): Promise<void> {
+export async function renderCommand(opts: RenderOptions): Promise<void> {
   process.exitCode = await runRender(opts, {
     stdout: (data) => process.stdout.write(data),
     stderr: (line) => {
