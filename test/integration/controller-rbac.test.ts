@@ -95,6 +95,16 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       // The nodes' reports, read-only, for the OSCs' status.nodes (cluster-scoped objects).
       ['list', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['watch', 'operatingsystemconfignodes.oscar.dev', undefined],
+      // Per-machine bootstrap: OscarConfigs and their status; Cluster API objects read-only;
+      // bootstrap tokens written and deleted by name in kube-system.
+      ['list', 'oscarconfigs.bootstrap.oscar.dev', watched],
+      ['watch', 'oscarconfigs.bootstrap.oscar.dev', watched],
+      ['patch', 'oscarconfigs.bootstrap.oscar.dev', watched, ['--subresource=status']],
+      ['list', 'machines.cluster.x-k8s.io', watched],
+      ['watch', 'clusters.cluster.x-k8s.io', watched],
+      ['create', 'secrets', 'kube-system'],
+      ['patch', 'secrets', 'kube-system'],
+      ['delete', 'secrets', 'kube-system'],
     ];
     const denied: [string, string, string | undefined, string[]?][] = [
       // Secrets nowhere but in the watched namespace; never cluster-wide.
@@ -123,6 +133,16 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['delete', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['patch', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],
+      // It never reads kube-system (the tokens are written by name), nor changes configs' specs
+      // or Cluster API objects.
+      ['list', 'secrets', 'kube-system'],
+      ['watch', 'secrets', 'kube-system'],
+      ['update', 'secrets', 'kube-system'],
+      ['patch', 'oscarconfigs.bootstrap.oscar.dev', watched],
+      ['create', 'oscarconfigs.bootstrap.oscar.dev', watched],
+      ['list', 'oscarconfigs.bootstrap.oscar.dev', other],
+      ['patch', 'machines.cluster.x-k8s.io', watched],
+      ['update', 'clusters.cluster.x-k8s.io', watched],
     ];
     const wrong: string[] = [];
     for (const [verb, res, ns, extra] of allowed) {
