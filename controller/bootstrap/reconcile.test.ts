@@ -1,0 +1,263 @@
+// The bootstrap reconcile in memory: which writes each situation costs, and which it never makes.
+import { describe, expect, it } from 'vitest';
+import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
+import type { OperatingSystemConfigSpec } from '../../api/schema.js';
+import { defaultRegistry } from '../../renderers/registry.js';
+import type { KubeObject, OscObject } from '../kube/types.js';
+import {
+  reconcileBootstrap,
+  TokenGoneError,
+  type BootstrapCaches,
+  type BootstrapDeps,
+  type BootstrapWriter,
+} from './reconcile.js';
+import { sampleBootstrapInputs } from './sizes.js';
+import type { ConfigObject } from './types.js';
+
+const NS = 'ns';
+const provision: OperatingSystemConfigSpec = {
+  type: 'ubuntu',
+  purpose: 'provision',
+  files: [{ path: '/etc/m', content: { inline: { data: '{{ machine.name }}\n' } } }],
+};
+const reconcileSpec: OperatingSystemConfigSpec = { type: 'ubuntu', purpose: 'reconcile' };
+
+function osc(name: string, spec: OperatingSystemConfigSpec): OscObject {
+  return { metadata: { name, namespace: NS }, spec };
+}
+
+class World implements BootstrapCaches {
+  configs = new Map<string, ConfigObject>();
+  secrets = new Map<string, KubeObject>();
+  tokens = new Set<string>();
+  nodes = new Set<string>();
+  calls: string[] = [];
+  config(_ns: string, name: string) {
+    return this.configs.get(name);
+  }
+  dataSecret(_ns: string, name: string) {
+    return this.secrets.get(name);
+  }
+  osc(_ns: string, name: string) {
+    return name === 'prov'
+      ? osc('prov', provision)
+      : name === 'rec'
+        ? osc('rec', reconcileSpec)
+        : undefined;
+  }
+  references() {
+    return { secrets: new Map(), configMaps: new Map() };
+  }
+  machine() {
+    return undefined;
+  }
+  cluster() {
+    return undefined;
+  }
+  nodeReported(name: string) {
+    return this.nodes.has(name);
+  }
+  writer(): BootstrapWriter {
+    return {
+      applyToken: (body) => {
+        const name = (body.metadata as { name: string }).name;
+        this.calls.push(`applyToken ${name}`);
+        this.tokens.add(name);
+        return Promise.resolve();
+      },
+      refreshToken: (id) => {
+        this.calls.push(`refreshToken ${id}`);
+        if (!this.tokens.has(`bootstrap-token-${id}`))
+          return Promise.reject(new TokenGoneError(id));
+        return Promise.resolve();
+      },
+      deleteToken: (id) => {
+        this.calls.push(`deleteToken ${id}`);
+        this.tokens.delete(`bootstrap-token-${id}`);
+        return Promise.resolve();
+      },
+      createDataSecret: (body) => {
+        const meta = body.metadata as KubeObject['metadata'];
+        this.calls.push(`createDataSecret ${meta.name}`);
+        this.secrets.set(meta.name, { metadata: meta });
+        return Promise.resolve({ metadata: meta });
+      },
+      replaceDataSecret: (body) => {
+        const meta = body.metadata as KubeObject['metadata'];
+        this.calls.push(`replaceDataSecret ${meta.name}`);
+        this.secrets.set(meta.name, { metadata: meta });
+        return Promise.resolve({ metadata: meta });
+      },
+      patchStatus: (_ns, name, status: OscarConfigStatus) => {
+        this.calls.push(`patchStatus ${name}`);
+        const c = this.configs.get(name);
+        if (c) c.status = status;
+        return Promise.resolve(undefined);
+      },
+      event: (_c, e) => {
+        this.calls.push(`event ${e.reason}`);
+        return Promise.resolve();
+      },
+    };
+  }
+}
+
+function setup(now = new Date('2026-12-03T10:00:00Z')) {
+  const world = new World();
+  const inputs = sampleBootstrapInputs();
+  const deps: BootstrapDeps = {
+    caches: world,
+    writer: world.writer(),
+    settings: {
+      registry: defaultRegistry(),
+      apiServer: inputs.apiServer,
+      agent: inputs.agent,
+      tokenTtlMs: 20 * 60_000,
+      newTokenSecret: () => '0123456789abcdef',
+    },
+    tokens: new Map(),
+    now: () => now,
+  };
+  const add = (name: string, meta: Partial<ConfigObject['metadata']> = {}): ConfigObject => {
+    const c: ConfigObject = {
+      metadata: { name, namespace: NS, uid: `uid-${name}`, generation: 1, ...meta },
+      spec: { provisionRef: { name: 'prov' }, reconcileRef: { name: 'rec' } },
+    };
+    world.configs.set(name, c);
+    return c;
+  };
+  return { world, deps, add };
+}
+
+describe('reconcileBootstrap', () => {
+  it('a new machine costs three writes: token, Secret, status — and a second pass none', async () => {
+    const { world, deps, add } = setup();
+    add('m1');
+    const first = await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(first.result).toBe('created');
+    expect(world.calls).toEqual([
+      expect.stringMatching(/^applyToken bootstrap-token-[a-z0-9]{6}$/),
+      'createDataSecret m1',
+      'patchStatus m1',
+    ]);
+    expect(first.writes).toBe(3);
+    expect(first.requeueAfterMs).toBe(10 * 60_000);
+    const status = world.configs.get('m1')?.status;
+    expect(status?.dataSecretName).toBe('m1');
+    expect(status?.initialization?.dataSecretCreated).toBe(true);
+    world.calls = [];
+    const second = await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(second).toMatchObject({ result: 'unchanged', writes: 0 });
+    expect(world.calls).toEqual([]);
+  });
+
+  it('a spec change after creation never renders new user data (one status write for the generation)', async () => {
+    const { world, deps, add } = setup();
+    add('m1');
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    const c = world.configs.get('m1');
+    if (!c) throw new Error('no config');
+    c.metadata.generation = 2;
+    c.spec = { ...c.spec, values: { region: 'new' } };
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual(['patchStatus m1']);
+    expect(world.configs.get('m1')?.status?.observedGeneration).toBe(2);
+  });
+
+  it('refreshes the token at half its TTL; after a restart (nothing remembered) once at once', async () => {
+    const t0 = new Date('2026-12-03T10:00:00Z');
+    let now = t0;
+    const { world, deps, add } = setup();
+    deps.now = () => now;
+    add('m1');
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    world.calls = [];
+    now = new Date(t0.getTime() + 10 * 60_000 + 1);
+    const r = await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(r.result).toBe('refreshed');
+    expect(world.calls).toEqual([expect.stringMatching(/^refreshToken /)]);
+    deps.tokens.clear();
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual([expect.stringMatching(/^refreshToken /)]);
+  });
+
+  it('a token gone before the machine joined is re-issued with new user data and a Warning Event', async () => {
+    const { world, deps, add } = setup();
+    add('m1');
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    world.tokens.clear();
+    deps.tokens.clear();
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual([
+      expect.stringMatching(/^refreshToken /),
+      expect.stringMatching(/^applyToken /),
+      'replaceDataSecret m1',
+      'event TokenReissued',
+    ]);
+  });
+
+  it('a machine that joined loses its token (one delete, one status write), then nothing', async () => {
+    const { world, deps, add } = setup();
+    add('m1');
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    world.nodes.add('m1');
+    world.calls = [];
+    expect((await reconcileBootstrap(`${NS}/m1`, deps)).result).toBe('joined');
+    expect(world.calls).toEqual([expect.stringMatching(/^deleteToken /), 'patchStatus m1']);
+    expect(world.tokens.size).toBe(0);
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual([]);
+  });
+
+  it('paused (annotation): only the Paused condition is written', async () => {
+    const { world, deps, add } = setup();
+    add('m1', { annotations: { 'cluster.x-k8s.io/paused': '' } });
+    expect((await reconcileBootstrap(`${NS}/m1`, deps)).result).toBe('paused');
+    expect(world.calls).toEqual(['patchStatus m1']);
+    expect(
+      world.configs.get('m1')?.status?.conditions?.find((c) => c.type === 'Paused')?.status,
+    ).toBe('True');
+  });
+
+  it('made for Cluster API (cluster-name label) but not owned by a Machine yet: waits, issues nothing', async () => {
+    const { world, deps, add } = setup();
+    add('m1', { labels: { 'cluster.x-k8s.io/cluster-name': 'c1' } });
+    expect((await reconcileBootstrap(`${NS}/m1`, deps)).result).toBe('waiting');
+    expect(world.calls).toEqual(['patchStatus m1']);
+    expect(world.tokens.size).toBe(0);
+  });
+
+  it('a missing provision OSC or agent source: Ready=False with the field and the fix, nothing issued', async () => {
+    const { world, deps, add } = setup();
+    const c = add('m1');
+    c.spec.provisionRef = { name: 'nope' };
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    const ready = world.configs.get('m1')?.status?.conditions?.find((x) => x.type === 'Ready');
+    expect(ready?.reason).toBe('ProvisionConfigNotFound');
+    expect(ready?.message).toMatch(/^spec\.provisionRef: OperatingSystemConfig "nope" not found/);
+    expect(world.calls).toEqual(['patchStatus m1', 'event ProvisionConfigNotFound']);
+    deps.settings.agent = {};
+    c.spec.provisionRef = { name: 'prov' };
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(
+      world.configs.get('m1')?.status?.conditions?.find((x) => x.type === 'Ready')?.reason,
+    ).toBe('AgentSourceMissing');
+    expect(world.tokens.size).toBe(0);
+  });
+
+  it('a deleted config takes its token with it', async () => {
+    const { world, deps, add } = setup();
+    add('m1');
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    world.configs.delete('m1');
+    world.calls = [];
+    expect((await reconcileBootstrap(`${NS}/m1`, deps)).result).toBe('deleted');
+    expect(world.calls).toEqual([expect.stringMatching(/^deleteToken /)]);
+  });
+});
