@@ -61,6 +61,9 @@ export interface ControllerConfig {
   /** The renderers the bootstrap controller renders machines with (the pipeline's, if given). */
   registry?: RendererRegistry;
   bootstrap?: BootstrapConfig;
+  /** The OSC controller's cleanup finalizer and Normal Event per Secret write (default true). */
+  oscFinalizer?: boolean;
+  oscRenderedEvents?: boolean;
   log?: Logger;
 }
 
@@ -146,6 +149,8 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         : undefined;
     bootstrapController = b;
     const c = new Controller({
+      ...(config.oscFinalizer === false ? { finalizer: false } : {}),
+      ...(config.oscRenderedEvents === false ? { renderedEvents: false } : {}),
       ...(b
         ? {
             listeners: {

@@ -25,6 +25,8 @@ export interface ControllerOptions {
   logLevel: string;
   renderersConfig?: string;
   bootstrap: boolean;
+  oscFinalizer: boolean;
+  oscRenderedEvents: boolean;
   bootstrapApiServer?: string;
   bootstrapCaFile?: string;
   agentUrl?: string;
@@ -83,6 +85,8 @@ export async function controllerCommand(program: Command, opts: ControllerOption
   const handle = await runController({
     ...(pipeline ? { pipeline } : {}),
     ...(registry ? { registry } : {}),
+    oscFinalizer: opts.oscFinalizer,
+    oscRenderedEvents: opts.oscRenderedEvents,
     bootstrap: {
       enabled: opts.bootstrap,
       tokenTtlMs,

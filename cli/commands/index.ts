@@ -151,6 +151,11 @@ export function registerCommands(program: Command): void {
       '--renderers-config <path>',
       'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
     )
+    .option(
+      '--no-osc-finalizer',
+      'no cleanup finalizer on OSCs: their Secrets go with the garbage collector (owner references), one write less per new OSC',
+    )
+    .option('--no-osc-rendered-events', 'no Normal Event per Secret written (Warnings stay)')
     // per-machine bootstrap (OscarConfigs, docs/bootstrap.md)
     .option('--no-bootstrap', 'do not reconcile OscarConfigs (per-machine bootstrap)')
     .option(

@@ -62,6 +62,9 @@ export interface ControllerOptions {
    * bootstrap controller) shares these caches instead of watching the same objects again.
    */
   listeners?: { osc?(namespace: string, name: string): void; node?(name: string): void };
+  /** See ReconcileDeps: the cleanup finalizer and the Normal Event per Secret write. */
+  finalizer?: boolean;
+  renderedEvents?: boolean;
 }
 
 interface Informers {
@@ -336,6 +339,8 @@ export class Controller implements Caches {
         pipeline: this.o.pipeline,
         now: () => new Date(),
         memo: this.memo,
+        ...(this.o.finalizer === false ? { finalizer: false } : {}),
+        ...(this.o.renderedEvents === false ? { renderedEvents: false } : {}),
       });
       metrics.reconciles.inc({ result: out.result });
       if (out.renderBytes !== undefined) metrics.renderBytes.observe(out.renderBytes);

@@ -169,6 +169,14 @@ describe('reconcile', () => {
     expect(world.log).toEqual([]);
   });
 
+  it('without the finalizer and the Rendered Event, a new OSC costs two writes (Secret, status)', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    const first = await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: false });
+    expect(first).toMatchObject({ result: 'written', writes: 2 });
+    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a']);
+  });
+
   it('leaves the status of a new OSC to the next pass while the watch lags behind its finalizer', async () => {
     const { world, deps } = setup();
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });

@@ -113,6 +113,14 @@ export interface ReconcileDeps {
   now: () => Date;
   /** Render results memoised by input fingerprint, so a no-op pass does not render again. */
   memo?: Map<string, Memo>;
+  /**
+   * Add the cleanup finalizer (default true). Without it the garbage collector deletes the
+   * Secrets through their owner reference (as in any cluster that runs kube-controller-manager),
+   * and a new OSC costs one write less.
+   */
+  finalizer?: boolean;
+  /** A Normal Event for every Secret written (default true); Warnings are always recorded. */
+  renderedEvents?: boolean;
 }
 
 /** A render's outcome without its data, keyed by what it was computed from. */
@@ -401,7 +409,7 @@ export async function reconcile(key: string, deps: ReconcileDeps): Promise<Recon
   }
 
   let wroteFinalizer = false;
-  if (!osc.metadata.finalizers?.includes(FINALIZER)) {
+  if (deps.finalizer !== false && !osc.metadata.finalizers?.includes(FINALIZER)) {
     await writer.setFinalizer(namespace, name, true);
     writes++;
     wroteFinalizer = true;
@@ -452,7 +460,7 @@ export async function reconcile(key: string, deps: ReconcileDeps): Promise<Recon
       writes++;
     }
   }
-  if (wrote && outcome.kind === 'rendered') {
+  if (wrote && outcome.kind === 'rendered' && deps.renderedEvents !== false) {
     await writer.event(osc, {
       type: 'Normal',
       reason: 'Rendered',

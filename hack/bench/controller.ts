@@ -15,7 +15,8 @@
 //   npm run build && flock /tmp/oscar-bench.lock node --import tsx hack/bench/controller.ts \
 //     [--oscs 1000] [--changes 100] [--concurrency 16] [--phases 1,2]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one;
-//      OSCAR_BENCH_CONTROLLER_NODE_ARGS adds node flags to the controller process (experiments).
+//      OSCAR_BENCH_CONTROLLER_NODE_ARGS adds node flags to the controller process (experiments);
+//      OSCAR_BENCH_CONTROLLER_ARGS adds controller flags (e.g. --no-osc-finalizer).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { access, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -237,6 +238,7 @@ class ControllerProcess {
         `--metrics-addr=127.0.0.1:${String(port)}`,
         `--concurrency=${opts.concurrency}`,
         '--log-level=warn',
+        ...(process.env.OSCAR_BENCH_CONTROLLER_ARGS ?? '').split(/\s+/).filter(Boolean),
       ],
       { stdio: ['ignore', 'inherit', 'inherit'] },
     );
