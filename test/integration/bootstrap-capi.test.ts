@@ -23,6 +23,7 @@ let capi: CapiManager | undefined;
 let skipReason: string | undefined;
 let stopController: (() => Promise<void>) | undefined;
 let controllerLogs: string[] = [];
+let controllerWrites: (() => Promise<number>) | undefined;
 let ns = '';
 const api = clusterUnavailable === null ? new Api() : undefined;
 
@@ -179,6 +180,8 @@ beforeAll(async () => {
     },
   });
   stopController = started.stop;
+  controllerWrites = async () =>
+    (await started.handle.metrics.writes.get()).values.reduce((n, v) => n + v.value, 0);
   controllerLogs = started.logs;
 }, 600_000);
 
@@ -471,5 +474,22 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
 
     await apply(cluster('c3', false));
     await waitSecret('p-1', 90_000);
+  });
+
+  it('writes nothing at idle: every machine above settled, 5 s without a single write', async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    const count = controllerWrites;
+    if (!count) throw new Error('no controller');
+    // Settle: no write for 2 s in a row.
+    let last = await count();
+    for (let quiet = 0; quiet < 2;) {
+      await sleep(1000);
+      const now = await count();
+      quiet = now === last ? quiet + 1 : 0;
+      last = now;
+    }
+    await sleep(5000);
+    expect(await count()).toBe(last);
   });
 });
