@@ -52,7 +52,7 @@ describe('the agent kubeconfig', () => {
       ),
       { base: dir, origin: 'test' },
     );
-    expect(creds?.getCurrentCluster()).toEqual({ server: 'https://10.0.0.1:6443' });
+    expect(creds?.getCurrentCluster()).toEqual({ server: 'https://10.0.0.1:6443', caPem: 'CA' });
     const o = await options(creds);
     expect([o.ca, o.cert, o.key].map((b) => (b as Buffer).toString())).toEqual([
       'CA',
@@ -161,7 +161,7 @@ describe('the agent kubeconfig', () => {
       { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '443' },
       sa,
     );
-    expect(creds.getCurrentCluster()).toEqual({ server: 'https://[fd00::1]:443' });
+    expect(creds.getCurrentCluster()).toEqual({ server: 'https://[fd00::1]:443', caPem: 'SA CA' });
     const o = await options(creds);
     expect(String(o.ca)).toBe('SA CA');
     expect(o.headers).toEqual({ Authorization: 'Bearer sa-token' });

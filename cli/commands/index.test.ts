@@ -37,6 +37,7 @@ describe('the command table', () => {
         'render',
         'renderer',
         'up',
+        'user-data',
         'validate',
         'version',
       ].sort(),
@@ -44,6 +45,11 @@ describe('the command table', () => {
     expect(helpOf('agent')).toMatch(/--secret <name>[\s\S]*--poll-interval <seconds>[\s\S]*--once/);
     expect(helpOf('controller')).toMatch(/--leader-elect[\s\S]*--renderers-config <path>/);
     expect(helpOf('up')).toMatch(/folder of OSC YAML files \(default: "examples"\)/);
+    expect(helpOf('controller')).toMatch(
+      /--no-bootstrap[\s\S]*--agent-url <url>[\s\S]*--agent-sha256 <hex>[\s\S]*--bootstrap-token-ttl <duration>/,
+    );
+    expect(helpOf('render')).toMatch(/--values <key=value\.\.\.>[\s\S]*--machine <name>/);
+    expect(helpOf('user-data')).toMatch(/--namespace <ns>[\s\S]*--output <file>/);
   });
 
   it('runs a command through its lazily loaded implementation', async () => {
