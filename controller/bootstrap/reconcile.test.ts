@@ -214,6 +214,21 @@ describe('reconcileBootstrap', () => {
     expect(world.calls).toEqual([]);
   });
 
+  it('a token another component consumed (BootstrapTokenAvailable=False in the status) is neither refreshed nor re-issued', async () => {
+    const { world, deps, add } = setup();
+    add('m1');
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    const c = world.configs.get('m1');
+    const cond = c?.status?.conditions?.find((x) => x.type === 'BootstrapTokenAvailable');
+    if (!cond) throw new Error('no condition');
+    Object.assign(cond, { status: 'False', reason: 'TokenConsumed', message: 'CSR approved' });
+    world.tokens.clear();
+    deps.tokens.clear();
+    world.calls = [];
+    expect((await reconcileBootstrap(`${NS}/m1`, deps)).writes).toBe(0);
+    expect(world.calls).toEqual([]);
+  });
+
   it('paused (annotation): only the Paused condition is written', async () => {
     const { world, deps, add } = setup();
     add('m1', { annotations: { 'cluster.x-k8s.io/paused': '' } });

@@ -492,9 +492,13 @@ async function upkeep(
   };
   if (id) fields.bootstrapTokenID = id;
 
-  if (joined(t, deps.caches)) {
+  // Consumed: whoever used the token says so in the status before deleting it (the agent's CSR
+  // approver, next issue), so a token gone before the node reports is not mistaken for one that
+  // expired unused.
+  const consumed = tokenCondition?.status === 'False';
+  if (joined(t, deps.caches) || consumed) {
     let writes = 0;
-    if (tokenCondition?.status !== 'False' && id) {
+    if (!consumed && id) {
       await deps.writer.deleteToken(id);
       writes++;
     }
@@ -504,12 +508,19 @@ async function upkeep(
       [
         ...base,
         secretAvailable,
-        {
-          type: 'BootstrapTokenAvailable',
-          status: 'False',
-          reason: 'MachineJoined',
-          message: 'The machine joined; its bootstrap token was deleted.',
-        },
+        tokenCondition && consumed
+          ? {
+              type: 'BootstrapTokenAvailable',
+              status: 'False',
+              reason: tokenCondition.reason,
+              message: tokenCondition.message,
+            }
+          : {
+              type: 'BootstrapTokenAvailable',
+              status: 'False',
+              reason: 'MachineJoined',
+              message: 'The machine joined; its bootstrap token was deleted.',
+            },
       ],
       now,
       fields,
