@@ -7,6 +7,7 @@ import { parse } from 'yaml';
 import { readFile, mkdtemp, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
 import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, isNotFound } from '../../kube/client.js';
 import type { DataObject, KubeObject } from '../../controller/kube/types.js';
@@ -16,6 +17,14 @@ import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/
 import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from './support/capi.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 
+const repoFile = join(
+  fileURLToPath(new URL('.', import.meta.url)),
+  '..',
+  '..',
+  'deploy',
+  'controller',
+  'clusterrole-capi-aggregate.yaml',
+);
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 
@@ -474,6 +483,48 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
 
     await apply(cluster('c3', false));
     await waitSecret('p-1', 90_000);
+  });
+
+  it("deploy/'s aggregated ClusterRole gives a Cluster API manager role rights on OscarConfigs and templates", async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    const role = uniqueName('capi-manager');
+    const user = uniqueName('capi-user');
+    // A manager role shaped like Cluster API's own: empty rules, filled by aggregation.
+    const manifests = [
+      await readFile(repoFile, 'utf8'),
+      JSON.stringify({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: role },
+        aggregationRule: {
+          clusterRoleSelectors: [
+            { matchLabels: { 'cluster.x-k8s.io/aggregate-to-manager': 'true' } },
+          ],
+        },
+        rules: [],
+      }),
+      JSON.stringify({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name: role },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }],
+      }),
+    ].join('\n---\n');
+    expect((await kubectl(['apply', '-f', '-'], { input: manifests })).code).toBe(0);
+    const can = async (verb: string, resource: string): Promise<boolean> =>
+      (await kubectl(['auth', 'can-i', verb, resource, `--as=${user}`, '-n', ns])).code === 0;
+    await waitFor('the aggregation controller filled the role', async () =>
+      (await can('create', 'oscarconfigs.bootstrap.oscar.dev')) ? true : undefined,
+    );
+    for (const verb of ['get', 'list', 'watch', 'create', 'patch', 'update', 'delete']) {
+      expect(await can(verb, 'oscarconfigs.bootstrap.oscar.dev'), verb).toBe(true);
+      expect(await can(verb, 'oscarconfigtemplates.bootstrap.oscar.dev'), verb).toBe(true);
+    }
+    expect(await can('get', 'secrets')).toBe(false);
+    await kubectl(['delete', 'clusterrole', role]);
+    await kubectl(['delete', 'clusterrolebinding', role]);
   });
 
   it('writes nothing at idle: every machine above settled, 5 s without a single write', async (ctx) => {
