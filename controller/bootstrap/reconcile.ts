@@ -379,6 +379,12 @@ async function issue(
         message: `A Secret named ${dataSecretNameFor(config)} already exists in namespace ${config.metadata.namespace ?? ''} and was not made for this config; delete or rename it.`,
       };
     }
+    // A token this config held before (its Secret was written again under another id) goes.
+    const previous = deps.tokens.get(keyOf(config))?.id ?? config.status?.bootstrapTokenID;
+    if (previous && previous !== rendered.token.id) {
+      await deps.writer.deleteToken(previous);
+      writes++;
+    }
     deps.tokens.set(keyOf(config), { uid, id: rendered.token.id, expiresAt });
     return { rendered, writes };
   }

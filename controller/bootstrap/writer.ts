@@ -34,6 +34,12 @@ import type { ConfigObject } from './types.js';
 
 export const BOOTSTRAP_FIELD_MANAGER = 'oscar-bootstrap';
 
+/** Whether every conflict of a failed apply is with this controller's own field manager. */
+export function onlyOwnConflicts(message: string): boolean {
+  const managers = [...message.matchAll(/conflicts? with "([^"]+)"/g)].map((m) => m[1]);
+  return managers.length > 0 && managers.every((m) => m === BOOTSTRAP_FIELD_MANAGER);
+}
+
 export function configPath(namespace: string, name?: string): string {
   const base = `/apis/${BOOTSTRAP_API_VERSION}/namespaces/${namespace}/${OSCAR_CONFIG_RESOURCE}`;
   return name === undefined ? base : `${base}/${name}`;
@@ -54,21 +60,29 @@ export class HttpBootstrapWriter implements BootstrapWriter {
 
   async applyToken(body: Record<string, unknown>): Promise<void> {
     const meta = body.metadata as { name: string };
-    try {
-      // No force: a token Secret written by anyone else conflicts instead of being taken over.
-      await this.http.request(
+    const apply = (force: boolean): Promise<unknown> =>
+      this.http.request(
         'PATCH',
         `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets/${meta.name}`,
         {
-          query: { fieldManager: BOOTSTRAP_FIELD_MANAGER },
+          query: { fieldManager: BOOTSTRAP_FIELD_MANAGER, ...(force ? { force: true } : {}) },
           contentType: CONTENT_APPLY_PATCH,
           accept: ACCEPT_METADATA,
           body,
         },
       );
+    try {
+      // No force: a token Secret written by anyone else conflicts instead of being taken over.
+      await apply(false);
     } catch (error) {
-      if (isConflict(error)) throw new TokenConflictError((error as Error).message);
-      throw error;
+      if (!isConflict(error)) throw error;
+      // Our own refreshes (merge patches) own the expiration as another manager entry: a
+      // conflict with nobody but ourselves is ours to resolve.
+      if (onlyOwnConflicts((error as Error).message)) {
+        await apply(true);
+        return;
+      }
+      throw new TokenConflictError((error as Error).message);
     }
   }
 

@@ -15,6 +15,7 @@ import type { ConfigObject } from '../../controller/bootstrap/types.js';
 import { Api, demoSpec, startController, waitFor, sleep } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
 import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from './support/capi.js';
+import { tokenIdFor } from '../../controller/bootstrap/token.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 
 const repoFile = join(
@@ -266,6 +267,54 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
     await waitFor('the Secret garbage-collected', async () =>
       (await get(secretPath('hand-1'))) === undefined ? true : undefined,
     );
+  });
+
+  it('a token id someone else holds is never taken over (the config takes the next derived id); a Secret deleted before the machine joined is written again with a working token', async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    const name = uniqueName('taken');
+    const created = await apply(config(name, { annotations: { 'cluster.x-k8s.io/paused': '' } }));
+    const takenId = tokenIdFor(created.metadata.uid ?? '', 0);
+    const foreign = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      type: 'bootstrap.kubernetes.io/token',
+      metadata: { name: `bootstrap-token-${takenId}`, namespace: 'kube-system' },
+      stringData: {
+        'token-id': takenId,
+        'token-secret': 'aaaaaaaaaaaaaaaa',
+        expiration: '2099-01-01T00:00:00Z',
+      },
+    };
+    expect((await kubectl(['create', '-f', '-'], { input: JSON.stringify(foreign) })).code).toBe(0);
+    // Resume: the controller renders now.
+    await http().request('PATCH', configPath(name), {
+      contentType: CONTENT_MERGE_PATCH,
+      body: { metadata: { annotations: { 'cluster.x-k8s.io/paused': null } } },
+    });
+    await waitSecret(name);
+    const t = await tokenOf(name);
+    expect(decoded(t, 'token-id')).toBe(tokenIdFor(created.metadata.uid ?? '', 1));
+    const untouched = await get<DataObject>(tokenPath(takenId));
+    expect(decoded(untouched, 'token-secret')).toBe('aaaaaaaaaaaaaaaa');
+
+    // A refresh (a merge patch by the controller's manager) then the Secret deleted: the
+    // controller writes it again over its own token.
+    const id = decoded(t, 'token-id');
+    await http().request('PATCH', tokenPath(id), {
+      contentType: CONTENT_MERGE_PATCH,
+      query: { fieldManager: 'oscar-bootstrap' },
+      body: { data: { expiration: Buffer.from('2099-01-01T00:00:00Z').toString('base64') } },
+    });
+    const before = userDataOf(await waitSecret(name)).token;
+    await http().request('DELETE', secretPath(name));
+    const again = await waitFor('the Secret written again', async () => {
+      const s = await get<DataObject>(secretPath(name));
+      return s && userDataOf(s).token !== before ? s : undefined;
+    });
+    const after = await get<DataObject>(tokenPath(id));
+    expect(userDataOf(again).token).toBe(`${id}.${decoded(after, 'token-secret')}`);
+    await kubectl(['delete', 'secret', '-n', 'kube-system', `bootstrap-token-${takenId}`]);
   });
 
   it('a machine that reported (its OperatingSystemConfigNode exists) loses its token; the Secret stays', async (ctx) => {
