@@ -20,6 +20,8 @@ packages=(
   podman            # runs that image in the install test
   runc              # podman's runtime here: Debian 12's crun refuses hybrid cgroups
   binutils          # strip, for the image's Node.js binary
+  curl              # the bootstrap additions' agent install script, run in its unit test
+  wget              # … which must also work with wget alone
 )
 
 if [[ $(id -u) -ne 0 ]]; then
