@@ -15,7 +15,7 @@ import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
 import { Controller } from './osc/controller.js';
 import { HttpWriter } from './osc/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
-import { createLogger, errorFields, type Logger } from './logger.js';
+import { createLogger, errorFields, type Logger } from '../log/logger.js';
 import { createMetrics, type ControllerMetrics } from './metrics.js';
 import { registryPipeline, type Pipeline } from './osc/pipeline.js';
 
@@ -39,6 +39,34 @@ export interface ControllerConfig {
   watchTimeoutSeconds?: number;
   pipeline?: Pipeline;
   log?: Logger;
+  /** The User-Agent of its API requests (default "oscar-controller"). */
+  userAgent?: string;
+  /** How long stop() may take (default 15 s). */
+  shutdownTimeoutMs?: number;
+}
+
+/** True when `work` settled within `ms`, false when the time ran out first. */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(
+      () => {
+        resolve(false);
+      },
+      Math.max(0, ms),
+    );
+  });
+  try {
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface ControllerHandle {
@@ -46,8 +74,13 @@ export interface ControllerHandle {
   metricsAddress?: string;
   metrics: ControllerMetrics;
   isLeader(): boolean;
-  /** Graceful stop; resolves when the Lease is released and everything is closed. */
-  stop(): Promise<void>;
+  /**
+   * Graceful stop within `timeoutMs` (default: the config's shutdownTimeoutMs, else 15 s): the
+   * reconciles in flight get the time less a reserve, then the Lease is handed back if the API
+   * server answers in what is left, then every connection is closed. Reconciles cut off at the
+   * deadline are level-triggered: the next leader redoes them.
+   */
+  stop(timeoutMs?: number): Promise<void>;
   /** Resolves when the controller ends on its own (lost the lease): the process should exit. */
   done: Promise<'lost-lease' | 'stopped'>;
 }
@@ -66,9 +99,11 @@ function parseAddr(addr: string): { host: string; port: number } | undefined {
 }
 
 export async function runController(config: ControllerConfig): Promise<ControllerHandle> {
-  const log = config.log ?? createLogger();
+  const log = config.log ?? createLogger({ component: 'controller' });
   const metrics = createMetrics();
-  const http = kubeHttp(await loadKubeCredentials(config.kubeconfig || undefined));
+  const http = kubeHttp(await loadKubeCredentials(config.kubeconfig || undefined), {
+    userAgent: config.userAgent ?? 'oscar-controller',
+  });
   const identity = config.identity ?? `${hostname()}-${String(process.pid)}`;
   const writer = new HttpWriter(http, identity);
   const pipeline = config.pipeline ?? registryPipeline();
@@ -174,12 +209,23 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     startController();
   }
 
-  const stop = async (): Promise<void> => {
+  const stop = async (timeoutMs = config.shutdownTimeoutMs ?? 15_000): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    log.info('stopping: finishing reconciles in flight');
-    await controller?.stop();
-    await elector?.release();
+    const deadline = Date.now() + timeoutMs;
+    const reserve = Math.min(2_000, Math.floor(timeoutMs / 4));
+    log.info({ timeoutMs }, 'stopping: finishing reconciles in flight');
+    if (controller && !(await settledWithin(controller.stop(), deadline - Date.now() - reserve))) {
+      log.warn('reconciles still in flight at the shutdown deadline; the next leader redoes them');
+    }
+    // Handing the Lease back lets a standby take over at once; an API server that does not
+    // answer in time only makes it wait for the lease to expire.
+    if (elector && !(await settledWithin(elector.release(), deadline - Date.now()))) {
+      log.warn(
+        { lease: config.leaseName ?? 'oscar-controller' },
+        'could not release the lease in time',
+      );
+    }
     metrics.leader.set(0);
     await new Promise<void>((resolve) => {
       if (server)

@@ -6,7 +6,7 @@
  * controller in memory and help answers at once. Only type imports from the implementations here.
  * Add a new command here and put its work in its own module.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { tuneHeapForLongRunning } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
@@ -18,6 +18,29 @@ import type { UpFlags } from './up.js';
 export const FORMATS_HELP = 'cloud-config, ignition, script';
 /** renderers/webhook/server.ts RENDER_PATH, spelled out so help does not load express. */
 export const RENDER_PATH_HELP = '/render';
+/** How long SIGTERM may take before the process ends anyway (cli/shutdown.ts). */
+export const DEFAULT_SHUTDOWN_TIMEOUT = '15s';
+
+/** The flags of every long-running command: how it logs and how long it may take to stop. */
+function longRunning(command: Command): Command {
+  return command
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'json, or text for a person (default: json in a pod and when stderr is not a terminal, else text)',
+      ).choices(['json', 'text']),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'how much to log (default: $OSCAR_LOG_LEVEL, else info)')
+        .choices(['trace', 'debug', 'info', 'warn', 'error', 'silent'])
+        .default(undefined),
+    )
+    .option(
+      '--shutdown-timeout <duration>',
+      'longest time from SIGTERM to exit: work in flight finishes or is cut off (the agent journals it)',
+      DEFAULT_SHUTDOWN_TIMEOUT,
+    );
+}
 
 export function registerCommands(program: Command): void {
   program
@@ -57,8 +80,7 @@ export function registerCommands(program: Command): void {
     .description(
       'external renderers: serve a built-in renderer over the oscar.dev/render/v1 protocol',
     );
-  renderer
-    .command('serve')
+  longRunning(renderer.command('serve'))
     .description(`serve built-in renderers over HTTP(S): POST ${RENDER_PATH_HELP}, GET /healthz`)
     .requiredOption(
       '--type <type...>',
@@ -79,14 +101,13 @@ export function registerCommands(program: Command): void {
       (await import('./crd.js')).crdCommand();
     });
 
-  program
-    .command('controller')
+  longRunning(program.command('controller'))
     .description(
       'run the controller: render every OperatingSystemConfig into its Secret and keep status honest',
     )
     .option(
       '--kubeconfig <path>',
-      'kubeconfig to use (default: in-cluster, $KUBECONFIG, ~/.kube/config)',
+      'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
     )
     .option(
       '-n, --namespace <ns...>',
@@ -113,7 +134,6 @@ export function registerCommands(program: Command): void {
       'reconciles in parallel (mostly waiting on API round trips, so more than the CPUs)',
       '16',
     )
-    .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
     // external renderers (renderers/webhook): type → URL, from a file or a mounted ConfigMap
     .option(
       '--renderers-config <path>',
@@ -124,15 +144,17 @@ export function registerCommands(program: Command): void {
       await (await import('./controller.js')).controllerCommand(program, opts);
     });
 
-  program
-    .command('agent')
+  longRunning(program.command('agent'))
     .description(
       'run the node agent: follow the reconcile Secret (or a local file) and apply it in place; report per node',
     )
-    .option('--file <file>', 'follow a local file (OSC YAML or canonical JSON) instead of a Secret')
+    .option(
+      '--file <file>',
+      'follow a local file (OSC YAML or canonical JSON) instead of a Secret ("-": read stdin once)',
+    )
     .option(
       '--kubeconfig <path>',
-      'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
+      'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
     )
     .option('--namespace <ns>', 'namespace of the reconcile Secret')
     .option('--secret <name>', 'name of the reconcile Secret to follow')
@@ -173,8 +195,7 @@ export function registerCommands(program: Command): void {
       await (await import('./plan.js')).planCommand(opts);
     });
 
-  program
-    .command('up')
+  longRunning(program.command('up'))
     .description(
       'watch a folder of OperatingSystemConfigs (default examples/) and apply each to a sandbox root under .oscar/root/<name>/, printing the plan on every save',
     )

@@ -19,7 +19,7 @@ import type { KubeHttp } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { oscPath, OSC_RESOURCE } from './writer.js';
-import { errorFields, type Logger } from '../logger.js';
+import { errorFields, type Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../metrics.js';
 import type { Pipeline } from './pipeline.js';
 import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';

@@ -8,6 +8,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../log/memory.js';
 import { Agent, logReporter } from '../../agent/agent.js';
 import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
@@ -104,11 +105,8 @@ describe('controller and agent (real API server)', () => {
     const root = await mkdtemp(join(tmpdir(), 'oscar-chain-'));
     const stateDir = join(root, 'var/lib/oscar');
     await mkdir(stateDir, { recursive: true });
-    const agentLogs: string[] = [];
+    const { log, lines: agentLogs } = memoryLogger('agent');
     logs.push(agentLogs);
-    const log = (m: string): void => {
-      agentLogs.push(`agent: ${m}\n`);
-    };
     const { source, reporter } = followSecret(kc, {
       namespace: ns,
       secret,

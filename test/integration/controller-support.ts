@@ -10,7 +10,7 @@ import { API_VERSION, OSC_KIND, type OperatingSystemConfigSpec } from '../../api
 import { HttpKubeClient, isNotFound, CONTENT_APPLY_PATCH } from '../../kube/client.js';
 import type { DataObject, OscObject } from '../../controller/kube/types.js';
 import { oscPath } from '../../controller/osc/writer.js';
-import { createLogger } from '../../controller/logger.js';
+import { createLogger } from '../../log/logger.js';
 import {
   runController,
   type ControllerConfig,
@@ -166,7 +166,7 @@ export async function startController(
     metricsAddr: '127.0.0.1:0',
     leaderElect: false,
     leaseDurationMs: 15_000,
-    log: createLogger({ level: 'debug' }, sink),
+    log: createLogger({ component: 'controller', level: 'debug', destination: sink }),
     ...extra,
   });
   let stopped = false;
