@@ -56,7 +56,8 @@ describe('oscar render', () => {
     const r = await cli({ file });
     expect(r.code).toBe(1);
     expect(r.out.length).toBe(0);
-    expect(r.err).toContain(`${file}: spec.files[0].permissions: must be a quoted octal string`);
+    // the line of the field itself, the form editors jump to
+    expect(r.err).toContain(`${file}:11: spec.files[0].permissions: must be a quoted octal string`);
   });
 
   it('refuses an unknown format, a format the type lacks, and several documents', async () => {
@@ -73,7 +74,7 @@ describe('oscar render', () => {
       two,
       `${osc('  type: ubuntu\n  purpose: provision\n')}---\n${osc('  type: ubuntu\n  purpose: provision\n')}`,
     );
-    expect((await cli({ file: two })).err).toMatch(/has 2 documents/);
+    expect((await cli({ file: two })).err).toMatch(/has 2 OperatingSystemConfigs/);
   });
 
   it('resolves secretRef and configMapRef from --ref-dir, and says how when it is missing', async () => {
@@ -111,12 +112,12 @@ describe('oscar render', () => {
     expect(noKey.err).toContain('spec.files[0].content.secretRef');
   });
 
-  it('--explain prints what each file and unit became; -o writes the user data with mode 0600', async () => {
+  it('--explain prints what each file and unit became; --out writes the user data with mode 0600', async () => {
     const out = join(dir, 'user-data');
     const r = await cli({
       file: join(repoRoot, 'examples', 'ubuntu-kubeadm-reconcile.yaml'),
       explain: true,
-      output: out,
+      out,
     });
     expect(r.code).toBe(0);
     const table = r.out.toString();
