@@ -314,9 +314,24 @@ export class SecretSource implements Source {
           'watch failed; reconnecting',
         );
         if (failures === 1) this.fail(events, error);
-        await new Promise((r) => setTimeout(r, delay));
+        await this.pause(delay);
       }
     }
+  }
+
+  /** Waits `ms`, or less when the source stops meanwhile (a stop never waits out a backoff). */
+  private pause(ms: number): Promise<void> {
+    const signal = this.abort.signal;
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 
   /** "namespace/name", the `secret` field of log records. */

@@ -39,7 +39,7 @@ export function seconds(value: string, flag: string): number {
 }
 
 /** What the agent's process holds, released in this order when it stops. */
-interface Running {
+export interface Running {
   agent: Agent;
   reporters: Reporter[];
   /** The reporter's and the source's connections, the metrics server, the state-dir lock. */
@@ -82,7 +82,11 @@ export async function agentCommand(flags: AgentFlags): Promise<void> {
   }
 }
 
-async function stopRunning(running: Running, deadline: Deadline, log: Logger): Promise<void> {
+export async function stopRunning(
+  running: Running,
+  deadline: Deadline,
+  log: Logger,
+): Promise<void> {
   const { agent, reporters, closers } = running;
   const reserve = reserveFor(deadline.remainingMs());
   if (!(await deadline.within(agent.stop(), reserve))) {
@@ -91,8 +95,10 @@ async function stopRunning(running: Running, deadline: Deadline, log: Logger): P
       'an apply is still running at the shutdown deadline; its journal resumes it on the next start',
     );
   }
-  // the newest report, if the API server takes it in time; it is sent again after a restart
-  for (const r of reporters) await deadline.within(r.flush?.() ?? Promise.resolve());
+  // the newest report, if the API server takes it within the reserve (an API server that is gone
+  // would take the whole budget); a restarted agent reports again anyway
+  const flushBy = new Deadline(Math.min(reserve, deadline.remainingMs()));
+  for (const r of reporters) await flushBy.within(r.flush?.() ?? Promise.resolve());
   for (const close of closers) await deadline.within(Promise.resolve(close()));
 }
 

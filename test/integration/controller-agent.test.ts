@@ -14,13 +14,19 @@ import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { secretNameFor } from '../../api/secret.js';
 import type { OperatingSystemConfigNode } from '../../api/schema.js';
-import { isNotFound } from '../../kube/client.js';
-import { Api, demoSpec, spawnOscar, startController, waitFor } from './controller-support.js';
+import {
+  Api,
+  agentIdentity,
+  demoSpec,
+  grantAgent,
+  spawnOscar,
+  startController,
+  waitFor,
+} from './controller-support.js';
 import {
   createTestNamespace,
   kubeConfigFor,
   kubeconfigPathFor,
-  kubectl,
   skipWithoutCluster,
   uniqueName,
 } from './support/cluster.js';
@@ -41,31 +47,6 @@ afterEach(async (ctx) => {
 
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 
-/** The agent's identity: its own Secret and its own node object, nothing else. */
-async function grantAgent(api: Api, ns: string, node: string, secret: string): Promise<void> {
-  const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
-    .replaceAll('NODE_NAME', node)
-    .replaceAll('NAMESPACE', ns)
-    .replaceAll('SECRET_NAME', secret);
-  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
-  expect(applied.code, applied.stderr).toBe(0);
-  cleanups.push(async () => {
-    await kubectl(['delete', 'clusterrole,clusterrolebinding', `oscar-agent-${node}`]);
-    try {
-      await api.http.request('DELETE', `${NODES}/${node}`);
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-    }
-  });
-}
-
-function agentIdentity(ns: string, node: string): { user: string; groups: string[] } {
-  return {
-    user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
-    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-  };
-}
-
 /** A namespace with the controller running in it, and the agent's grants for one node there. */
 async function chain(prefix: string) {
   // a short prefix: the agent identity's certificate CN (with namespace and node) must fit 64 bytes
@@ -74,7 +55,7 @@ async function chain(prefix: string) {
   const osc = 'web';
   const secret = secretNameFor(osc, 'reconcile');
   const api = new Api();
-  await grantAgent(api, ns, node, secret);
+  cleanups.push(await grantAgent(api, ns, node, secret));
   const controller = await startController([ns]);
   cleanups.push(controller.stop);
   logs.push(controller.logs);
