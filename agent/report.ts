@@ -110,14 +110,21 @@ export class KubeReporter implements Reporter {
     this.push();
   }
 
+  /** The applied checksum, and its first 12 characters for `kubectl get oscnode`. */
+  private setApplied(checksum: string): void {
+    this.status.appliedChecksum = checksum;
+    this.status.appliedChecksumShort = checksum.slice(0, 12);
+  }
+
   /** What the node carries from an earlier run: reported so a fresh node object says it too. */
   restored(checksum: string): void {
-    this.status.appliedChecksum = checksum;
+    this.setApplied(checksum);
     this.push();
   }
 
   desired(checksum: string): void {
     this.status.desiredChecksum = checksum;
+    this.status.desiredChecksumShort = checksum.slice(0, 12);
     // The node already carries it (restored from an earlier run): no apply will come to say so.
     if (
       checksum === this.status.appliedChecksum &&
@@ -147,7 +154,7 @@ export class KubeReporter implements Reporter {
   }
 
   applied(result: ApplyResult): void {
-    this.status.appliedChecksum = result.checksum;
+    this.setApplied(result.checksum);
     this.status.lastAppliedTime = this.now()
       .toISOString()
       .replace(/\.\d+Z$/, 'Z');

@@ -27,6 +27,7 @@ import {
   createTestNamespace,
   kubeConfigFor,
   kubeconfigPathFor,
+  kubectl,
   skipWithoutCluster,
   uniqueName,
 } from './support/cluster.js';
@@ -213,5 +214,43 @@ describe('controller and agent (real API server)', () => {
       return o?.status?.nodes?.updated === 1 ? o.status.nodes : undefined;
     });
     expect(counted).toEqual({ total: 1, updated: 1, degraded: 0 });
+
+    // What an operator sees: the rollout counts and short checksums in kubectl's columns.
+    const columns = async (args: string[]): Promise<Record<string, string>> => {
+      const r = await kubectl(['get', ...args]);
+      expect(r.code, r.stderr).toBe(0);
+      const [head = '', row = ''] = r.stdout.trimEnd().split('\n');
+      const names = head.split(/\s{2,}/);
+      const cells = row.split(/\s{2,}/);
+      return Object.fromEntries(names.map((n, i) => [n, cells[i] ?? '']));
+    };
+    const short = checksum.slice(0, 12);
+    expect(await columns(['osc', '-n', ns, osc])).toMatchObject({
+      NAME: osc,
+      TYPE: 'ubuntu',
+      PURPOSE: 'reconcile',
+      CHECKSUM: short,
+      READY: 'True',
+      NODES: '1',
+      UPDATED: '1',
+      DEGRADED: '0',
+    });
+    expect(await columns(['osc', '-n', ns, osc, '-o', 'wide'])).toMatchObject({
+      REASON: 'Rendered',
+      FORMAT: 'cloud-config',
+      SECRET: secret,
+    });
+    expect(await columns(['oscnode', node])).toMatchObject({
+      NAME: node,
+      OSC: osc,
+      DESIRED: short,
+      APPLIED: short,
+      DEGRADED: 'False',
+    });
+    expect(await columns(['oscnode', node, '-o', 'wide'])).toMatchObject({
+      NAMESPACE: ns,
+      REASON: 'Applied',
+      SECRET: secret,
+    });
   });
 });
