@@ -43,6 +43,8 @@ export interface ControllerConfig {
   userAgent?: string;
   /** How long stop() may take (default 15 s). */
   shutdownTimeoutMs?: number;
+  /** oscar's version, for oscar_controller_build_info. */
+  version?: string;
 }
 
 /** True when `work` settled within `ms`, false when the time ran out first. */
@@ -100,7 +102,7 @@ function parseAddr(addr: string): { host: string; port: number } | undefined {
 
 export async function runController(config: ControllerConfig): Promise<ControllerHandle> {
   const log = config.log ?? createLogger({ component: 'controller' });
-  const metrics = createMetrics();
+  const metrics = createMetrics(config.version === undefined ? {} : { version: config.version });
   const http = kubeHttp(await loadKubeCredentials(config.kubeconfig || undefined), {
     userAgent: config.userAgent ?? 'oscar-controller',
   });
@@ -206,6 +208,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         log.error(errorFields(error), 'leader election failed');
       });
   } else {
+    metrics.leader.set(1); // the only one: it does the leader's work
     startController();
   }
 

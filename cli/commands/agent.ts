@@ -13,7 +13,7 @@ import {
 } from '../../log/logger.js';
 import { readInput, STDIN, displayName } from '../input.js';
 import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../shutdown.js';
-import { userAgent } from '../version.js';
+import { userAgent, VERSION } from '../version.js';
 
 export interface AgentFlags {
   file?: string;
@@ -112,7 +112,7 @@ async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
   // every node, and its memory is every node's.
   const served =
     flags.metricsAddr !== undefined ? await import('../../agent/metrics.js') : undefined;
-  const metrics = served ? new served.AgentMetrics() : undefined;
+  const metrics = served ? new served.AgentMetrics(VERSION) : undefined;
   const reporters: Reporter[] = [logReporter(log)];
   const closers: (() => unknown)[] = [];
   if (metrics) reporters.push(metrics.reporter());

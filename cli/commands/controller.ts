@@ -4,7 +4,7 @@ import { registryPipeline } from '../../controller/osc/pipeline.js';
 import { createLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
 import { loadRenderersConfigFile, registryWithWebhooks } from '../../renderers/webhook/config.js';
 import { onShutdownSignal, parseDuration } from '../shutdown.js';
-import { userAgent } from '../version.js';
+import { userAgent, VERSION } from '../version.js';
 
 export interface ControllerOptions {
   kubeconfig?: string;
@@ -84,6 +84,7 @@ export async function controllerCommand(program: Command, opts: ControllerOption
     log,
     userAgent: agentString,
     shutdownTimeoutMs,
+    version: VERSION,
   });
   started.handle = handle;
   const why = await handle.done;
