@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reportError } from './main.js';
+import { userAgent, VERSION } from './version.js';
 
 const repoRoot = join(import.meta.dirname, '..');
 let home: string;
@@ -25,6 +26,15 @@ function oscar(...args: string[]): { code: number | null; stderr: string; stdout
   });
   return { code: r.status, stderr: r.stderr, stdout: r.stdout };
 }
+
+describe('user agents', () => {
+  it('name the component, its version and the runtime, as kubectl does', () => {
+    expect(userAgent('agent')).toBe(
+      `oscar-agent/${VERSION} (${process.platform}/${process.arch}) node/${process.version}`,
+    );
+    expect(userAgent('controller')).toMatch(/^oscar-controller\/\d+\.\d+\.\d+ \(/);
+  });
+});
 
 describe('errors', () => {
   it('are one line naming the command; the stack only with --debug', () => {
