@@ -1,5 +1,4 @@
 import { Agent, logReporter, type Reporter } from '../../agent/agent.js';
-import { desiredFromText } from '../../agent/desired.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
@@ -152,13 +151,17 @@ async function fileSource(flags: AgentFlags): Promise<Source> {
   return new FileSource(flags.file ?? '', { expand: expandForOs, watch: flags.once !== true });
 }
 
-/** `--file -`: one desired state read from stdin (nothing to watch: it is applied and held). */
+/**
+ * `--file -`: one desired state read from stdin (nothing to watch: it is applied and held). Its
+ * reader (YAML, the schema validator) is loaded only here: the Secret-mode agent never needs it.
+ */
 function stdinSource(): Source {
   return {
     description: 'stdin',
     start: async (events) => {
       try {
         const text = await readInput(STDIN);
+        const { desiredFromText } = await import('../../agent/desired.js');
         events.onDesired(await desiredFromText(text, displayName(STDIN), expandForOs));
       } catch (error) {
         events.onError(error as Error);
