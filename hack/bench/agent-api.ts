@@ -2,8 +2,8 @@
 // dist/cli/oscar.js in its own process, its own ServiceAccount identity (deploy/agent-rbac.yaml,
 // a TokenRequest token read from a tokenFile), default flags — against the real test API server.
 //   1. Secret update → apply start (watch path), p50/p99 over N changes. "Apply start" is the
-//      agent's own `desired <checksum>` log line: it is written when the verified state reaches
-//      the agent loop, in the same tick as the apply begins (the bench waits for each apply to end
+//      agent's own `desired` log record (its checksum and time): it is written when the verified
+//      state reaches the agent loop, in the same tick as the apply begins (the bench waits for each apply to end
 //      before the next change, so nothing queues). Its ISO timestamp is the agent's clock — the same
 //      machine's as the bench's — and is measured from the moment the bench sends the update.
 //   2. Idle: the agent's CPU (utime+stime from /proc, % of one core) and RSS (VmRSS sampled every
