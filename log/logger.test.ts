@@ -1,9 +1,9 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import {
-  createLogger,
   defaultLogFormat,
   errorFields,
+  openLogger,
   parseLogFormat,
   parseLogLevel,
   shortChecksum,
@@ -52,9 +52,9 @@ describe('the logging convention', () => {
     expect(defaultLogFormat({}, true)).toBe('text');
   });
 
-  it('the text form is one readable line a record', () => {
+  it('the text form is one readable line a record', async () => {
     const lines: string[] = [];
-    const log = createLogger({
+    const log = await openLogger({
       component: 'agent',
       format: 'text',
       destination: new Writable({

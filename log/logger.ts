@@ -6,7 +6,6 @@
  * messages — never an object's data, a file's content or a request body; the redaction below is a
  * second line of defence should a whole object ever be passed by mistake.
  */
-import { createRequire } from 'node:module';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export type { Logger } from 'pino';
@@ -37,7 +36,7 @@ export interface CreateLoggerOptions {
   component: string;
   /** trace, debug, info (default: $OSCAR_LOG_LEVEL, else info), warn, error, silent. */
   level?: string;
-  /** Default: defaultLogFormat(). */
+  /** For openLogger; default: defaultLogFormat(). createLogger always writes JSON. */
   format?: LogFormat;
   /** Where records go (tests; in text format, the lines); default: stderr, synchronously. */
   destination?: DestinationStream;
@@ -70,12 +69,12 @@ export function parseLogLevel(value: string | undefined): string | undefined {
 
 /**
  * The text form, for terminals: pino-pretty, one line per record, loaded only when asked for (the
- * agent's memory on a node is every node's). Synchronous, like the JSON destination, so nothing
- * is lost when a bounded shutdown ends the process.
+ * agent's memory on a node is every node's) — by import(), so a bundle (hack/image/bundle.ts)
+ * carries it too. Synchronous, like the JSON destination, so nothing is lost when a bounded
+ * shutdown ends the process.
  */
-function textDestination(destination?: DestinationStream): DestinationStream {
-  const require = createRequire(import.meta.url);
-  const pretty = require('pino-pretty') as (options: Record<string, unknown>) => DestinationStream;
+export async function textDestination(destination?: DestinationStream): Promise<DestinationStream> {
+  const { default: pretty } = await import('pino-pretty');
   return pretty({
     sync: true,
     destination: destination ?? 2,
@@ -87,6 +86,7 @@ function textDestination(destination?: DestinationStream): DestinationStream {
   });
 }
 
+/** Records as JSON lines into `destination` (default: stderr, written synchronously). */
 export function createLogger(options: CreateLoggerOptions): Logger {
   const opts: LoggerOptions = {
     level: options.level ?? process.env.OSCAR_LOG_LEVEL ?? 'info',
@@ -95,11 +95,13 @@ export function createLogger(options: CreateLoggerOptions): Logger {
     formatters: { level: (label) => ({ level: label }) },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
   };
-  const text = (options.format ?? defaultLogFormat()) === 'text';
-  const destination = text
-    ? textDestination(options.destination)
-    : (options.destination ?? pino.destination({ dest: 2, sync: true }));
-  return pino(opts, destination);
+  return pino(opts, options.destination ?? pino.destination({ dest: 2, sync: true }));
+}
+
+/** The logger of a command: JSON or text by `format` (default: defaultLogFormat()). */
+export async function openLogger(options: CreateLoggerOptions): Promise<Logger> {
+  if ((options.format ?? defaultLogFormat()) === 'json') return createLogger(options);
+  return createLogger({ ...options, destination: await textDestination(options.destination) });
 }
 
 /** A logger that writes nothing (library defaults, tests that do not read logs). */

@@ -4,7 +4,7 @@ import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
 import { lockStateDir } from '../../agent/state.js';
 import {
-  createLogger,
+  openLogger,
   parseLogFormat,
   parseLogLevel,
   shortChecksum,
@@ -54,7 +54,7 @@ export interface Running {
 export async function agentCommand(flags: AgentFlags): Promise<void> {
   const format = parseLogFormat(flags.logFormat);
   const level = parseLogLevel(flags.logLevel);
-  const log = createLogger({
+  const log = await openLogger({
     component: 'agent',
     ...(format ? { format } : {}),
     ...(level ? { level } : {}),

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { runController, type ControllerHandle } from '../../controller/main.js';
 import { registryPipeline } from '../../controller/osc/pipeline.js';
-import { createLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
+import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
 import { loadRenderersConfigFile, registryWithWebhooks } from '../../renderers/webhook/config.js';
 import { onShutdownSignal, parseDuration } from '../shutdown.js';
 import { userAgent, VERSION } from '../version.js';
@@ -31,7 +31,7 @@ export async function controllerCommand(program: Command, opts: ControllerOption
   } catch (error) {
     fail((error as Error).message);
   }
-  const log = createLogger({
+  const log = await openLogger({
     component: 'controller',
     ...(format ? { format } : {}),
     ...(level ? { level } : {}),

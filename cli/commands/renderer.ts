@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { createLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
+import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import {
   RENDER_PATH,
@@ -46,7 +46,7 @@ export async function serveCommand(program: Command, opts: ServeOptions): Promis
   } catch (error) {
     fail((error as Error).message);
   }
-  const log = createLogger({
+  const log = await openLogger({
     component: 'renderer',
     ...(format ? { format } : {}),
     ...(level ? { level } : {}),

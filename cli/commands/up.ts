@@ -9,7 +9,7 @@ import { applyDesired, planFor } from '../../agent/apply.js';
 import { desiredFromYaml } from '../../agent/desired.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import { formatPlan } from '../../agent/plan.js';
-import { createLogger } from '../../log/logger.js';
+import { openLogger } from '../../log/logger.js';
 import { onShutdownSignal, parseDuration } from '../shutdown.js';
 
 const isYaml = (f: string): boolean => ['.yaml', '.yml'].includes(extname(f));
@@ -137,7 +137,7 @@ export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
       opts.print('oscar up: stopped');
     },
     {
-      log: createLogger({
+      log: await openLogger({
         component: 'up',
         ...(flags.logFormat ? { format: flags.logFormat } : {}),
         ...(flags.logLevel ? { level: flags.logLevel } : {}),
