@@ -9,7 +9,19 @@ export function buildProgram(): Command {
     )
     .version(VERSION, '-v, --version')
     .option('--debug', 'print the stack trace of an error (errors are one line without it)')
-    .showHelpAfterError();
+    .showHelpAfterError()
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Examples:',
+        '  oscar up                                  # examples/ applied to sandbox roots, on every save',
+        '  oscar validate -f my-osc.yaml --strict    # as the controller would check it',
+        '  oscar plan -f my-osc.yaml --root /        # what the agent would do here, with diffs',
+        '  oscar COMMAND --help                      # each command, with examples (docs/cli.md)',
+        '',
+      ].join('\n'),
+    );
   registerCommands(program);
   return program;
 }

@@ -3,13 +3,7 @@ import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
 import { lockStateDir } from '../../agent/state.js';
-import {
-  openLogger,
-  parseLogFormat,
-  parseLogLevel,
-  shortChecksum,
-  type Logger,
-} from '../../log/logger.js';
+import { openLogger, parseLogFormat, parseLogLevel, type Logger } from '../../log/logger.js';
 import { readInput, STDIN, displayName } from '../input.js';
 import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../shutdown.js';
 import { userAgent, VERSION } from '../version.js';
@@ -90,7 +84,6 @@ export async function stopRunning(
   const reserve = reserveFor(deadline.remainingMs());
   if (!(await deadline.within(agent.stop(), reserve))) {
     log.warn(
-      { checksum: agent.applied === undefined ? 'none' : shortChecksum(agent.applied) },
       'an apply is still running at the shutdown deadline; its journal resumes it on the next start',
     );
   }
