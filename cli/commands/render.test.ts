@@ -1,6 +1,7 @@
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode } from '../../renderers/decode.js';
 import { goldenDir, repoRoot } from '../../renderers/testdata/golden.js';
@@ -17,12 +18,14 @@ afterAll(async () => {
 
 async function cli(
   opts: RenderCommandOptions,
+  stdin?: string,
 ): Promise<{ code: number; out: Buffer; err: string }> {
   const out: Buffer[] = [];
   const err: string[] = [];
   const code = await runRender(opts, {
     stdout: (d) => out.push(Buffer.from(d)),
     stderr: (l) => err.push(l),
+    ...(stdin === undefined ? {} : { stdin: Readable.from([stdin]) }),
   });
   return { code, out: Buffer.concat(out), err: err.join('\n') };
 }
@@ -141,5 +144,38 @@ describe('oscar render', () => {
       'ca-certificates',
       'curl',
     ]);
+  });
+
+  it('reads -f - from stdin; skips a Secret beside the OSC with a note', async () => {
+    const text = `apiVersion: v1\nkind: Secret\nmetadata: {name: join}\n---\n${await readFile(join(repoRoot, 'examples', 'ubuntu-provision.yaml'), 'utf8')}---\n`;
+    const r = await cli({ file: '-' }, text);
+    expect(r.code).toBe(0);
+    expect(r.err).toContain(
+      '<stdin>:1: note: skipping document 1 (v1 Secret "join"): not an OperatingSystemConfig',
+    );
+    expect(
+      r.out.equals(await readFile(join(goldenDir, 'ubuntu-provision.cloud-config.yaml'))),
+    ).toBe(true);
+  });
+
+  it('--explain -o json|yaml gives the rows as data; -o without --explain is refused', async () => {
+    const file = join(repoRoot, 'examples', 'ubuntu-kubeadm-reconcile.yaml');
+    const r = await cli({ file, explain: true, output: 'json' });
+    expect(r.code).toBe(0);
+    const data = JSON.parse(r.out.toString()) as {
+      format: string;
+      items: { kind: string; name: string; origin: string; became: string }[];
+    };
+    expect(data.format).toBe('cloud-config');
+    expect(data.items).toContainEqual(
+      expect.objectContaining({ kind: 'unit', name: 'kubelet.service', origin: 'declared' }),
+    );
+    const yaml = await cli({ file, explain: true, output: 'yaml' });
+    expect(yaml.out.toString()).toMatch(/^items:$/m);
+    const bare = await cli({ file, output: 'json' });
+    expect(bare.code).toBe(1);
+    expect(bare.err).toContain('-o json|yaml formats --explain');
+    const legacy = await cli({ file, output: 'user-data' });
+    expect(legacy.err).toContain('write the user data to a file with --out user-data');
   });
 });
