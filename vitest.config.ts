@@ -9,7 +9,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: [
-            '{api,kube,renderers,controller,agent,cli,hack}/**/*.test.ts',
+            '{api,kube,log,renderers,controller,agent,cli,hack}/**/*.test.ts',
             'test/unit/**/*.test.ts',
           ],
           testTimeout: 60_000,

@@ -2,6 +2,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../log/logger.js';
 import { Agent, type Reporter } from './agent.js';
 import type { Source, SourceEvents } from './source.js';
 import { depsFor } from './local.js';
@@ -46,7 +47,7 @@ describe('Agent', () => {
       source,
       deps: depsFor({ root, stateDir }),
       reporters: [reporter],
-      log: () => undefined,
+      log: silentLogger(),
       retryBaseMs: 5,
       retryMaxMs: 5,
     });

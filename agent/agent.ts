@@ -12,6 +12,7 @@ import {
   type ApplyDeps,
   type ApplyResult,
 } from './apply.js';
+import { errorFields, shortChecksum, type Logger } from '../log/logger.js';
 import { formatPlan } from './plan.js';
 import type { Source } from './source.js';
 import type { Desired } from './state.js';
@@ -38,7 +39,7 @@ export interface AgentOptions {
   source: Source;
   deps: ApplyDeps;
   reporters: Reporter[];
-  log: (message: string) => void;
+  log: Logger;
   /** Print each plan before running it. */
   printPlan?: boolean;
   retryBaseMs?: number;
@@ -68,7 +69,10 @@ export class Agent {
       },
       onError: (e) => {
         this.lastError = e;
-        this.opts.log(`source ${this.opts.source.description}: ${e.message}`);
+        this.opts.log.warn(
+          { source: this.opts.source.description, ...errorFields(e) },
+          'source failed; the last good state stays',
+        );
         for (const r of this.opts.reporters) r.sourceFailed(e);
       },
     });
@@ -102,17 +106,20 @@ export class Agent {
   private async loop(): Promise<void> {
     while (!this.stopped && this.latest && this.latest.checksum !== this.appliedChecksum) {
       const desired = this.latest;
+      const checksum = shortChecksum(desired.checksum);
       const t0 = performance.now();
       try {
         const result = await applyDesired(
           {
             ...this.opts.deps,
-            log: this.opts.log,
+            log: (message) => {
+              this.opts.log.info({ checksum }, message);
+            },
           },
           desired,
         );
         if (this.opts.printPlan === true)
-          this.opts.log(`applied ${desired.checksum.slice(0, 12)}:\n${formatPlan(result.actions)}`);
+          this.opts.log.info({ checksum, plan: formatPlan(result.actions) }, 'plan applied');
         this.appliedChecksum = desired.checksum;
         this.lastError = undefined;
         this.failures = 0;
@@ -120,7 +127,6 @@ export class Agent {
       } catch (error) {
         const e = error as Error;
         this.lastError = e;
-        this.opts.log(`apply of ${desired.checksum.slice(0, 12)} failed: ${e.message}`);
         for (const r of this.opts.reporters) r.failed(desired.checksum, e);
         if (this.latest !== desired) continue; // a newer state arrived while this one failed
         if (e instanceof ReplacementNeeded) return; // retrying cannot help: wait for a new state
@@ -128,7 +134,10 @@ export class Agent {
         const base = this.opts.retryBaseMs ?? 2_000;
         const max = this.opts.retryMaxMs ?? 5 * 60_000;
         const delay = Math.min(max, base * 2 ** (this.failures - 1)) * (0.5 + Math.random() / 2);
-        this.opts.log(`retrying in ${(delay / 1000).toFixed(1)} s`);
+        this.opts.log.info(
+          { checksum, retryInMs: Math.round(delay), failures: this.failures },
+          'apply will be retried',
+        );
         this.retryTimer = setTimeout(() => {
           this.retryTimer = undefined;
           this.kick();
@@ -146,27 +155,42 @@ export class Agent {
   }
 }
 
-/** A reporter that writes outcomes to a log function (always on; the kube reporter adds to it). */
-export function logReporter(log: (message: string) => void): Reporter {
+/**
+ * A reporter that logs every outcome (always on; the kube reporter adds to it). Its messages are
+ * fixed words and its facts fields (docs/operations.md), so `msg=applied` finds every apply.
+ */
+export function logReporter(log: Logger): Reporter {
   return {
     restored: (checksum) => {
-      log(`last applied ${checksum.slice(0, 12)} (from the state directory)`);
+      log.info({ checksum: shortChecksum(checksum) }, 'restored from the state directory');
     },
     desired: (checksum) => {
-      log(`desired ${checksum.slice(0, 12)}`);
+      log.info({ checksum: shortChecksum(checksum) }, 'desired');
     },
     applied: (result, ms) => {
-      const units = result.touchedUnits.map((u) => `${u.action} ${u.name}`).join(', ');
-      log(
-        `applied ${result.checksum.slice(0, 12)} in ${ms.toFixed(0)} ms: ${result.actions.length} action(s)${result.resumed ? ' (resumed)' : ''}${units ? `; ${units}` : ''}`,
+      log.info(
+        {
+          checksum: shortChecksum(result.checksum),
+          durationMs: Math.round(ms),
+          actions: result.actions.length,
+          resumed: result.resumed,
+          units: result.touchedUnits.map((u) => `${u.action} ${u.name}`),
+        },
+        'applied',
       );
     },
     failed: (checksum, error) => {
-      const lines =
-        error instanceof ApplyError && error.journal.length > 0
-          ? `\n  ${error.journal.join('\n  ')}`
-          : '';
-      log(`FAILED ${checksum.slice(0, 12)}: ${error.message}${lines}`);
+      log.error(
+        {
+          checksum: shortChecksum(checksum),
+          ...errorFields(error),
+          ...(error instanceof ApplyError && error.unit !== undefined ? { unit: error.unit } : {}),
+          ...(error instanceof ApplyError && error.journal.length > 0
+            ? { journal: error.journal }
+            : {}),
+        },
+        'apply failed; the last good state stays',
+      );
     },
     sourceFailed: () => undefined, // the agent already logs source errors
   };

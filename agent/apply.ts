@@ -5,7 +5,15 @@
  * error names the action and, for a unit, carries its last journal lines.
  */
 import type { ResolvedConfig } from '../api/resolved.js';
-import { entriesOf, isUnitAction, plan, RESTARTING, type Action, type Entry } from './plan.js';
+import {
+  entriesOf,
+  isUnitAction,
+  plan,
+  RESTARTING,
+  type Action,
+  type Entry,
+  type ObservedDisk,
+} from './plan.js';
 import { rm } from 'node:fs/promises';
 import {
   Accounts,
@@ -104,6 +112,14 @@ const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([...RESTARTING, 'reload']);
 
 /** Observes, plans and returns the plan without running it (`oscar plan`). */
 export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action[]> {
+  return (await observeAndPlan(deps, desired)).actions;
+}
+
+/** The plan and the disk it was made against (`oscar plan` diffs the files it would write). */
+export async function observeAndPlan(
+  deps: ApplyDeps,
+  desired: Desired,
+): Promise<{ actions: Action[]; observed: ObservedDisk }> {
   const last = await readLastApplied(deps.stateDir);
   assertInPlace(last?.config, desired.config);
   const accounts = await Accounts.load(deps.root);
@@ -111,7 +127,7 @@ export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action
     owners: deps.owners,
     accounts,
   });
-  return plan(last?.config, desired.config, observed);
+  return { actions: plan(last?.config, desired.config, observed), observed };
 }
 
 function withContent(action: JournalAction, entries: ReadonlyMap<string, Entry>): Action {

@@ -9,8 +9,8 @@ import {
   parseCanonical,
   sha256Hex,
 } from '../api/canonical.js';
-import { formatFieldError } from '../api/field-error.js';
-import { loadDocuments } from '../api/load.js';
+import { fieldError } from '../api/field-error.js';
+import { formatProblem, loadDocuments, namesDocuments, skipNote } from '../api/load.js';
 import { resolve } from '../api/resolve.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import type { OperatingSystemConfig } from '../api/schema.js';
@@ -37,27 +37,58 @@ export function desiredFromConfig(config: ResolvedConfig): Desired {
   return { config, checksum, bytes };
 }
 
-/** Every OSC in a YAML stream, validated and resolved; any problem throws with file:doc: field. */
+export interface DesiredOptions {
+  /** Told about documents that are skipped (another kind of object than an OSC). */
+  onNote?: (line: string) => void;
+}
+
+/**
+ * Every OSC in a YAML stream, validated and resolved; any problem throws with `file:line:` and
+ * the field. Documents of other kinds (a Secret next to the OSC) are skipped with a note, empty
+ * ones (a trailing `---`) silently.
+ */
 export async function desiredFromYaml(
   text: string,
   file: string,
   expand?: Expand,
+  options: DesiredOptions = {},
 ): Promise<NamedDesired[]> {
   const out: NamedDesired[] = [];
   const problems: string[] = [];
-  for (const doc of loadDocuments(text)) {
-    const errors = doc.errors.length > 0 ? doc.errors : validateOperatingSystemConfig(doc.value);
+  const docs = loadDocuments(text);
+  const named = namesDocuments(docs);
+  for (const doc of docs) {
+    const index = named ? doc.index : undefined;
+    if (doc.errors.length > 0) {
+      problems.push(...doc.errors.map((e) => formatProblem(file, e.line, e, index)));
+      continue;
+    }
+    if (doc.role === 'empty') continue;
+    if (doc.role === 'other') {
+      options.onNote?.(skipNote(file, doc));
+      continue;
+    }
+    const errors = validateOperatingSystemConfig(doc.value);
     if (errors.length > 0) {
-      problems.push(...errors.map((e) => `${file}:${doc.index}: ${formatFieldError(e)}`));
+      problems.push(...errors.map((e) => formatProblem(file, doc.lineOf(e.path), e, index)));
       continue;
     }
     const osc = doc.value as OperatingSystemConfig;
     const resolved = resolve(osc.spec);
     if (!resolved.ok) {
       problems.push(
-        ...resolved.errors.map(
-          (e) =>
-            `${file}:${doc.index}: ${formatFieldError(e)}${/secretRef|configMapRef/.test(e.path) ? ' (a local file cannot reference Secrets or ConfigMaps: inline the content)' : ''}`,
+        ...resolved.errors.map((e) =>
+          formatProblem(
+            file,
+            doc.lineOf(e.path),
+            /secretRef|configMapRef/.test(e.path)
+              ? fieldError(
+                  e.path,
+                  `${e.message} (a local file cannot reference Secrets or ConfigMaps: inline the content)`,
+                )
+              : e,
+            index,
+          ),
         ),
       );
       continue;
@@ -77,6 +108,7 @@ export async function desiredFromText(
   text: string,
   file: string,
   expand?: Expand,
+  options: DesiredOptions = {},
 ): Promise<NamedDesired> {
   const trimmed = text.trimStart();
   if (trimmed.startsWith('{') && trimmed.includes(`"kind":"${CANONICAL_KIND}"`)) {
@@ -87,7 +119,7 @@ export async function desiredFromText(
       throw new DesiredError(`${file}: ${(error as Error).message}`, { cause: error });
     }
   }
-  const all = await desiredFromYaml(text, file, expand);
+  const all = await desiredFromYaml(text, file, expand, options);
   const reconcile = all.filter((d) => d.config.purpose === 'reconcile');
   const pick = all.length === 1 ? all[0] : reconcile.length === 1 ? reconcile[0] : undefined;
   if (!pick) {

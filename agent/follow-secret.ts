@@ -6,6 +6,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { KubeHttp } from '../kube/client.js';
+import type { Logger } from '../log/logger.js';
 import { KubeReporter } from './report.js';
 import { SecretSource } from './source-secret.js';
 
@@ -14,7 +15,7 @@ export interface FollowSecretOptions {
   secret: string;
   node: string;
   pollIntervalMs: number;
-  log: (message: string) => void;
+  log: Logger;
   /** Called once per API request, by the source and the reporter alike. */
   onRequest?: () => void;
   http?: KubeHttp;

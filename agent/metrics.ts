@@ -1,6 +1,7 @@
 /**
  * The agent's Prometheus metrics and its small HTTP server: /healthz (the process is alive and
- * its loop runs) and /metrics. Bind it to loopback on a node unless a scraper needs it.
+ * its loop runs) and /metrics. Bind it to loopback on a node unless a scraper needs it. Names
+ * follow Prometheus' conventions as the controller's do (docs/operations.md lists them).
  * Two GET routes need no framework: node:http keeps express (and its memory) off every node.
  */
 import { createServer } from 'node:http';
@@ -43,10 +44,20 @@ export class AgentMetrics {
     registers: [this.registry],
   });
   readonly lastApplied = new Gauge({
-    name: 'oscar_agent_last_apply_timestamp_seconds',
-    help: 'When the last apply finished successfully.',
+    name: 'oscar_agent_last_apply_success_timestamp_seconds',
+    help: 'When the last successful apply finished (Unix time).',
     registers: [this.registry],
   });
+  readonly buildInfo = new Gauge({
+    name: 'oscar_agent_build_info',
+    help: 'Always 1; the labels say which oscar and which Node.js runtime run.',
+    labelNames: ['version', 'nodejs'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(version = 'unknown') {
+    this.buildInfo.set({ version, nodejs: process.version }, 1);
+  }
 
   /** Process metrics (CPU, memory, event-loop lag) only when served: their sampling costs idle CPU. */
   collectProcessMetrics(): void {

@@ -19,6 +19,7 @@ import {
   isNotFound,
   type KubeHttp,
 } from '../kube/client.js';
+import { errorFields, type Logger } from '../log/logger.js';
 import type { Reporter } from './agent.js';
 import { ApplyError, type ApplyResult } from './apply.js';
 
@@ -27,7 +28,7 @@ const PATH = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 export interface KubeReporterOptions {
   node: string;
   oscRef?: { namespace: string; name?: string; secretName?: string };
-  log?: (message: string) => void;
+  log?: Logger;
   onRequest?: () => void;
   http?: KubeHttp;
   backoffBaseMs?: number;
@@ -109,14 +110,21 @@ export class KubeReporter implements Reporter {
     this.push();
   }
 
+  /** The applied checksum, and its first 12 characters for `kubectl get oscnode`. */
+  private setApplied(checksum: string): void {
+    this.status.appliedChecksum = checksum;
+    this.status.appliedChecksumShort = checksum.slice(0, 12);
+  }
+
   /** What the node carries from an earlier run: reported so a fresh node object says it too. */
   restored(checksum: string): void {
-    this.status.appliedChecksum = checksum;
+    this.setApplied(checksum);
     this.push();
   }
 
   desired(checksum: string): void {
     this.status.desiredChecksum = checksum;
+    this.status.desiredChecksumShort = checksum.slice(0, 12);
     // The node already carries it (restored from an earlier run): no apply will come to say so.
     if (
       checksum === this.status.appliedChecksum &&
@@ -146,7 +154,7 @@ export class KubeReporter implements Reporter {
   }
 
   applied(result: ApplyResult): void {
-    this.status.appliedChecksum = result.checksum;
+    this.setApplied(result.checksum);
     this.status.lastAppliedTime = this.now()
       .toISOString()
       .replace(/\.\d+Z$/, 'Z');
@@ -239,8 +247,14 @@ export class KubeReporter implements Reporter {
         const max = this.opts.backoffMaxMs ?? 30_000;
         const delay = Math.min(max, base * 2 ** (this.failures - 1)) * (0.5 + Math.random() / 2);
         if (this.failures === 1 || this.failures % 10 === 0) {
-          this.opts.log?.(
-            `report: ${(error as Error).message}; retrying in ${(delay / 1000).toFixed(1)} s`,
+          this.opts.log?.warn(
+            {
+              node: this.opts.node,
+              ...errorFields(error),
+              failures: this.failures,
+              retryInMs: Math.round(delay),
+            },
+            'report failed; retrying',
           );
         }
         await new Promise((r) => setTimeout(r, delay));

@@ -54,7 +54,7 @@ describe('desiredFromText', () => {
 
   it('names the file, document and field of a problem, and refuses secretRef locally with the fix', async () => {
     await expect(desiredFromText(osc('a').replace("'0600'", '0600'), 'bad.yaml')).rejects.toThrow(
-      /bad\.yaml:1: spec\.files\[0\]\.permissions/,
+      /bad\.yaml:11: spec\.files\[0\]\.permissions/, // the line of the field
     );
     const withRef = osc('a').replace(/inline:\n\s+data: "a"/, 'secretRef: {name: s, key: k}');
     await expect(desiredFromText(withRef, 'ref.yaml')).rejects.toThrow(

@@ -22,6 +22,7 @@ import {
   LABEL_OSC,
 } from '../api/secret.js';
 import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../kube/client.js';
+import { errorFields, shortChecksum, silentLogger, type Logger } from '../log/logger.js';
 import type { Source, SourceEvents } from './source.js';
 import type { Desired } from './state.js';
 
@@ -61,7 +62,7 @@ export interface SecretSourceOptions {
   pollIntervalMs: number;
   /** Server-side timeout of one watch request; the agent then re-watches from its resourceVersion. */
   watchTimeoutSeconds?: number;
-  log?: (message: string) => void;
+  log?: Logger;
   /** Called once per API request (for the requests-per-minute metric). */
   onRequest?: () => void;
   /**
@@ -82,6 +83,7 @@ export class SecretSource implements Source {
   readonly description: string;
   private readonly http: KubeHttp;
   private readonly path: string;
+  private readonly log: Logger;
   private stopped = false;
   private abort = new AbortController();
   private pollTimer: NodeJS.Timeout | undefined;
@@ -103,12 +105,9 @@ export class SecretSource implements Source {
     private readonly opts: SecretSourceOptions,
   ) {
     this.http = opts.http ?? new HttpKubeClient(kc);
+    this.log = opts.log ?? silentLogger();
     this.description = `Secret ${opts.namespace}/${opts.name}`;
     this.path = `/api/v1/namespaces/${encodeURIComponent(opts.namespace)}/secrets`;
-  }
-
-  private log(message: string): void {
-    this.opts.log?.(message);
   }
 
   private async request<T>(
@@ -146,7 +145,10 @@ export class SecretSource implements Source {
   private recover(events: SourceEvents): void {
     if (!this.reportedFailure || !this.secretGood || !this.lastDesired) return;
     this.reportedFailure = false;
-    this.log(`${this.description} is healthy again (${this.lastDesired.checksum.slice(0, 12)})`);
+    this.log.info(
+      { secret: this.secretKey(), checksum: shortChecksum(this.lastDesired.checksum) },
+      'source healthy again',
+    );
     events.onDesired(this.lastDesired);
   }
 
@@ -224,8 +226,12 @@ export class SecretSource implements Source {
       const checksum = meta.metadata?.annotations?.[ANNOTATION_CHECKSUM];
       const refusedKey = `${checksum ?? ''}:${meta.metadata?.resourceVersion ?? ''}`;
       if (checksum !== this.lastChecksum && refusedKey !== this.lastRefusal) {
-        this.log(
-          `poll: checksum annotation changed to ${(checksum ?? 'none').slice(0, 12)}; fetching the Secret`,
+        this.log.info(
+          {
+            secret: this.secretKey(),
+            checksum: checksum === undefined ? 'none' : shortChecksum(checksum),
+          },
+          'poll: checksum annotation changed; fetching the Secret',
         );
         await this.fetch(events);
       } else if (checksum !== undefined && checksum === this.lastChecksum) {
@@ -294,19 +300,43 @@ export class SecretSource implements Source {
       } catch (error) {
         if (this.isStopped()) return;
         if (error instanceof Gone || (error instanceof ApiError && error.status === 410)) {
-          this.log('watch: resourceVersion expired (410 Gone); relisting');
+          this.log.info(
+            { secret: this.secretKey() },
+            'watch: resourceVersion expired (410 Gone); relisting',
+          );
           this.resourceVersion = undefined;
           continue;
         }
         failures++;
         const delay = Math.min(max, base * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
-        this.log(
-          `watch: ${(error as Error).message}; reconnecting in ${(delay / 1000).toFixed(1)} s`,
+        this.log.warn(
+          { secret: this.secretKey(), ...errorFields(error), retryInMs: Math.round(delay) },
+          'watch failed; reconnecting',
         );
         if (failures === 1) this.fail(events, error);
-        await new Promise((r) => setTimeout(r, delay));
+        await this.pause(delay);
       }
     }
+  }
+
+  /** Waits `ms`, or less when the source stops meanwhile (a stop never waits out a backoff). */
+  private pause(ms: number): Promise<void> {
+    const signal = this.abort.signal;
+    if (signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** "namespace/name", the `secret` field of log records. */
+  private secretKey(): string {
+    return `${this.opts.namespace}/${this.opts.name}`;
   }
 
   /** A method, not the field: the flag flips while awaits are pending. */

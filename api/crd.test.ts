@@ -76,13 +76,20 @@ describe('the CRDs', () => {
     expect((spec.names as Node).shortNames).toEqual(['osc']);
     const v = (spec.versions as Node[])[0] as Node;
     expect(v.subresources).toEqual({ status: {} });
-    expect((v.additionalPrinterColumns as Node[]).map((c) => c.name)).toEqual([
+    const columns = v.additionalPrinterColumns as Node[];
+    const shown = (wide: boolean): unknown[] =>
+      columns.filter((c) => (c.priority === 1) === wide).map((c) => c.name);
+    expect(shown(false)).toEqual([
       'Type',
       'Purpose',
       'Checksum',
       'Ready',
+      'Nodes',
+      'Updated',
+      'Degraded',
       'Age',
     ]);
+    expect(shown(true)).toEqual(['Reason', 'Format', 'Size', 'Secret']);
   });
 
   it('carry the CEL rules for one content source, immutable purpose and permissions as strings', () => {

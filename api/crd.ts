@@ -122,12 +122,41 @@ export function operatingSystemConfigCrd(): Json {
     kind: OSC_KIND,
     shortName: 'osc',
     scope: 'Namespaced',
+    // `kubectl get osc`: what it is, what it rendered, how far the rollout got (nodes that follow
+    // it / have applied its checksum / are degraded); -o wide adds where the rendering went
     columns: [
       { name: 'Type', type: 'string', jsonPath: '.spec.type' },
       { name: 'Purpose', type: 'string', jsonPath: '.spec.purpose' },
       { name: 'Checksum', type: 'string', jsonPath: '.status.checksumShort' },
       { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      {
+        name: 'Nodes',
+        type: 'integer',
+        jsonPath: '.status.nodes.total',
+        description: 'Nodes whose agent follows this config.',
+      },
+      {
+        name: 'Updated',
+        type: 'integer',
+        jsonPath: '.status.nodes.updated',
+        description: 'Nodes that applied the current checksum.',
+      },
+      {
+        name: 'Degraded',
+        type: 'integer',
+        jsonPath: '.status.nodes.degraded',
+        description: 'Nodes whose agent reports Degraded=True.',
+      },
       AGE_COLUMN,
+      {
+        name: 'Reason',
+        type: 'string',
+        jsonPath: '.status.conditions[?(@.type=="Ready")].reason',
+        priority: 1,
+      },
+      { name: 'Format', type: 'string', jsonPath: '.status.format', priority: 1 },
+      { name: 'Size', type: 'integer', jsonPath: '.status.size', priority: 1 },
+      { name: 'Secret', type: 'string', jsonPath: '.status.secretRef.name', priority: 1 },
     ],
     schema: rootSchema(
       'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS into a Secret and its agent keeps nodes in sync in place.',
@@ -145,15 +174,27 @@ export function operatingSystemConfigNodeCrd(): Json {
     kind: OSC_NODE_KIND,
     shortName: 'oscnode',
     scope: 'Cluster',
+    // `kubectl get oscnode`: which config, what it got and what it carries (short checksums, to
+    // compare with the OSC's), whether it is healthy; -o wide adds where from and why
     columns: [
-      { name: 'Desired', type: 'string', jsonPath: '.status.desiredChecksum', priority: 1 },
-      { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksum' },
+      { name: 'OSC', type: 'string', jsonPath: '.status.oscRef.name' },
+      { name: 'Desired', type: 'string', jsonPath: '.status.desiredChecksumShort' },
+      { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksumShort' },
       {
         name: 'Degraded',
         type: 'string',
         jsonPath: '.status.conditions[?(@.type=="Degraded")].status',
       },
+      { name: 'Last-Applied', type: 'date', jsonPath: '.status.lastAppliedTime' },
       AGE_COLUMN,
+      { name: 'Namespace', type: 'string', jsonPath: '.status.oscRef.namespace', priority: 1 },
+      {
+        name: 'Reason',
+        type: 'string',
+        jsonPath: '.status.conditions[?(@.type=="Degraded")].reason',
+        priority: 1,
+      },
+      { name: 'Secret', type: 'string', jsonPath: '.status.oscRef.secretName', priority: 1 },
     ],
     schema: rootSchema(
       "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent. Named after the node.",

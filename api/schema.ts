@@ -466,8 +466,14 @@ export const OperatingSystemConfigNodeStatus = Type.Object(
     desiredChecksum: Type.Optional(
       Type.String({ description: 'Checksum of the configuration the agent last received.' }),
     ),
+    desiredChecksumShort: Type.Optional(
+      Type.String({ description: 'The first 12 characters of desiredChecksum, for display.' }),
+    ),
     appliedChecksum: Type.Optional(
       Type.String({ description: 'Checksum of the configuration last applied successfully.' }),
+    ),
+    appliedChecksumShort: Type.Optional(
+      Type.String({ description: 'The first 12 characters of appliedChecksum, for display.' }),
     ),
     conditions: Type.Optional(Conditions),
     lastError: Type.Optional(

@@ -19,3 +19,12 @@ export const VERSION: string = (() => {
   }
   return '0.0.0-unknown';
 })();
+
+/**
+ * The User-Agent of a component's requests (Kubernetes API, external renderers), in the form
+ * kubectl uses, so an API server's audit log and metrics tell the agent from the controller:
+ * `oscar-agent/0.1.0 (linux/x64) node/v24.22.3`.
+ */
+export function userAgent(component: string): string {
+  return `oscar-${component}/${VERSION} (${process.platform}/${process.arch}) node/${process.version}`;
+}

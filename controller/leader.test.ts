@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { FakeClock } from './clock.js';
 import { ApiError } from '../kube/client.js';
 import { LeaderElector, type Lease, type LeaseStore } from './leader.js';
-import { createLogger } from './logger.js';
+import { createLogger } from '../log/logger.js';
 
 /** A lease store with the API server's optimistic concurrency: stale writes get 409. */
 class MemoryLeaseStore implements LeaseStore {
@@ -34,7 +34,7 @@ class MemoryLeaseStore implements LeaseStore {
   }
 }
 
-const log = createLogger({ level: 'silent' });
+const log = createLogger({ component: 'controller', level: 'silent' });
 const elector = (store: LeaseStore, identity: string, clock: FakeClock) =>
   new LeaderElector({
     store,

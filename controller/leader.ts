@@ -7,7 +7,7 @@
  */
 import { realClock, sleep, type Clock } from './clock.js';
 import { isConflict, isNotFound, ApiError, type KubeHttp } from '../kube/client.js';
-import { errorFields, type Logger } from './logger.js';
+import { errorFields, type Logger } from '../log/logger.js';
 
 export interface LeaseSpec {
   holderIdentity?: string;

@@ -15,7 +15,7 @@ import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
 import { Controller } from './osc/controller.js';
 import { HttpWriter } from './osc/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
-import { createLogger, errorFields, type Logger } from './logger.js';
+import { createLogger, errorFields, type Logger } from '../log/logger.js';
 import { createMetrics, type ControllerMetrics } from './metrics.js';
 import { registryPipeline, type Pipeline } from './osc/pipeline.js';
 import { BootstrapController } from './bootstrap/controller.js';
@@ -65,6 +65,36 @@ export interface ControllerConfig {
   oscFinalizer?: boolean;
   oscRenderedEvents?: boolean;
   log?: Logger;
+  /** The User-Agent of its API requests (default "oscar-controller"). */
+  userAgent?: string;
+  /** How long stop() may take (default 15 s). */
+  shutdownTimeoutMs?: number;
+  /** oscar's version, for oscar_controller_build_info. */
+  version?: string;
+}
+
+/** True when `work` settled within `ms`, false when the time ran out first. */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(
+      () => {
+        resolve(false);
+      },
+      Math.max(0, ms),
+    );
+  });
+  try {
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface ControllerHandle {
@@ -72,8 +102,13 @@ export interface ControllerHandle {
   metricsAddress?: string;
   metrics: ControllerMetrics;
   isLeader(): boolean;
-  /** Graceful stop; resolves when the Lease is released and everything is closed. */
-  stop(): Promise<void>;
+  /**
+   * Graceful stop within `timeoutMs` (default: the config's shutdownTimeoutMs, else 15 s): the
+   * reconciles in flight get the time less a reserve, then the Lease is handed back if the API
+   * server answers in what is left, then every connection is closed. Reconciles cut off at the
+   * deadline are level-triggered: the next leader redoes them.
+   */
+  stop(timeoutMs?: number): Promise<void>;
   /** Resolves when the controller ends on its own (lost the lease): the process should exit. */
   done: Promise<'lost-lease' | 'stopped'>;
 }
@@ -92,10 +127,10 @@ function parseAddr(addr: string): { host: string; port: number } | undefined {
 }
 
 export async function runController(config: ControllerConfig): Promise<ControllerHandle> {
-  const log = config.log ?? createLogger();
-  const metrics = createMetrics();
+  const log = config.log ?? createLogger({ component: 'controller' });
+  const metrics = createMetrics(config.version === undefined ? {} : { version: config.version });
   const credentials = await loadKubeCredentials(config.kubeconfig || undefined);
-  const http = kubeHttp(credentials);
+  const http = kubeHttp(credentials, { userAgent: config.userAgent ?? 'oscar-controller' });
   const identity = config.identity ?? `${hostname()}-${String(process.pid)}`;
   const writer = new HttpWriter(http, identity);
   const registry = config.registry ?? defaultRegistry();
@@ -259,15 +294,28 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         log.error(errorFields(error), 'leader election failed');
       });
   } else {
+    metrics.leader.set(1); // the only one: it does the leader's work
     startController();
   }
 
-  const stop = async (): Promise<void> => {
+  const stop = async (timeoutMs = config.shutdownTimeoutMs ?? 15_000): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    log.info('stopping: finishing reconciles in flight');
-    await Promise.all([controller?.stop(), bootstrapController?.stop()]);
-    await elector?.release();
+    const deadline = Date.now() + timeoutMs;
+    const reserve = Math.min(2_000, Math.floor(timeoutMs / 4));
+    log.info({ timeoutMs }, 'stopping: finishing reconciles in flight');
+    const inFlight = Promise.all([controller?.stop(), bootstrapController?.stop()]);
+    if (!(await settledWithin(inFlight, deadline - Date.now() - reserve))) {
+      log.warn('reconciles still in flight at the shutdown deadline; the next leader redoes them');
+    }
+    // Handing the Lease back lets a standby take over at once; an API server that does not
+    // answer in time only makes it wait for the lease to expire.
+    if (elector && !(await settledWithin(elector.release(), deadline - Date.now()))) {
+      log.warn(
+        { lease: config.leaseName ?? 'oscar-controller' },
+        'could not release the lease in time',
+      );
+    }
     metrics.leader.set(0);
     await new Promise<void>((resolve) => {
       if (server)

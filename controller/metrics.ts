@@ -1,4 +1,10 @@
-/** Prometheus metrics of one controller process (a registry of its own, so tests can run many). */
+/**
+ * Prometheus metrics of one controller process (a registry of its own, so tests can run many).
+ * Names follow Prometheus' conventions: the oscar_controller_ namespace, base units as suffixes
+ * (_seconds, _bytes), _total on counters, labels that each say one thing; the standard process
+ * and Node.js metrics (process_*, nodejs_*) keep their standard names, so dashboards made for
+ * them work. docs/operations.md lists every metric.
+ */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface ControllerMetrics {
@@ -6,17 +12,19 @@ export interface ControllerMetrics {
   reconciles: Counter<'result'>;
   reconcileDuration: Histogram;
   queueDepth: Gauge;
-  renderBytes: Histogram;
-  writes: Counter<'kind'>;
+  renderSize: Histogram;
+  writes: Counter<'resource' | 'verb'>;
   leader: Gauge;
-  watchErrors: Counter<'informer'>;
+  watchErrors: Counter<'informer' | 'namespace'>;
+  buildInfo: Gauge<'version' | 'nodejs'>;
 }
 
-export function createMetrics(options: { defaultMetrics?: boolean } = {}): ControllerMetrics {
+export function createMetrics(
+  options: { defaultMetrics?: boolean; version?: string } = {},
+): ControllerMetrics {
   const registry = new Registry();
-  if (options.defaultMetrics ?? true)
-    collectDefaultMetrics({ register: registry, prefix: 'oscar_controller_' });
-  return {
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const metrics: ControllerMetrics = {
     registry,
     reconciles: new Counter({
       name: 'oscar_controller_reconciles_total',
@@ -35,28 +43,36 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Contr
       help: 'OperatingSystemConfigs waiting to be reconciled.',
       registers: [registry],
     }),
-    renderBytes: new Histogram({
-      name: 'oscar_controller_render_bytes',
-      help: 'Bytes of Secret data a render produced.',
+    renderSize: new Histogram({
+      name: 'oscar_controller_render_size_bytes',
+      help: 'Size of the Secret data a render produced.',
       buckets: [1024, 4096, 16384, 65536, 262144, 1048576, 4194304],
       registers: [registry],
     }),
     writes: new Counter({
       name: 'oscar_controller_api_writes_total',
-      help: 'Write requests made by reconciles (0 growth at steady state).',
-      labelNames: ['kind'],
+      help: 'Write requests made by reconciles, by resource and verb (no growth at steady state).',
+      labelNames: ['resource', 'verb'],
       registers: [registry],
     }),
     leader: new Gauge({
-      name: 'oscar_controller_leader',
-      help: '1 while this process holds the leader Lease.',
+      name: 'oscar_controller_is_leader',
+      help: '1 while this process holds the leader Lease (or runs without leader election), else 0.',
       registers: [registry],
     }),
     watchErrors: new Counter({
       name: 'oscar_controller_watch_errors_total',
-      help: 'Failed list/watch connections, by informer (each is retried with backoff).',
-      labelNames: ['informer'],
+      help: 'Failed list/watch connections, by informer and namespace ("" for cluster-wide); each is retried with backoff.',
+      labelNames: ['informer', 'namespace'],
+      registers: [registry],
+    }),
+    buildInfo: new Gauge({
+      name: 'oscar_controller_build_info',
+      help: 'Always 1; the labels say which oscar and which Node.js runtime run.',
+      labelNames: ['version', 'nodejs'],
       registers: [registry],
     }),
   };
+  metrics.buildInfo.set({ version: options.version ?? 'unknown', nodejs: process.version }, 1);
+  return metrics;
 }

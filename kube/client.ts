@@ -66,14 +66,27 @@ function withQuery(path: string, query: Query | undefined): string {
   return text ? `${path}?${text}` : path;
 }
 
+export interface HttpKubeClientOptions {
+  /**
+   * Sent with every request, so the API server's audit log and metrics tell oscar's components
+   * apart: `oscar-agent/0.1.0 (linux/x64) node/v24.…` (cli/version.ts userAgent). Default "oscar".
+   */
+  userAgent?: string;
+}
+
 export class HttpKubeClient implements KubeHttp {
   private readonly server: URL;
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 32 });
+  private readonly userAgent: string;
 
-  constructor(private readonly kc: KubeConfig) {
+  constructor(
+    private readonly kc: KubeConfig,
+    options: HttpKubeClientOptions = {},
+  ) {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster');
     this.server = new URL(cluster.server);
+    this.userAgent = options.userAgent ?? 'oscar';
   }
 
   private async options(method: string, path: string, spec: RequestSpec): Promise<RequestOptions> {
@@ -81,7 +94,7 @@ export class HttpKubeClient implements KubeHttp {
     await this.kc.applyToHTTPSOptions(opts);
     const headers: Record<string, string> = {
       accept: spec.accept ?? CONTENT_JSON,
-      'user-agent': 'oscar-controller',
+      'user-agent': this.userAgent,
     };
     for (const [k, v] of Object.entries(opts.headers ?? {})) {
       if (typeof v === 'string') headers[k] = v;

@@ -191,7 +191,13 @@ describe('the agent kubeconfig over real TLS', () => {
         if (!(req.socket instanceof TLSSocket)) throw new Error('not TLS');
         const peer = req.socket.getPeerCertificate();
         res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify({ cn: peer.subject.CN, auth: req.headers.authorization ?? null }));
+        res.end(
+          JSON.stringify({
+            cn: peer.subject.CN,
+            auth: req.headers.authorization ?? null,
+            agent: req.headers['user-agent'] ?? null,
+          }),
+        );
       },
     );
     server = s;
@@ -207,11 +213,14 @@ describe('the agent kubeconfig over real TLS', () => {
         ),
       }),
     );
-    const http = kubeHttp(await loadKubeCredentials(path));
+    const ua = 'oscar-agent/0.1.0 (linux/x64) node/v24.22.3';
+    const http = kubeHttp(await loadKubeCredentials(path), { userAgent: ua });
     try {
       expect(await http.request('GET', '/api')).toEqual({
         cn: 'system:node:n1',
         auth: 'Bearer tok',
+        // each component says who it is: the API server's audit log tells them apart
+        agent: ua,
       });
     } finally {
       http.close();

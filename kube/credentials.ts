@@ -12,7 +12,7 @@ import type { RequestOptions } from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { HttpKubeClient } from './client.js';
+import { HttpKubeClient, type HttpKubeClientOptions } from './client.js';
 
 /** What kube/client.ts's HttpKubeClient uses of a KubeConfig. */
 export interface KubeCredentials {
@@ -281,6 +281,9 @@ export function asKubeConfig(credentials: KubeCredentials): KubeConfig {
 }
 
 /** One HTTP client on these credentials (each user of the API gets its own connection pool). */
-export function kubeHttp(credentials: KubeCredentials): HttpKubeClient {
-  return new HttpKubeClient(asKubeConfig(credentials));
+export function kubeHttp(
+  credentials: KubeCredentials,
+  options: HttpKubeClientOptions = {},
+): HttpKubeClient {
+  return new HttpKubeClient(asKubeConfig(credentials), options);
 }

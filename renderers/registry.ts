@@ -68,7 +68,7 @@ export interface RenderOptions {
 /** The renderer and format for a config, or the field errors that say why there is none. */
 export function selectRenderer(
   registry: RendererRegistry,
-  config: ResolvedConfig,
+  config: Pick<ResolvedConfig, 'type' | 'format'>,
   format?: Format,
 ): { renderer: Renderer; format: Format } | { errors: FieldError[] } {
   const renderer = registry.get(config.type);

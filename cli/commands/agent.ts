@@ -3,6 +3,10 @@ import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
 import { lockStateDir } from '../../agent/state.js';
+import { openLogger, parseLogFormat, parseLogLevel, type Logger } from '../../log/logger.js';
+import { readInput, STDIN, displayName } from '../input.js';
+import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../shutdown.js';
+import { userAgent, VERSION } from '../version.js';
 
 export interface AgentFlags {
   file?: string;
@@ -15,6 +19,9 @@ export interface AgentFlags {
   stateDir?: string;
   metricsAddr?: string;
   once?: boolean;
+  logFormat?: string;
+  logLevel?: string;
+  shutdownTimeout: string;
 }
 
 export function seconds(value: string, flag: string): number {
@@ -24,44 +31,94 @@ export function seconds(value: string, flag: string): number {
   return n;
 }
 
-/** `oscar agent` (flags in ./index.ts). */
+/** What the agent's process holds, released in this order when it stops. */
+export interface Running {
+  agent: Agent;
+  reporters: Reporter[];
+  /** The reporter's and the source's connections, the metrics server, the state-dir lock. */
+  closers: (() => unknown)[];
+}
+
+/**
+ * `oscar agent` (flags in ./index.ts). Its errors reach the caller (cli/main.ts prints them).
+ * On SIGTERM: stop following, let the apply in flight finish within --shutdown-timeout (less a
+ * reserve for the last report); an apply still running then is journaled and resumes on the next
+ * start. The process ends within the timeout whatever the API server does.
+ */
 export async function agentCommand(flags: AgentFlags): Promise<void> {
-  const log = (m: string): void => {
-    process.stderr.write(`${new Date().toISOString()} oscar-agent: ${m}\n`);
-  };
-  try {
-    await runAgent(flags, log);
-  } catch (error) {
-    log((error as Error).message);
-    process.exitCode = 1;
+  const format = parseLogFormat(flags.logFormat);
+  const level = parseLogLevel(flags.logLevel);
+  const log = await openLogger({
+    component: 'agent',
+    ...(format ? { format } : {}),
+    ...(level ? { level } : {}),
+  });
+  const shutdownMs = parseDuration(flags.shutdownTimeout, '--shutdown-timeout');
+  const holder: { running?: Running } = {};
+  // Installed before anything starts: a signal during the first fetch ends the process too.
+  onShutdownSignal(
+    async (_signal, deadline) => {
+      if (holder.running) await stopRunning(holder.running, deadline, log);
+    },
+    { log, timeoutMs: shutdownMs },
+  );
+  const running = await startAgent(flags, log);
+  holder.running = running;
+  const { agent, reporters } = running;
+  if (flags.once === true) {
+    await agent.idle();
+    const deadline = new Deadline(shutdownMs);
+    for (const r of reporters) await deadline.within(r.flush?.() ?? Promise.resolve());
+    await stopRunning(running, deadline, log);
+    const ok = agent.applied !== undefined && agent.lastError === undefined;
+    process.exit(ok ? 0 : 1);
   }
 }
 
-async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<void> {
+export async function stopRunning(
+  running: Running,
+  deadline: Deadline,
+  log: Logger,
+): Promise<void> {
+  const { agent, reporters, closers } = running;
+  const reserve = reserveFor(deadline.remainingMs());
+  if (!(await deadline.within(agent.stop(), reserve))) {
+    log.warn(
+      'an apply is still running at the shutdown deadline; its journal resumes it on the next start',
+    );
+  }
+  // the newest report, if the API server takes it within the reserve (an API server that is gone
+  // would take the whole budget); a restarted agent reports again anyway
+  const flushBy = new Deadline(Math.min(reserve, deadline.remainingMs()));
+  for (const r of reporters) await flushBy.within(r.flush?.() ?? Promise.resolve());
+  for (const close of closers) await deadline.within(Promise.resolve(close()));
+}
+
+async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
   const deps = depsFor({
     root: flags.root,
     ...(flags.stateDir ? { stateDir: flags.stateDir } : {}),
   });
   // Only what this mode needs is loaded: the file source (chokidar, YAML, the schema validator),
-  // the Secret source and reporter, or the metrics server (express, prom-client) — the agent
-  // lives on every node, and its memory is every node's.
+  // the Secret source and reporter, or the metrics server (prom-client) — the agent lives on
+  // every node, and its memory is every node's.
   const served =
     flags.metricsAddr !== undefined ? await import('../../agent/metrics.js') : undefined;
-  const metrics = served ? new served.AgentMetrics() : undefined;
+  const metrics = served ? new served.AgentMetrics(VERSION) : undefined;
   const reporters: Reporter[] = [logReporter(log)];
+  const closers: (() => unknown)[] = [];
   if (metrics) reporters.push(metrics.reporter());
   let source: Source;
   if (flags.file !== undefined) {
     if (flags.secret !== undefined) throw new Error('use either --file or --secret, not both');
-    const { FileSource } = await import('../../agent/source-file.js');
-    source = new FileSource(flags.file, { expand: expandForOs, watch: flags.once !== true });
+    source = flags.file === STDIN ? stdinSource() : await fileSource(flags);
   } else {
     if (flags.secret === undefined || flags.namespace === undefined) {
       throw new Error(
         'name the reconcile Secret with --namespace and --secret (or use --file for a local file)',
       );
     }
-    ({ source } = await secretWiring(flags, log, metrics, reporters));
+    source = await secretWiring(flags, log, metrics, reporters, closers);
   }
   const unlock = await lockStateDir(deps.stateDir);
   const agent = new Agent({ source, deps, reporters, log });
@@ -69,41 +126,51 @@ async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<vo
     served && metrics && flags.metricsAddr !== undefined
       ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
       : undefined;
-  try {
-    if (server) log(`serving /healthz and /metrics on http://${server.address}`);
-    log(`following ${source.description}; applying to ${deps.root} (state ${deps.stateDir})`);
-    await agent.start();
-    if (flags.once === true) {
-      await agent.idle();
-      for (const r of reporters) await r.flush?.();
-      const ok = agent.applied !== undefined && agent.lastError === undefined;
-      process.exitCode = ok ? 0 : 1;
-      return;
-    }
-    await new Promise<void>((done) => {
-      const stop = (): void => {
-        process.off('SIGINT', stop);
-        process.off('SIGTERM', stop);
-        done();
-      };
-      process.on('SIGINT', stop);
-      process.on('SIGTERM', stop);
-    });
-    log('stopping');
-  } finally {
-    await agent.stop();
-    for (const r of reporters) await r.flush?.();
-    await server?.close();
-    await unlock();
+  if (server) {
+    log.info({ url: `http://${server.address}` }, 'serving /healthz and /metrics');
+    closers.push(() => server.close());
   }
+  closers.push(unlock);
+  log.info(
+    { source: source.description, root: deps.root, stateDir: deps.stateDir },
+    'following the desired state',
+  );
+  await agent.start();
+  return { agent, reporters, closers };
+}
+
+async function fileSource(flags: AgentFlags): Promise<Source> {
+  const { FileSource } = await import('../../agent/source-file.js');
+  return new FileSource(flags.file ?? '', { expand: expandForOs, watch: flags.once !== true });
+}
+
+/**
+ * `--file -`: one desired state read from stdin (nothing to watch: it is applied and held). Its
+ * reader (YAML, the schema validator) is loaded only here: the Secret-mode agent never needs it.
+ */
+function stdinSource(): Source {
+  return {
+    description: 'stdin',
+    start: async (events) => {
+      try {
+        const text = await readInput(STDIN);
+        const { desiredFromText } = await import('../../agent/desired.js');
+        events.onDesired(await desiredFromText(text, displayName(STDIN), expandForOs));
+      } catch (error) {
+        events.onError(error as Error);
+      }
+    },
+    stop: () => Promise.resolve(),
+  };
 }
 
 async function secretWiring(
   flags: AgentFlags,
-  log: (m: string) => void,
+  log: Logger,
   metrics: AgentMetrics | undefined,
   reporters: Reporter[],
-): Promise<{ source: Source }> {
+  closers: (() => unknown)[],
+): Promise<Source> {
   const { namespace, secret } = flags;
   if (secret === undefined || namespace === undefined) throw new Error('unreachable');
   const node = flags.node ?? process.env.NODE_NAME;
@@ -115,8 +182,9 @@ async function secretWiring(
     import('../../agent/follow-secret.js'),
   ]);
   const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
-  log(
-    `credentials from ${credentials.origin}; metadata-only poll every ${String(pollIntervalMs / 1000)} s`,
+  log.info(
+    { credentials: credentials.origin, node, pollIntervalSeconds: pollIntervalMs / 1000 },
+    'connecting to the API server',
   );
   const kc = kube.asKubeConfig(credentials);
   const onRequest = metrics
@@ -130,9 +198,12 @@ async function secretWiring(
     node,
     pollIntervalMs,
     log,
-    http: kube.kubeHttp(credentials),
+    http: kube.kubeHttp(credentials, { userAgent: userAgent('agent') }),
     ...(onRequest ? { onRequest } : {}),
   });
   reporters.push(reporter);
-  return { source };
+  closers.push(() => {
+    reporter.stop();
+  });
+  return source;
 }

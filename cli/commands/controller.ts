@@ -1,17 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { runController } from '../../controller/main.js';
-import { createLogger } from '../../controller/logger.js';
+import { runController, type ControllerHandle } from '../../controller/main.js';
 import { registryPipeline } from '../../controller/osc/pipeline.js';
+import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
 import { loadRenderersConfigFile, registryWithWebhooks } from '../../renderers/webhook/config.js';
-
-function duration(value: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(value.trim());
-  if (!m?.[1]) throw new Error(`"${value}" is not a duration; write e.g. 15s, 500ms or 1m`);
-  const n = Number(m[1]);
-  const unit = m[2] ?? 's';
-  return unit === 'ms' ? n : unit === 'm' ? n * 60_000 : n * 1000;
-}
+import { onShutdownSignal, parseDuration } from '../shutdown.js';
+import { userAgent, VERSION } from '../version.js';
 
 export interface ControllerOptions {
   kubeconfig?: string;
@@ -22,8 +16,10 @@ export interface ControllerOptions {
   leaseName: string;
   leaseDuration: string;
   concurrency: string;
-  logLevel: string;
+  logLevel?: string;
+  logFormat?: string;
   renderersConfig?: string;
+  shutdownTimeout: string;
   bootstrap: boolean;
   oscFinalizer: boolean;
   oscRenderedEvents: boolean;
@@ -35,53 +31,76 @@ export interface ControllerOptions {
   bootstrapTokenTtl: string;
 }
 
-/** `oscar controller` (flags in ./index.ts). */
+/** `oscar controller` (flags in ./index.ts). Its errors reach the caller (cli/main.ts prints them). */
 export async function controllerCommand(program: Command, opts: ControllerOptions): Promise<void> {
-  const log = createLogger({ level: opts.logLevel });
+  const fail = (message: string): never => program.error(`oscar controller: ${message}`);
+  let format, level;
+  try {
+    format = parseLogFormat(opts.logFormat);
+    level = parseLogLevel(opts.logLevel);
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  const log = await openLogger({
+    component: 'controller',
+    ...(format ? { format } : {}),
+    ...(level ? { level } : {}),
+  });
   const namespaces = (opts.namespace ?? []).flatMap((n) => n.split(',')).filter(Boolean);
   const concurrency = Number(opts.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1) {
-    program.error('oscar controller: --concurrency must be a positive integer');
+    fail('--concurrency must be a positive integer');
   }
-  let leaseDurationMs: number;
+  let leaseDurationMs = 0;
+  let shutdownTimeoutMs = 0;
   try {
-    leaseDurationMs = duration(opts.leaseDuration);
+    leaseDurationMs = parseDuration(opts.leaseDuration, '--lease-duration');
+    shutdownTimeoutMs = parseDuration(opts.shutdownTimeout, '--shutdown-timeout');
   } catch (error) {
-    program.error(`oscar controller: --lease-duration: ${(error as Error).message}`);
+    fail((error as Error).message);
   }
-  let tokenTtlMs: number;
+  let tokenTtlMs = 0;
   try {
-    tokenTtlMs = duration(opts.bootstrapTokenTtl);
+    tokenTtlMs = parseDuration(opts.bootstrapTokenTtl, '--bootstrap-token-ttl');
   } catch (error) {
-    program.error(`oscar controller: --bootstrap-token-ttl: ${(error as Error).message}`);
+    fail((error as Error).message);
   }
   if (opts.agentSha256 !== undefined && !/^[0-9a-f]{64}$/.test(opts.agentSha256)) {
-    program.error('oscar controller: --agent-sha256 must be 64 lowercase hex digits');
+    fail('--agent-sha256 must be 64 lowercase hex digits');
   }
   if (opts.agentUrl !== undefined && !/^https?:\/\/[^\s'"`$\\]+$/.test(opts.agentUrl)) {
-    program.error('oscar controller: --agent-url must be an http:// or https:// URL');
+    fail('--agent-url must be an http:// or https:// URL');
   }
   let caPem: string | undefined;
   if (opts.bootstrapCaFile !== undefined) {
     try {
       caPem = await readFile(opts.bootstrapCaFile, 'utf8');
     } catch (error) {
-      program.error(`oscar controller: --bootstrap-ca-file: ${(error as Error).message}`);
+      fail(`--bootstrap-ca-file: ${(error as Error).message}`);
     }
   }
+  const agentString = userAgent('controller');
   // external renderers: refuse to start on a bad file, naming the field
   let pipeline;
   let registry;
   if (opts.renderersConfig !== undefined) {
     try {
       const entries = await loadRenderersConfigFile(opts.renderersConfig);
-      registry = registryWithWebhooks(entries).registry;
+      registry = registryWithWebhooks(entries, undefined, { userAgent: agentString }).registry;
       pipeline = registryPipeline(registry);
       log.info({ types: entries.map((e) => e.type) }, 'external renderers configured');
     } catch (error) {
-      program.error(`oscar controller: --renderers-config: ${(error as Error).message}`);
+      fail(`--renderers-config: ${(error as Error).message}`);
     }
   }
+  const started: { handle?: ControllerHandle } = {};
+  // Installed before the controller starts: a signal while it connects ends the process too.
+  onShutdownSignal(
+    async (_signal, deadline) => {
+      await started.handle?.stop(deadline.remainingMs());
+    },
+    { log, timeoutMs: shutdownTimeoutMs },
+  );
   const handle = await runController({
     ...(pipeline ? { pipeline } : {}),
     ...(registry ? { registry } : {}),
@@ -105,17 +124,11 @@ export async function controllerCommand(program: Command, opts: ControllerOption
     leaseDurationMs,
     concurrency,
     log,
+    userAgent: agentString,
+    shutdownTimeoutMs,
+    version: VERSION,
   });
-  const shutdown = (signal: string): void => {
-    log.info({ signal }, 'signal received');
-    void handle.stop().then(() => process.exit(0));
-  };
-  process.once('SIGTERM', () => {
-    shutdown('SIGTERM');
-  });
-  process.once('SIGINT', () => {
-    shutdown('SIGINT');
-  });
+  started.handle = handle;
   const why = await handle.done;
   if (why === 'lost-lease') process.exit(1);
 }

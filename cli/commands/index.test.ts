@@ -49,7 +49,44 @@ describe('the command table', () => {
       /--no-bootstrap[\s\S]*--agent-url <url>[\s\S]*--agent-sha256 <hex>[\s\S]*--bootstrap-token-ttl <duration>/,
     );
     expect(helpOf('render')).toMatch(/--values <key=value\.\.\.>[\s\S]*--machine <name>/);
-    expect(helpOf('user-data')).toMatch(/--namespace <ns>[\s\S]*--output <file>/);
+    expect(helpOf('user-data')).toMatch(/--namespace <ns>[\s\S]*--out <file>/);
+  });
+
+  it('shows examples in the help of every command', () => {
+    const program = buildProgram();
+    const leaves = program.commands.flatMap((c) => (c.commands.length > 0 ? c.commands : [c]));
+    expect(leaves.length).toBeGreaterThanOrEqual(9);
+    for (const command of leaves) {
+      const help = (() => {
+        let text = '';
+        command.configureOutput({ writeOut: (s) => (text += s) });
+        command.outputHelp();
+        return text;
+      })();
+      expect(help, command.name()).toMatch(/\nExamples:\n {2}oscar /);
+    }
+  });
+
+  it('says the kubeconfig search order the code uses, and the real --concurrency default', () => {
+    const flat = (text: string): string => text.replace(/\s+/g, ' ');
+    for (const command of ['controller', 'agent']) {
+      expect(flat(helpOf(command))).toContain(
+        'default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount',
+      );
+    }
+    expect(flat(helpOf('controller'))).toMatch(/--concurrency <n> .* \(default: "16"\)/);
+  });
+
+  it('render -o takes a form, and an old `-o FILE` is told to use --out', async () => {
+    let err = '';
+    const program = buildProgram().exitOverride();
+    program.configureOutput({ writeErr: (s) => (err += s) });
+    for (const c of program.commands)
+      c.exitOverride().configureOutput({ writeErr: (s) => (err += s) });
+    await expect(
+      program.parseAsync(['node', 'oscar', 'render', '-f', 'x.yaml', '-o', 'user-data']),
+    ).rejects.toThrow();
+    expect(err).toContain('to write the user data to "user-data" use --out user-data');
   });
 
   it('runs a command through its lazily loaded implementation', async () => {

@@ -1,252 +1,399 @@
 /**
- * The command table: every subcommand's name, description, arguments and options — all that
- * `oscar --help` and `oscar X --help` need — and nothing heavier than commander. A command's
+ * The command table: every subcommand's name, description, arguments, options and examples — all
+ * that `oscar --help` and `oscar X --help` need — and nothing heavier than commander. A command's
  * implementation (./X.js, with the controller, the renderers, express, the Kubernetes client …)
  * is imported only when that command runs, so `oscar agent` on a node does not carry the
  * controller in memory and help answers at once. Only type imports from the implementations here.
  * Add a new command here and put its work in its own module.
+ *
+ * Conventions every command follows (docs/cli.md): `-f -` reads stdin; `-o json|yaml` prints the
+ * result as data; errors name `file:line` and the field; exit 0 on success, 1 on any error
+ * (`oscar plan --detailed-exitcode`: 2 when there are changes); no stack trace unless --debug.
+ * The long-running commands (controller, agent, renderer serve, up) share --log-format,
+ * --log-level and --shutdown-timeout.
  */
-import type { Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { tuneHeapForLongRunning } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
 import type { PlaceholderFlags } from './placeholders.js';
+import type { PlanOptions } from './plan.js';
 import type { RenderCommandOptions } from './render.js';
 import type { ServeOptions } from './renderer.js';
 import type { UpFlags } from './up.js';
 import type { UserDataOptions } from './user-data.js';
+import type { ValidateOptions } from './validate.js';
 
 /** The formats of api/schema.ts FORMATS, spelled out so help does not load the schema. */
 export const FORMATS_HELP = 'cloud-config, ignition, script';
 /** renderers/webhook/server.ts RENDER_PATH, spelled out so help does not load express. */
 export const RENDER_PATH_HELP = '/render';
+/** How long SIGTERM may take before the process ends anyway (cli/shutdown.ts). */
+export const DEFAULT_SHUTDOWN_TIMEOUT = '15s';
+
+/** The examples block of a command's help. */
+function examples(command: Command, lines: string[]): Command {
+  return command.addHelpText('after', `\nExamples:\n${lines.map((l) => `  ${l}`).join('\n')}\n`);
+}
+
+function outputOption(what: string): Option {
+  return new Option('-o, --output <format>', `print ${what} as data`).choices(['json', 'yaml']);
+}
+
+/** The flags of every long-running command: how it logs and how long it may take to stop. */
+function longRunning(command: Command): Command {
+  return command
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'json, or text for a person (default: json in a pod and when stderr is not a terminal, else text)',
+      ).choices(['json', 'text']),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'how much to log (default: $OSCAR_LOG_LEVEL, else info)')
+        .choices(['trace', 'debug', 'info', 'warn', 'error', 'silent'])
+        .default(undefined),
+    )
+    .option(
+      '--shutdown-timeout <duration>',
+      'longest time from SIGTERM to exit: work in flight finishes or is cut off (the agent journals it)',
+      DEFAULT_SHUTDOWN_TIMEOUT,
+    );
+}
 
 export function registerCommands(program: Command): void {
-  program
-    .command('validate')
-    .description(
-      'validate OperatingSystemConfig YAML files (multi-document); exit 1 on any problem',
-    )
-    .option('-f, --file <file...>', 'files to validate')
-    .option(
-      '--values <key=value...>',
-      'substitute {{ values.KEY }} placeholders of a provision OSC (repeatable or comma-separated)',
-    )
-    .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
-    .option('--cluster <name>', 'substitute {{ cluster.name }}')
-    .option('--api-server <url>', 'substitute {{ apiServer.url }}')
-    .argument('[files...]', 'more files to validate')
-    .action(async (args: string[], opts: { file?: string[] } & PlaceholderFlags) => {
-      await (await import('./validate.js')).validateCommand(program, args, opts);
-    });
+  examples(
+    program
+      .command('validate')
+      .description(
+        'check OperatingSystemConfig files as the controller would: schema, deep checks, spec.type and format, a dry render; exit 1 on any problem',
+      )
+      .option('-f, --file <file...>', 'files to validate ("-" reads stdin)')
+      .argument('[files...]', 'more files to validate')
+      .option('--strict', 'fail on warnings too (a provision payload above 16 KiB, …)')
+      .addOption(outputOption('the results'))
+      .option(
+        '--renderers-config <path>',
+        "the controller's external renderers file: their types are valid spec.type values",
+      )
+      .option(
+        '--ref-dir <dir>',
+        'data of referenced objects (DIR/secrets/<name>/<key>, DIR/configmaps/<name>/<key>), to dry-render OSCs that reference them',
+      )
+      .option(
+        '--values <key=value...>',
+        'substitute {{ values.KEY }} placeholders of a provision OSC (repeatable or comma-separated)',
+      )
+      .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
+      .option('--cluster <name>', 'substitute {{ cluster.name }}')
+      .option('--api-server <url>', 'substitute {{ apiServer.url }}')
+      .action(async (args: string[], opts: ValidateOptions) => {
+        await (await import('./validate.js')).validateCommand(program, args, opts);
+      }),
+    [
+      'oscar validate -f worker.yaml',
+      'oscar validate examples/*.yaml --strict',
+      'kubectl get osc worker -o yaml | oscar validate -f -',
+      'oscar validate -f all.yaml -o json          # results as data',
+      'oscar validate -f osc.yaml --renderers-config renderers.yaml   # accept external types',
+      'oscar validate -f provision.yaml --machine m1 --values region=eu-1   # placeholders substituted',
+    ],
+  );
 
-  program
-    .command('render')
-    .description(
-      'render an OperatingSystemConfig into user data (cloud-config, Ignition or a shell script); exit 1 on invalid input',
-    )
-    .requiredOption('-f, --file <file>', 'the OperatingSystemConfig YAML file')
-    .option('--format <format>', `output format, overriding spec.format (${FORMATS_HELP})`)
-    .option('-o, --output <file>', 'write the user data to this file (mode 0600) instead of stdout')
-    .option('--gzip', 'gzip the whole payload (cloud-config only)')
-    .option(
-      '--explain',
-      'print a table of what each file, unit and package became (the user data then goes only to -o)',
-    )
-    .option(
-      '--ref-dir <dir>',
-      'data of referenced objects: DIR/secrets/<name>/<key> and DIR/configmaps/<name>/<key>',
-    )
-    .option(
-      '--values <key=value...>',
-      'substitute {{ values.KEY }} placeholders of a provision OSC (repeatable or comma-separated)',
-    )
-    .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
-    .option('--cluster <name>', 'substitute {{ cluster.name }}')
-    .option('--api-server <url>', 'substitute {{ apiServer.url }}')
-    .action(async (opts: RenderCommandOptions & PlaceholderFlags) => {
-      await (await import('./render.js')).renderCommand(opts);
-    });
+  examples(
+    program
+      .command('render')
+      .description(
+        'render an OperatingSystemConfig into user data (cloud-config, Ignition or a shell script); exit 1 on invalid input',
+      )
+      .requiredOption('-f, --file <file>', 'the OperatingSystemConfig YAML file ("-" reads stdin)')
+      .option('--format <format>', `output format, overriding spec.format (${FORMATS_HELP})`)
+      .option('--out <file>', 'write the user data to this file (mode 0600) instead of stdout')
+      .option('--gzip', 'gzip the whole payload (cloud-config only)')
+      .option(
+        '--explain',
+        'print what each file, unit and package became (the user data then goes only to --out)',
+      )
+      .addOption(
+        new Option('-o, --output <format>', 'print --explain as data (json, yaml)').argParser(
+          (value: string) => {
+            if (value === 'json' || value === 'yaml') return value;
+            // before -o meant the output format everywhere, `render -o FILE` wrote the user data
+            throw new InvalidArgumentError(
+              `-o is the form of --explain (json or yaml); to write the user data to "${value}" use --out ${value}`,
+            );
+          },
+        ),
+      )
+      .option(
+        '--ref-dir <dir>',
+        'data of referenced objects: DIR/secrets/<name>/<key> and DIR/configmaps/<name>/<key>',
+      )
+      .option(
+        '--values <key=value...>',
+        'substitute {{ values.KEY }} placeholders of a provision OSC (repeatable or comma-separated)',
+      )
+      .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
+      .option('--cluster <name>', 'substitute {{ cluster.name }}')
+      .option('--api-server <url>', 'substitute {{ apiServer.url }}')
+      .action(async (opts: RenderCommandOptions & PlaceholderFlags) => {
+        await (await import('./render.js')).renderCommand(opts);
+      }),
+    [
+      'oscar render -f examples/ubuntu-provision.yaml > user-data',
+      'oscar render -f examples/flatcar.yaml --out config.ign',
+      'oscar render -f worker.yaml --format script --ref-dir ./refs',
+      'oscar render -f worker.yaml --explain -o yaml',
+      'oscar render -f provision.yaml --machine m1 --cluster c1 --values region=eu-1',
+    ],
+  );
 
   const renderer = program
     .command('renderer')
     .description(
       'external renderers: serve a built-in renderer over the oscar.dev/render/v1 protocol',
     );
-  renderer
-    .command('serve')
-    .description(`serve built-in renderers over HTTP(S): POST ${RENDER_PATH_HELP}, GET /healthz`)
-    .requiredOption(
-      '--type <type...>',
-      'spec.type(s) to serve (repeatable or comma-separated), such as ubuntu or flatcar',
-    )
-    .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':8443')
-    .option('--tls-cert <path>', 'PEM certificate: serve HTTPS (with --tls-key)')
-    .option('--tls-key <path>', 'PEM private key of --tls-cert')
-    .option('--quiet', 'no per-request log lines', false)
-    .action(async (opts: ServeOptions) => {
+  examples(
+    longRunning(
+      renderer
+        .command('serve')
+        .description(
+          `serve built-in renderers over HTTP(S): POST ${RENDER_PATH_HELP}, GET /healthz`,
+        )
+        .requiredOption(
+          '--type <type...>',
+          'spec.type(s) to serve (repeatable or comma-separated), such as ubuntu or flatcar',
+        )
+        .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':8443')
+        .option('--tls-cert <path>', 'PEM certificate: serve HTTPS (with --tls-key)')
+        .option('--tls-key <path>', 'PEM private key of --tls-cert')
+        .option('--quiet', 'no per-request log lines', false),
+    ).action(async (opts: ServeOptions) => {
       await (await import('./renderer.js')).serveCommand(program, opts);
-    });
+    }),
+    [
+      'oscar renderer serve --type ubuntu,debian --listen 127.0.0.1:8443',
+      'oscar renderer serve --type flatcar --tls-cert tls.crt --tls-key tls.key',
+    ],
+  );
 
-  program
-    .command('user-data')
-    .description(
-      "print a machine's user data from its OscarConfig (the Secret in status.dataSecretName)",
-    )
-    .argument('<name>', 'the OscarConfig')
-    .option('-n, --namespace <ns>', 'its namespace', 'default')
-    .option(
-      '--kubeconfig <path>',
-      'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
-    )
-    .option('-o, --output <file>', 'write it to this file (mode 0600) instead of stdout')
-    .action(async (name: string, opts: UserDataOptions) => {
-      await (await import('./user-data.js')).userDataCommand(program, name, opts);
-    });
+  examples(
+    program
+      .command('user-data')
+      .description(
+        "print a machine's user data from its OscarConfig (the Secret in status.dataSecretName)",
+      )
+      .argument('<name>', 'the OscarConfig')
+      .option('-n, --namespace <ns>', 'its namespace', 'default')
+      .option(
+        '--kubeconfig <path>',
+        'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
+      )
+      .option('--out <file>', 'write it to this file (mode 0600) instead of stdout')
+      .action(async (name: string, opts: UserDataOptions) => {
+        await (await import('./user-data.js')).userDataCommand(program, name, opts);
+      }),
+    [
+      'oscar user-data worker-1 -n machines > user-data',
+      'oscar user-data worker-1 --out worker-1.ud',
+    ],
+  );
 
-  program
-    .command('crd')
-    .description("print oscar's CustomResourceDefinitions (kubectl apply -f -)")
-    .action(async () => {
-      (await import('./crd.js')).crdCommand();
-    });
+  examples(
+    program
+      .command('crd')
+      .description("print oscar's CustomResourceDefinitions (kubectl apply -f -)")
+      .action(async () => {
+        (await import('./crd.js')).crdCommand();
+      }),
+    ['oscar crd | kubectl apply -f -'],
+  );
 
-  program
-    .command('controller')
-    .description(
-      'run the controller: render every OperatingSystemConfig into its Secret and keep status honest',
-    )
-    .option(
-      '--kubeconfig <path>',
-      'kubeconfig to use (default: in-cluster, $KUBECONFIG, ~/.kube/config)',
-    )
-    .option(
-      '-n, --namespace <ns...>',
-      'namespaces to watch (repeatable or comma-separated); default: all namespaces',
-    )
-    .option(
-      '--metrics-addr <addr>',
-      'host:port for /metrics, /healthz, /readyz ("0" disables)',
-      ':8080',
-    )
-    .option('--leader-elect', 'elect a leader on a Lease so only one replica reconciles', false)
-    .option(
-      '--lease-namespace <ns>',
-      'namespace of the Lease (default $POD_NAMESPACE or the first watched namespace)',
-    )
-    .option('--lease-name <name>', 'name of the Lease', 'oscar-controller')
-    .option(
-      '--lease-duration <duration>',
-      'how long a Lease lasts without renewal (e.g. 15s)',
-      '15s',
-    )
-    .option(
-      '--concurrency <n>',
-      'reconciles in parallel (mostly waiting on API round trips, so more than the CPUs)',
-      '16',
-    )
-    .option('--log-level <level>', 'trace, debug, info, warn, error', 'info')
-    // external renderers (renderers/webhook): type → URL, from a file or a mounted ConfigMap
-    .option(
-      '--renderers-config <path>',
-      'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
-    )
-    .option(
-      '--no-osc-finalizer',
-      'no cleanup finalizer on OSCs: their Secrets go with the garbage collector (owner references), one write less per new OSC',
-    )
-    .option('--no-osc-rendered-events', 'no Normal Event per Secret written (Warnings stay)')
-    // per-machine bootstrap (OscarConfigs, docs/bootstrap.md)
-    .option('--no-bootstrap', 'do not reconcile OscarConfigs (per-machine bootstrap)')
-    .option(
-      '--bootstrap-api-server <url>',
-      "the API server URL machines use (default: the controller's kubeconfig server)",
-    )
-    .option(
-      '--bootstrap-ca-file <path>',
-      "PEM CA machines verify the API server with (default: the controller's kubeconfig CA)",
-    )
-    .option('--agent-url <url>', 'where machines download the oscar agent (http or https)')
-    .option('--agent-sha256 <hex>', "the agent's sha256, checked before it is installed")
-    .option(
-      '--cluster-name <name>',
-      '{{ cluster.name }} for machines without a Cluster API Cluster',
-    )
-    .option(
-      '--bootstrap-token-ttl <duration>',
-      "a bootstrap token's lifetime; refreshed at half of it until the machine joins",
-      '20m',
-    )
-    .action(async (opts: ControllerOptions) => {
+  examples(
+    longRunning(
+      program
+        .command('controller')
+        .description(
+          'run the controller: render every OperatingSystemConfig into its Secret and keep status honest',
+        )
+        .option(
+          '--kubeconfig <path>',
+          'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
+        )
+        .option(
+          '-n, --namespace <ns...>',
+          'namespaces to watch (repeatable or comma-separated); default: all namespaces',
+        )
+        .option(
+          '--metrics-addr <addr>',
+          'host:port for /metrics, /healthz, /readyz ("0" disables)',
+          ':8080',
+        )
+        .option('--leader-elect', 'elect a leader on a Lease so only one replica reconciles', false)
+        .option(
+          '--lease-namespace <ns>',
+          'namespace of the Lease (default $POD_NAMESPACE or the first watched namespace)',
+        )
+        .option('--lease-name <name>', 'name of the Lease', 'oscar-controller')
+        .option(
+          '--lease-duration <duration>',
+          'how long a Lease lasts without renewal (e.g. 15s)',
+          '15s',
+        )
+        .option(
+          '--concurrency <n>',
+          'reconciles in parallel (mostly waiting on API round trips, so more than the CPUs)',
+          '16',
+        )
+        // external renderers (renderers/webhook): type → URL, from a file or a mounted ConfigMap
+        .option(
+          '--renderers-config <path>',
+          'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
+        )
+        .option(
+          '--no-osc-finalizer',
+          'no cleanup finalizer on OSCs: their Secrets go with the garbage collector (owner references), one write less per new OSC',
+        )
+        .option('--no-osc-rendered-events', 'no Normal Event per Secret written (Warnings stay)')
+        // per-machine bootstrap (OscarConfigs, docs/bootstrap.md)
+        .option('--no-bootstrap', 'do not reconcile OscarConfigs (per-machine bootstrap)')
+        .option(
+          '--bootstrap-api-server <url>',
+          "the API server URL machines use (default: the controller's kubeconfig server)",
+        )
+        .option(
+          '--bootstrap-ca-file <path>',
+          "PEM CA machines verify the API server with (default: the controller's kubeconfig CA)",
+        )
+        .option('--agent-url <url>', 'where machines download the oscar agent (http or https)')
+        .option('--agent-sha256 <hex>', "the agent's sha256, checked before it is installed")
+        .option(
+          '--cluster-name <name>',
+          '{{ cluster.name }} for machines without a Cluster API Cluster',
+        )
+        .option(
+          '--bootstrap-token-ttl <duration>',
+          "a bootstrap token's lifetime; refreshed at half of it until the machine joins",
+          '20m',
+        ),
+    ).action(async (opts: ControllerOptions) => {
       tuneHeapForLongRunning(); // before the controller's modules load
       await (await import('./controller.js')).controllerCommand(program, opts);
-    });
+    }),
+    [
+      'oscar controller --kubeconfig ~/.kube/config -n team-a,team-b',
+      'oscar controller --leader-elect --log-format json      # as the Deployment runs it',
+      'oscar controller --renderers-config /etc/oscar/renderers.yaml',
+    ],
+  );
 
-  program
-    .command('agent')
-    .description(
-      'run the node agent: follow the reconcile Secret (or a local file) and apply it in place; report per node',
-    )
-    .option('--file <file>', 'follow a local file (OSC YAML or canonical JSON) instead of a Secret')
-    .option(
-      '--kubeconfig <path>',
-      'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
-    )
-    .option('--namespace <ns>', 'namespace of the reconcile Secret')
-    .option('--secret <name>', 'name of the reconcile Secret to follow')
-    .option(
-      '--node <name>',
-      "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
-    )
-    .option(
-      '--poll-interval <seconds>',
-      'metadata-only poll of the Secret, the safety net under the watch',
-      '120',
-    )
-    .option(
-      '--root <dir>',
-      'root to apply into: "/" is this machine; a directory is local mode',
-      '/',
-    )
-    .option('--state-dir <dir>', 'state directory (default /var/lib/oscar under the root)')
-    .option('--metrics-addr <host:port>', 'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)')
-    .option('--once', 'apply the current desired state once and exit (exit 1 on failure)')
-    .action(async (flags: AgentFlags) => {
+  examples(
+    longRunning(
+      program
+        .command('agent')
+        .description(
+          'run the node agent: follow the reconcile Secret (or a local file) and apply it in place; report per node',
+        )
+        .option(
+          '--file <file>',
+          'follow a local file (OSC YAML or canonical JSON) instead of a Secret ("-": read stdin once)',
+        )
+        .option(
+          '--kubeconfig <path>',
+          'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
+        )
+        .option('--namespace <ns>', 'namespace of the reconcile Secret')
+        .option('--secret <name>', 'name of the reconcile Secret to follow')
+        .option(
+          '--node <name>',
+          "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
+        )
+        .option(
+          '--poll-interval <seconds>',
+          'metadata-only poll of the Secret, the safety net under the watch',
+          '120',
+        )
+        .option(
+          '--root <dir>',
+          'root to apply into: "/" is this machine; a directory is local mode',
+          '/',
+        )
+        .option('--state-dir <dir>', 'state directory (default /var/lib/oscar under the root)')
+        .option(
+          '--metrics-addr <host:port>',
+          'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)',
+        )
+        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)'),
+    ).action(async (flags: AgentFlags) => {
       tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
       await (await import('./agent.js')).agentCommand(flags);
-    });
+    }),
+    [
+      'oscar agent --namespace kube-system --secret oscar-worker-reconcile --node "$(hostname)"',
+      'oscar agent --file osc.yaml --root /tmp/node           # local mode, no cluster',
+      'cat osc.yaml | oscar agent --file - --once --root /tmp/node',
+    ],
+  );
 
-  program
-    .command('plan')
-    .description(
-      'dry run of the agent: what applying a config (OSC YAML or canonical JSON) to a root would do, with reasons',
-    )
-    .requiredOption(
-      '-f, --file <file>',
-      'the desired config: OperatingSystemConfig YAML or canonical JSON',
-    )
-    .option('--root <dir>', 'root to compare against ("/" is this machine)', '/')
-    .option('--state-dir <dir>', 'agent state directory (default /var/lib/oscar under the root)')
-    .action(async (opts: { file: string; root: string; stateDir?: string }) => {
-      await (await import('./plan.js')).planCommand(opts);
-    });
+  examples(
+    program
+      .command('plan')
+      .description(
+        'dry run of the agent: what applying a config (OSC YAML or canonical JSON) to a root would do, with reasons and diffs',
+      )
+      .requiredOption(
+        '-f, --file <file>',
+        'the desired config: OperatingSystemConfig YAML or canonical JSON ("-" reads stdin)',
+      )
+      .option('--root <dir>', 'root to compare against ("/" is this machine)', '/')
+      .option('--state-dir <dir>', 'agent state directory (default /var/lib/oscar under the root)')
+      .addOption(outputOption('the plan'))
+      .option(
+        '--detailed-exitcode',
+        'exit 0 when there is nothing to do, 2 when there are changes, 1 on an error',
+      )
+      .option('--no-diff', 'no unified diffs of the files that would change')
+      .option(
+        '--diff-private',
+        'also diff files that are not world-readable (their content may be a credential)',
+      )
+      .action(async (opts: PlanOptions) => {
+        await (await import('./plan.js')).planCommand(opts);
+      }),
+    [
+      'oscar plan -f examples/generic.yaml --root .oscar/root/generic-edge',
+      'oscar plan -f osc.yaml --detailed-exitcode; echo $?   # 0 nothing to do, 2 changes, 1 error',
+      'kubectl get secret oscar-worker-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
+      'oscar plan -f osc.yaml -o json',
+    ],
+  );
 
-  program
-    .command('up')
-    .description(
-      'watch a folder of OperatingSystemConfigs (default examples/) and apply each to a sandbox root under .oscar/root/<name>/, printing the plan on every save',
-    )
-    .argument('[dir]', 'folder of OSC YAML files', 'examples')
-    .option('--out <dir>', 'where the sandbox roots go', '.oscar')
-    .option('--once', 'apply everything once and exit (exit 1 if anything failed)')
-    .action(async (dir: string, flags: UpFlags) => {
+  examples(
+    longRunning(
+      program
+        .command('up')
+        .description(
+          'watch a folder of OperatingSystemConfigs (default examples/) and apply each to a sandbox root under .oscar/root/<name>/, printing the plan on every save',
+        )
+        .argument('[dir]', 'folder of OSC YAML files', 'examples')
+        .option('--out <dir>', 'where the sandbox roots go', '.oscar')
+        .option('--once', 'apply everything once and exit (exit 1 if anything failed)'),
+    ).action(async (dir: string, flags: UpFlags) => {
       await (await import('./up.js')).upCommand(dir, flags);
-    });
+    }),
+    [
+      'oscar up                       # examples/ → .oscar/root/<name>/',
+      'oscar up my-oscs/ --once',
+    ],
+  );
 
-  program
-    .command('version')
-    .description('print the oscar version and the API version it serves')
-    .action(async () => {
-      (await import('./version.js')).versionCommand();
-    });
+  examples(
+    program
+      .command('version')
+      .description('print the oscar version and the API version it serves')
+      .action(async () => {
+        (await import('./version.js')).versionCommand();
+      }),
+    ['oscar version'],
+  );
 }

@@ -1,6 +1,7 @@
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decode } from '../../renderers/decode.js';
 import { goldenDir, repoRoot } from '../../renderers/testdata/golden.js';
@@ -15,12 +16,16 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function cli(opts: RenderOptions): Promise<{ code: number; out: Buffer; err: string }> {
+async function cli(
+  opts: RenderOptions,
+  stdin?: string,
+): Promise<{ code: number; out: Buffer; err: string }> {
   const out: Buffer[] = [];
   const err: string[] = [];
   const code = await runRender(opts, {
     stdout: (d) => out.push(Buffer.from(d)),
     stderr: (l) => err.push(l),
+    ...(stdin === undefined ? {} : { stdin: Readable.from([stdin]) }),
   });
   return { code, out: Buffer.concat(out), err: err.join('\n') };
 }
@@ -54,7 +59,8 @@ describe('oscar render', () => {
     const r = await cli({ file });
     expect(r.code).toBe(1);
     expect(r.out.length).toBe(0);
-    expect(r.err).toContain(`${file}: spec.files[0].permissions: must be a quoted octal string`);
+    // the line of the field itself, the form editors jump to
+    expect(r.err).toContain(`${file}:11: spec.files[0].permissions: must be a quoted octal string`);
   });
 
   it('refuses an unknown format, a format the type lacks, and several documents', async () => {
@@ -71,7 +77,7 @@ describe('oscar render', () => {
       two,
       `${osc('  type: ubuntu\n  purpose: provision\n')}---\n${osc('  type: ubuntu\n  purpose: provision\n')}`,
     );
-    expect((await cli({ file: two })).err).toMatch(/has 2 documents/);
+    expect((await cli({ file: two })).err).toMatch(/has 2 OperatingSystemConfigs/);
   });
 
   it('resolves secretRef and configMapRef from --ref-dir, and says how when it is missing', async () => {
@@ -109,12 +115,12 @@ describe('oscar render', () => {
     expect(noKey.err).toContain('spec.files[0].content.secretRef');
   });
 
-  it('--explain prints what each file and unit became; -o writes the user data with mode 0600', async () => {
+  it('--explain prints what each file and unit became; --out writes the user data with mode 0600', async () => {
     const out = join(dir, 'user-data');
     const r = await cli({
       file: join(repoRoot, 'examples', 'ubuntu-kubeadm-reconcile.yaml'),
       explain: true,
-      output: out,
+      out,
     });
     expect(r.code).toBe(0);
     const table = r.out.toString();
@@ -171,5 +177,38 @@ describe('oscar render', () => {
     const asWritten = await cli({ file });
     expect(asWritten.code).toBe(0);
     expect(asWritten.out.toString()).toContain('{{ machine.name }}');
+  });
+
+  it('reads -f - from stdin; skips a Secret beside the OSC with a note', async () => {
+    const text = `apiVersion: v1\nkind: Secret\nmetadata: {name: join}\n---\n${await readFile(join(repoRoot, 'examples', 'ubuntu-provision.yaml'), 'utf8')}---\n`;
+    const r = await cli({ file: '-' }, text);
+    expect(r.code).toBe(0);
+    expect(r.err).toContain(
+      '<stdin>:1: note: skipping document 1 (v1 Secret "join"): not an OperatingSystemConfig',
+    );
+    expect(
+      r.out.equals(await readFile(join(goldenDir, 'ubuntu-provision.cloud-config.yaml'))),
+    ).toBe(true);
+  });
+
+  it('--explain -o json|yaml gives the rows as data; -o without --explain is refused', async () => {
+    const file = join(repoRoot, 'examples', 'ubuntu-kubeadm-reconcile.yaml');
+    const r = await cli({ file, explain: true, output: 'json' });
+    expect(r.code).toBe(0);
+    const data = JSON.parse(r.out.toString()) as {
+      format: string;
+      items: { kind: string; name: string; origin: string; became: string }[];
+    };
+    expect(data.format).toBe('cloud-config');
+    expect(data.items).toContainEqual(
+      expect.objectContaining({ kind: 'unit', name: 'kubelet.service', origin: 'declared' }),
+    );
+    const yaml = await cli({ file, explain: true, output: 'yaml' });
+    expect(yaml.out.toString()).toMatch(/^items:$/m);
+    const bare = await cli({ file, output: 'json' });
+    expect(bare.code).toBe(1);
+    expect(bare.err).toContain('-o json|yaml formats --explain');
+    const legacy = await cli({ file, output: 'user-data' });
+    expect(legacy.err).toContain('write the user data to a file with --out user-data');
   });
 });

@@ -1,19 +1,23 @@
-import { readdir, readFile, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { writeFile } from 'node:fs/promises';
 import { formatBytes } from '../../api/bytes.js';
-import { fieldError, formatFieldError, type FieldError } from '../../api/field-error.js';
-import { loadDocuments } from '../../api/load.js';
-import { referencedObjects, type References } from '../../api/resolve.js';
+import type { FieldError } from '../../api/field-error.js';
+import { formatProblem, loadDocuments, namesDocuments, skipNote } from '../../api/load.js';
 import { FORMATS, type Format, type OperatingSystemConfig } from '../../api/schema.js';
 import { validateOperatingSystemConfig } from '../../api/validate.js';
 import { explain, formatExplain } from '../../renderers/explain.js';
 import { defaultRegistry, renderDocument, selectRenderer } from '../../renderers/registry.js';
+import { displayName, readInput } from '../input.js';
+import { parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
+import { loadReferences } from '../references.js';
 import { placeholderContext, substituted, type PlaceholderFlags } from './placeholders.js';
 
 export interface RenderCommandOptions {
   file: string;
   format?: string;
+  /** -o: json or yaml, the form of --explain. */
   output?: string;
+  /** --out: write the user data to this file (mode 0600). */
+  out?: string;
   gzip?: boolean;
   explain?: boolean;
   refDir?: string;
@@ -24,53 +28,8 @@ export type RenderOptions = RenderCommandOptions & PlaceholderFlags;
 export interface CommandIo {
   stdout(data: string | Buffer): void;
   stderr(line: string): void;
-}
-
-/**
- * Reads the Secrets and ConfigMaps a spec references from DIR/secrets/<name>/<key> and
- * DIR/configmaps/<name>/<key> (the layout `kubectl get secret -o json | jq` or a mounted volume
- * gives). Without DIR, a referenced object is an error naming the flag.
- */
-async function loadReferences(
-  osc: OperatingSystemConfig,
-  refDir: string | undefined,
-): Promise<{ refs: References; errors: FieldError[] }> {
-  const wanted = referencedObjects(osc.spec);
-  const refs = {
-    secrets: new Map<string, Record<string, Buffer>>(),
-    configMaps: new Map<string, Record<string, Buffer>>(),
-  };
-  const errors: FieldError[] = [];
-  const kinds = [
-    ['secrets', 'Secret', wanted.secrets, refs.secrets],
-    ['configmaps', 'ConfigMap', wanted.configMaps, refs.configMaps],
-  ] as const;
-  for (const [dirName, kind, names, into] of kinds) {
-    for (const name of names) {
-      if (refDir === undefined) {
-        errors.push(
-          fieldError(
-            'spec.files',
-            `${kind} "${name}" is referenced but cannot be looked up offline; pass --ref-dir DIR with its keys as files in DIR/${dirName}/${name}/<key>`,
-          ),
-        );
-        continue;
-      }
-      const dir = join(refDir, dirName, name);
-      let keys: string[];
-      try {
-        keys = (await readdir(dir, { withFileTypes: true }))
-          .filter((e) => e.isFile() && !e.name.startsWith('.'))
-          .map((e) => e.name);
-      } catch {
-        continue; // resolve() reports the missing object with its field path
-      }
-      const data: Record<string, Buffer> = {};
-      for (const key of keys) data[key] = await readFile(join(dir, key));
-      into.set(name, data);
-    }
-  }
-  return { refs, errors };
+  /** What `-f -` reads (default: the process's stdin). */
+  stdin?: NodeJS.ReadableStream;
 }
 
 /** The render command without process state, so tests drive it. Returns the exit code. */
@@ -84,22 +43,47 @@ export async function runRender(opts: RenderOptions, io: CommandIo): Promise<num
       `oscar render: --format must be one of ${FORMATS.join(', ')} (got "${opts.format}")`,
     ]);
   }
-  let text: string;
+  let output: OutputFormat | undefined;
   try {
-    text = await readFile(opts.file, 'utf8');
+    output = parseOutputFormat(opts.output);
   } catch (error) {
-    return fail([`${opts.file}: cannot read: ${(error as Error).message}`]);
-  }
-  const docs = loadDocuments(text);
-  if (docs.length !== 1) {
+    // `-o FILE` wrote the user data to a file before -o meant the output format everywhere
     return fail([
-      `${opts.file}: has ${docs.length} documents; oscar render takes one OperatingSystemConfig (split the file)`,
+      `oscar render: ${(error as Error).message}; -o formats --explain — write the user data to a file with --out ${opts.output ?? 'FILE'}`,
     ]);
   }
-  const doc = docs[0];
-  if (doc === undefined) return 1;
-  const where = (e: FieldError): string => `${opts.file}: ${formatFieldError(e)}`;
-  const errors = doc.errors.length > 0 ? doc.errors : validateOperatingSystemConfig(doc.value);
+  if (output !== undefined && opts.explain !== true) {
+    return fail([
+      'oscar render: -o json|yaml formats --explain (the user data is printed as it is); add --explain, or drop -o',
+    ]);
+  }
+  const file = displayName(opts.file);
+  let text: string;
+  try {
+    text = await readInput(opts.file, io.stdin);
+  } catch (error) {
+    return fail([`${file}: cannot read: ${(error as Error).message}`]);
+  }
+  const docs = loadDocuments(text);
+  const broken = docs.filter((d) => d.errors.length > 0);
+  if (broken.length > 0) {
+    const named = namesDocuments(docs);
+    return fail(
+      broken.flatMap((d) =>
+        d.errors.map((e) => formatProblem(file, e.line, e, named ? d.index : undefined)),
+      ),
+    );
+  }
+  for (const d of docs) if (d.role === 'other') io.stderr(skipNote(file, d));
+  const oscs = docs.filter((d) => d.role === 'osc');
+  const doc = oscs[0];
+  if (doc === undefined || oscs.length !== 1) {
+    return fail([
+      `${file}: has ${oscs.length} OperatingSystemConfigs; oscar render takes one (split the file)`,
+    ]);
+  }
+  const where = (e: FieldError): string => formatProblem(file, doc.lineOf(e.path), e);
+  const errors = validateOperatingSystemConfig(doc.value);
   if (errors.length > 0) return fail(errors.map(where));
   let osc = doc.value as OperatingSystemConfig;
   let context;
@@ -126,27 +110,39 @@ export async function runRender(opts: RenderOptions, io: CommandIo): Promise<num
   if (!rendered.ok) return fail(rendered.errors.map(where));
   const { result, config } = rendered;
 
-  for (const warning of result.warnings) io.stderr(`warning: ${warning}`);
+  for (const warning of result.warnings)
+    io.stderr(`${file}:${String(doc.line)}: warning: ${warning}`);
   io.stderr(
     `oscar: ${osc.metadata.namespace ?? 'default'}/${osc.metadata.name}: ${result.format}, ${formatBytes(result.userData.length)} (${result.userData.length} bytes)`,
   );
   if (opts.explain === true) {
     const selected = selectRenderer(registry, config, format);
     if ('renderer' in selected) {
+      const rows = explain(config, {
+        name: osc.metadata.name,
+        namespace: osc.metadata.namespace ?? 'default',
+        purpose: config.purpose,
+        format: result.format,
+      });
       io.stdout(
-        formatExplain(
-          explain(config, {
-            name: osc.metadata.name,
-            namespace: osc.metadata.namespace ?? 'default',
-            purpose: config.purpose,
-            format: result.format,
-          }),
-        ),
+        output === undefined
+          ? formatExplain(rows)
+          : printStructured(
+              {
+                name: osc.metadata.name,
+                namespace: osc.metadata.namespace ?? 'default',
+                format: result.format,
+                bytes: result.userData.length,
+                warnings: result.warnings,
+                items: rows,
+              },
+              output,
+            ),
       );
     }
   }
-  if (opts.output !== undefined) {
-    await writeFile(opts.output, result.userData, { mode: 0o600 });
+  if (opts.out !== undefined) {
+    await writeFile(opts.out, result.userData, { mode: 0o600 });
   } else if (opts.explain !== true) {
     io.stdout(result.userData);
   }

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
+import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import {
   RENDER_PATH,
@@ -7,6 +8,7 @@ import {
   listen,
   parseListen,
 } from '../../renderers/webhook/server.js';
+import { onShutdownSignal, parseDuration } from '../shutdown.js';
 
 export interface ServeOptions {
   type: string[];
@@ -14,27 +16,41 @@ export interface ServeOptions {
   tlsCert?: string;
   tlsKey?: string;
   quiet?: boolean;
+  logLevel?: string;
+  logFormat?: string;
+  shutdownTimeout: string;
 }
 
 /** `oscar renderer serve` (flags in ./index.ts). */
 export async function serveCommand(program: Command, opts: ServeOptions): Promise<void> {
+  const fail = (message: string): never => program.error(`oscar renderer serve: ${message}`);
   const registry = defaultRegistry();
   const types = opts.type.flatMap((t) => t.split(',')).filter(Boolean);
   const unknown = types.filter((t) => registry.get(t) === undefined);
   if (unknown.length > 0) {
-    program.error(
-      `oscar renderer serve: --type ${unknown.join(', ')}: no built-in renderer; known types: ${registry.types().join(', ')}`,
+    fail(
+      `--type ${unknown.join(', ')}: no built-in renderer; known types: ${registry.types().join(', ')}`,
     );
   }
   if ((opts.tlsCert === undefined) !== (opts.tlsKey === undefined)) {
-    program.error('oscar renderer serve: --tls-cert and --tls-key go together');
+    fail('--tls-cert and --tls-key go together');
   }
-  let address;
+  let address = { host: '', port: 0 };
+  let shutdownMs = 0;
+  let format, level;
   try {
     address = parseListen(opts.listen);
+    shutdownMs = parseDuration(opts.shutdownTimeout, '--shutdown-timeout');
+    format = parseLogFormat(opts.logFormat);
+    level = parseLogLevel(opts.logLevel);
   } catch (error) {
-    program.error(`oscar renderer serve: ${(error as Error).message}`);
+    fail((error as Error).message);
   }
+  const log = await openLogger({
+    component: 'renderer',
+    ...(format ? { format } : {}),
+    ...(level ? { level } : {}),
+  });
   const tls =
     opts.tlsCert !== undefined && opts.tlsKey !== undefined
       ? { cert: await readFile(opts.tlsCert), key: await readFile(opts.tlsKey) }
@@ -44,20 +60,39 @@ export async function serveCommand(program: Command, opts: ServeOptions): Promis
       ? {}
       : {
           onRequest: (e) => {
-            process.stderr.write(
-              `${JSON.stringify({ msg: 'render', ...e, ms: Math.round(e.ms * 10) / 10 })}\n`,
+            log.info(
+              {
+                type: e.type,
+                format: e.format,
+                status: e.status,
+                durationMs: Math.round(e.ms * 10) / 10,
+                ...(e.code ? { code: e.code } : {}),
+              },
+              'render',
             );
           },
         }),
   });
   const running = await listen(app, { ...address, ...(tls ? { tls } : {}) });
+  const url = `${running.url}${RENDER_PATH}`;
+  log.info({ url, types }, 'listening');
   // one machine-readable line on stdout, so a supervisor (or a test) learns the address
-  process.stdout.write(
-    `${JSON.stringify({ msg: 'listening', url: `${running.url}${RENDER_PATH}`, types })}\n`,
+  process.stdout.write(`${JSON.stringify({ msg: 'listening', url, types })}\n`);
+  // On SIGTERM: take no new connections, let the renders in flight answer, then close.
+  onShutdownSignal(
+    async (_signal, deadline) => {
+      const { server } = running;
+      const closed = new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve();
+        });
+      });
+      server.closeIdleConnections();
+      if (!(await deadline.within(closed))) {
+        log.warn('renders still in flight at the shutdown deadline; closing their connections');
+      }
+      server.closeAllConnections();
+    },
+    { log, timeoutMs: shutdownMs },
   );
-  const stop = (): void => {
-    void running.close().then(() => process.exit(0));
-  };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
 }

@@ -73,3 +73,34 @@ describe('oscar up --once / oscar plan', () => {
     await expect(readFile(join(root, 'etc/edge-proxy/proxy.conf'))).rejects.toThrow(/ENOENT/);
   });
 });
+
+describe('oscar up on SIGTERM', () => {
+  it('finishes the apply in progress and ends within --shutdown-timeout, exit 0', async () => {
+    const { spawn } = await import('node:child_process');
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'cli/oscar.ts',
+        'up',
+        'examples',
+        '--out',
+        out,
+        '--shutdown-timeout',
+        '3s',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, OSCAR_LOG_LEVEL: 'info' } },
+    );
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    while (!output.includes('watching examples/')) await new Promise((r) => setTimeout(r, 50));
+    const t0 = Date.now();
+    child.kill('SIGTERM');
+    expect(await exited, output).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(output).toContain('oscar up: stopped');
+  });
+});

@@ -9,6 +9,8 @@ import { applyDesired, planFor } from '../../agent/apply.js';
 import { desiredFromYaml } from '../../agent/desired.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import { formatPlan } from '../../agent/plan.js';
+import { openLogger } from '../../log/logger.js';
+import { onShutdownSignal, parseDuration } from '../shutdown.js';
 
 const isYaml = (f: string): boolean => ['.yaml', '.yml'].includes(extname(f));
 
@@ -72,11 +74,15 @@ function indent(text: string): string {
 export interface UpFlags {
   out: string;
   once?: boolean;
+  shutdownTimeout: string;
+  logFormat?: 'json' | 'text';
+  logLevel?: string;
 }
 
 /** `oscar up [DIR]` (flags in ./index.ts). */
 export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
   const dir = resolve(dirArg);
+  const shutdownMs = parseDuration(flags.shutdownTimeout, '--shutdown-timeout');
   const opts: UpOptions = {
     dir,
     out: resolve(flags.out),
@@ -122,19 +128,21 @@ export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
     if (isYaml(path))
       opts.print(`${relative(process.cwd(), path)} removed; its sandbox stays as it was`);
   });
-  await new Promise<void>((done) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
+  // On Ctrl-C or SIGTERM: the apply in progress finishes (its journal would resume it anyway).
+  onShutdownSignal(
+    async (_signal, deadline) => {
       for (const t of timers.values()) clearTimeout(t);
-      void chain
-        .then(() => watcher.close())
-        .then(() => {
-          opts.print('oscar up: stopped');
-          done();
-        });
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+      await deadline.within(chain);
+      await deadline.within(watcher.close());
+      opts.print('oscar up: stopped');
+    },
+    {
+      log: await openLogger({
+        component: 'up',
+        ...(flags.logFormat ? { format: flags.logFormat } : {}),
+        ...(flags.logLevel ? { level: flags.logLevel } : {}),
+      }),
+      timeoutMs: shutdownMs,
+    },
+  );
 }

@@ -15,7 +15,8 @@ import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 export interface UserDataOptions {
   kubeconfig?: string;
   namespace: string;
-  output?: string;
+  /** --out: write it to this file (mode 0600). */
+  out?: string;
 }
 
 export async function userDataCommand(
@@ -49,11 +50,11 @@ export async function userDataCommand(
     );
     const value = Buffer.from(secret.data?.value ?? '', 'base64');
     const format = Buffer.from(secret.data?.format ?? '', 'base64').toString('utf8');
-    if (opts.output !== undefined) {
+    if (opts.out !== undefined) {
       // It holds the machine's bootstrap token: readable by its owner only.
-      await writeFile(opts.output, value, { mode: 0o600 });
+      await writeFile(opts.out, value, { mode: 0o600 });
       process.stderr.write(
-        `oscar: wrote ${format} user data (${String(value.length)} bytes) to ${opts.output}\n`,
+        `oscar: wrote ${format} user data (${String(value.length)} bytes) to ${opts.out}\n`,
       );
     } else {
       process.stdout.write(value);

@@ -25,7 +25,7 @@ import { isNotFound, type KubeHttp } from '../../kube/client.js';
 import type { Clock } from '../clock.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
-import { errorFields, type Logger } from '../logger.js';
+import { errorFields, type Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
 import {
@@ -167,7 +167,7 @@ export class BootstrapController implements BootstrapCaches {
       transform,
       ...(this.o.clock ? { clock: this.o.clock } : {}),
       onError: (error: unknown, attempt: number) => {
-        metrics.watchErrors.inc({ informer: name });
+        metrics.watchErrors.inc({ informer: name, namespace: ns });
         log.warn({ informer: name, attempt, ...errorFields(error) }, 'list/watch failed; retrying');
       },
     });
@@ -362,7 +362,6 @@ export class BootstrapController implements BootstrapCaches {
       });
       metrics.reconciles.inc({ result: `bootstrap-${out.result}` });
       if (out.writes > 0) {
-        metrics.writes.inc({ kind: `bootstrap-${out.result}` }, out.writes);
         log.info({ config: key, result: out.result, writes: out.writes }, 'reconciled OscarConfig');
       } else {
         log.debug({ config: key, result: out.result }, 'reconciled OscarConfig; nothing to write');
@@ -385,21 +384,37 @@ export class BootstrapController implements BootstrapCaches {
     const record = (stored: KubeObject | undefined): void => {
       if (stored) this.secretOverlay.set(keyOf(stored), { metadata: stored.metadata });
     };
+    // every write request, by what it writes and how (oscar_controller_api_writes_total)
+    const count = (resource: string, verb: string): void => {
+      this.o.metrics.writes.inc({ resource, verb });
+    };
     return {
-      applyToken: (b) => inner.applyToken(b),
-      refreshToken: (id, e) => inner.refreshToken(id, e),
-      deleteToken: (id) => inner.deleteToken(id),
+      applyToken: (b) => {
+        count('secrets', 'apply');
+        return inner.applyToken(b);
+      },
+      refreshToken: (id, e) => {
+        count('secrets', 'patch'); // a merge patch of its expiration
+        return inner.refreshToken(id, e);
+      },
+      deleteToken: (id) => {
+        count('secrets', 'delete');
+        return inner.deleteToken(id);
+      },
       createDataSecret: async (b) => {
+        count('secrets', 'create');
         const stored = await inner.createDataSecret(b);
         record(stored);
         return stored;
       },
       replaceDataSecret: async (b) => {
+        count('secrets', 'update');
         const stored = await inner.replaceDataSecret(b);
         record(stored);
         return stored;
       },
       patchStatus: async (namespace, name, status) => {
+        count('oscarconfigs/status', 'apply');
         const stored = await inner.patchStatus(namespace, name, status);
         if (stored?.metadata.resourceVersion) {
           this.statusOverlay.set(`${namespace}/${name}`, {
@@ -409,7 +424,10 @@ export class BootstrapController implements BootstrapCaches {
         }
         return stored;
       },
-      event: (c, e) => inner.event(c, e),
+      event: (c, e) => {
+        count('events', 'create');
+        return inner.event(c, e);
+      },
     };
   }
 

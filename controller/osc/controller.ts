@@ -21,7 +21,7 @@ import type { KubeHttp } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { oscPath, OSC_RESOURCE } from './writer.js';
-import { errorFields, type Logger } from '../logger.js';
+import { errorFields, type Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../metrics.js';
 import type { Pipeline } from './pipeline.js';
 import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
@@ -156,7 +156,7 @@ export class Controller implements Caches {
         transform: slimNode,
         ...(this.o.clock ? { clock: this.o.clock } : {}),
         onError: (error: unknown, attempt: number) => {
-          metrics.watchErrors.inc({ informer: name });
+          metrics.watchErrors.inc({ informer: name, namespace: '' });
           log.warn(
             { informer: name, attempt, ...errorFields(error) },
             'list/watch failed; retrying',
@@ -169,12 +169,13 @@ export class Controller implements Caches {
   private makeInformers(ns: string): Informers {
     const { http, log, metrics } = this.o;
     const nsPath = ns ? `/namespaces/${ns}` : '';
-    const common = (name: string) => ({
+    // `informer` names what it caches (secrets-owned, …); `namespace` where ("" for all)
+    const common = (name: string, informer: string) => ({
       name,
       transform: dropManagedFields,
       ...(this.o.clock ? { clock: this.o.clock } : {}),
       onError: (error: unknown, attempt: number) => {
-        metrics.watchErrors.inc({ informer: name });
+        metrics.watchErrors.inc({ informer, namespace: ns });
         log.warn({ informer: name, attempt, ...errorFields(error) }, 'list/watch failed; retrying');
       },
     });
@@ -224,7 +225,7 @@ export class Controller implements Caches {
           this.o.listeners?.osc?.(o.metadata.namespace ?? '', o.metadata.name);
         },
       },
-      common(`operatingsystemconfigs(${scope})`),
+      common(`operatingsystemconfigs(${scope})`, 'operatingsystemconfigs'),
     );
     const ownerKey = (s: KubeObject): string | undefined => {
       const name = s.metadata.labels?.[LABEL_OSC];
@@ -254,7 +255,7 @@ export class Controller implements Caches {
           if (k) this.queue.add(k);
         },
       },
-      common(`secrets(${scope}, owned)`),
+      common(`secrets(${scope}, owned)`, 'secrets-owned'),
     );
     const referenced = (kind: 'Secret' | 'ConfigMap') => {
       const touch = (o: KubeObject): void => {
@@ -278,12 +279,12 @@ export class Controller implements Caches {
         ...timeout,
       }),
       referenced('Secret'),
-      common(`secrets(${scope}, referenced)`),
+      common(`secrets(${scope}, referenced)`, 'secrets-referenced'),
     );
     const configMaps = new Informer<DataObject>(
       httpSource(http, { path: `/api/v1${nsPath}/configmaps`, ...timeout }),
       referenced('ConfigMap'),
-      common(`configmaps(${scope})`),
+      common(`configmaps(${scope})`, 'configmaps'),
     );
     return { osc, owned, secrets, configMaps };
   }
@@ -343,9 +344,8 @@ export class Controller implements Caches {
         ...(this.o.renderedEvents === false ? { renderedEvents: false } : {}),
       });
       metrics.reconciles.inc({ result: out.result });
-      if (out.renderBytes !== undefined) metrics.renderBytes.observe(out.renderBytes);
+      if (out.renderBytes !== undefined) metrics.renderSize.observe(out.renderBytes);
       if (out.writes > 0) {
-        metrics.writes.inc({ kind: out.result }, out.writes);
         log.info({ osc: key, result: out.result, writes: out.writes }, 'reconciled');
       } else {
         log.debug({ osc: key, result: out.result }, 'reconciled; nothing to write');
@@ -389,8 +389,13 @@ export class Controller implements Caches {
         this.oscOverlay.delete(key);
       }
     };
+    // every write request, by what it writes and how (oscar_controller_api_writes_total)
+    const count = (resource: string, verb: string): void => {
+      this.o.metrics.writes.inc({ resource, verb });
+    };
     return {
       applySecret: async (body) => {
+        count('secrets', 'apply');
         const stored = await inner.applySecret(body);
         if (stored) {
           dropManagedFields(stored);
@@ -399,20 +404,26 @@ export class Controller implements Caches {
         return stored;
       },
       deleteSecret: async (namespace, name) => {
+        count('secrets', 'delete');
         await inner.deleteSecret(namespace, name);
         this.secretOverlay.delete(`${namespace}/${name}`);
       },
       patchStatus: async (namespace, name, status) => {
+        count('operatingsystemconfigs/status', 'apply');
         const stored = await inner.patchStatus(namespace, name, status);
         if (stored) recordOsc(stored, status);
         return stored;
       },
       setFinalizer: async (namespace, name, present) => {
+        count('operatingsystemconfigs', 'apply');
         const stored = await inner.setFinalizer(namespace, name, present);
         if (stored) recordOsc(stored);
         return stored;
       },
-      event: (osc, e) => inner.event(osc, e),
+      event: (osc, e) => {
+        count('events', 'create');
+        return inner.event(osc, e);
+      },
     };
   }
 

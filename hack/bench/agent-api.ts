@@ -2,8 +2,8 @@
 // dist/cli/oscar.js in its own process, its own ServiceAccount identity (deploy/agent-rbac.yaml,
 // a TokenRequest token read from a tokenFile), default flags — against the real test API server.
 //   1. Secret update → apply start (watch path), p50/p99 over N changes. "Apply start" is the
-//      agent's own `desired <checksum>` log line: it is written when the verified state reaches
-//      the agent loop, in the same tick as the apply begins (the bench waits for each apply to end
+//      agent's own `desired` log record (its checksum and time): it is written when the verified
+//      state reaches the agent loop, in the same tick as the apply begins (the bench waits for each apply to end
 //      before the next change, so nothing queues). Its ISO timestamp is the agent's clock — the same
 //      machine's as the bench's — and is measured from the moment the bench sends the update.
 //   2. Idle: the agent's CPU (utime+stime from /proc, % of one core) and RSS (VmRSS sampled every
@@ -33,6 +33,15 @@ export interface ApiBenchOptions {
   pollInterval?: string;
   files: number;
   units: number;
+  /**
+   * Seconds a second, quiet agent (no /metrics) runs after its first apply before its RSS is
+   * read (0: not measured).
+   */
+  quietSeconds?: number;
+  /** Only the quiet agent: no changes, no idle window. */
+  quietOnly?: boolean;
+  /** Another build's dist/cli/oscar.js to measure (a before/after comparison); default ours. */
+  entry?: string;
 }
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -68,7 +77,11 @@ async function checkDistFresh(): Promise<string> {
   return entry;
 }
 
-/** What the agent process tells on stderr: its timestamped desired / applied lines. */
+/**
+ * What the agent process tells on stderr: its timestamped desired / applied records. Both log
+ * forms are read — JSON records (msg, checksum, time), and the plain lines of builds before the
+ * logging convention (`TIME oscar-agent: applied CHECKSUM`) — so older builds can be measured.
+ */
 class AgentLog {
   private readonly seen = new Map<string, number>();
   private readonly waiters = new Map<string, (t: number) => void>();
@@ -81,19 +94,31 @@ class AgentLog {
     createInterface({ input: child.stderr }).on('line', (line) => {
       this.tail.push(line);
       if (this.tail.length > 40) this.tail.shift();
-      const m = /^(\S+) oscar-agent: (desired|applied) ([0-9a-f]{12})/.exec(line);
-      if (m?.[1] && m[2] && m[3]) {
-        const key = `${m[2]} ${m[3]}`;
-        const t = Date.parse(m[1]);
-        this.seen.set(key, t);
-        this.waiters.get(key)?.(t);
-        this.waiters.delete(key);
+      const record = parseRecord(line);
+      if (record) {
+        const { msg, checksum, time } = record;
+        if ((msg === 'desired' || msg === 'applied') && typeof checksum === 'string') {
+          this.note(`${msg} ${checksum}`, Date.parse(String(time)));
+        }
+        if (msg === 'serving /healthz and /metrics' && typeof record.url === 'string')
+          this.metricsUrl = record.url;
+        if (typeof record.pollIntervalSeconds === 'number')
+          this.pollSeconds = String(record.pollIntervalSeconds);
+        return;
       }
+      const m = /^(\S+) oscar-agent: (desired|applied) ([0-9a-f]{12})/.exec(line);
+      if (m?.[1] && m[2] && m[3]) this.note(`${m[2]} ${m[3]}`, Date.parse(m[1]));
       const s = /serving \/healthz and \/metrics on (\S+)/.exec(line);
       if (s?.[1]) this.metricsUrl = s[1];
       const p = /metadata-only poll every (\S+) s/.exec(line);
       if (p?.[1]) this.pollSeconds = p[1];
     });
+  }
+
+  private note(key: string, t: number): void {
+    this.seen.set(key, t);
+    this.waiters.get(key)?.(t);
+    this.waiters.delete(key);
   }
 
   /** Resolves with the agent's timestamp (ms) of `desired|applied <checksum12>`. */
@@ -114,6 +139,15 @@ class AgentLog {
         resolve(v);
       });
     });
+  }
+}
+
+function parseRecord(line: string): Record<string, unknown> | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    return JSON.parse(line) as Record<string, unknown>;
+  } catch {
+    return undefined;
   }
 }
 
@@ -150,7 +184,7 @@ async function requestCount(metricsUrl: string): Promise<number> {
 const CLK_TCK = 100; // Linux USER_HZ: /proc times are in 1/100 s on every architecture Node runs on
 
 export async function benchApi(opts: ApiBenchOptions): Promise<void> {
-  const entry = await checkDistFresh();
+  const entry = opts.entry ?? (await checkDistFresh());
   const attach = process.env.OSCAR_TESTENV_STATE;
   const env: TestEnv =
     attach !== undefined && attach !== ''
@@ -164,6 +198,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
   const secret = 'bench-reconcile';
   const work = await mkdtemp(join(tmpdir(), 'oscar-bench-agent-'));
   let child: ChildProcess | undefined;
+  const children: ChildProcess[] = [];
   try {
     await admin.request('POST', '/api/v1/namespaces', {
       body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
@@ -235,28 +270,49 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
 
     const v0 = desiredOf(base);
     await put(v0);
-    const root = join(work, 'root');
-    const args = [
-      entry,
-      'agent',
-      '--namespace',
-      ns,
-      '--secret',
-      secret,
-      '--node',
-      node,
-      '--kubeconfig',
-      kubeconfig,
-      '--root',
-      root,
-      '--metrics-addr',
-      '127.0.0.1:0',
-      ...(opts.pollInterval !== undefined ? ['--poll-interval', opts.pollInterval] : []),
-    ];
-    log(`agent: node ${args.join(' ')}`);
-    child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    const pid = child.pid;
-    if (pid === undefined) throw new Error('could not start the agent');
+    const spawnAgent = (name: string, extra: string[]): { child: ChildProcess; pid: number } => {
+      const args = [
+        entry,
+        'agent',
+        '--namespace',
+        ns,
+        '--secret',
+        secret,
+        '--node',
+        node,
+        '--kubeconfig',
+        kubeconfig,
+        '--root',
+        join(work, name),
+        ...extra,
+        ...(opts.pollInterval !== undefined ? ['--poll-interval', opts.pollInterval] : []),
+      ];
+      log(`agent: node ${args.join(' ')}`);
+      const c = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      if (c.pid === undefined) throw new Error('could not start the agent');
+      children.push(c);
+      return { child: c, pid: c.pid };
+    };
+
+    if (opts.quietSeconds !== undefined && opts.quietSeconds > 0) {
+      // A quiet agent: the Secret source and nothing else (no /metrics), as most nodes run it.
+      const quiet = spawnAgent('quiet-root', []);
+      await new AgentLog(quiet.child).when('applied', v0.checksum);
+      log(`quiet agent: applied; reading its RSS in ${String(opts.quietSeconds)} s`);
+      await sleep(opts.quietSeconds * 1000);
+      const mem = await procMemKb(quiet.pid);
+      const mb = (kb: number): string => (kb / 1024).toFixed(1);
+      console.log(
+        `quiet RSS ${String(opts.quietSeconds)} s after its first apply (Secret source, no /metrics): ${mb(mem.rss)} MB (private ${mb(mem.private)} MB, VmHWM ${mb(mem.hwm)} MB)   (target < 70 MB)`,
+      );
+      quiet.child.kill('SIGTERM');
+      await new Promise((r) => quiet.child.once('exit', r));
+      if (opts.quietOnly === true) return;
+    }
+
+    const started0 = spawnAgent('root', ['--metrics-addr', '127.0.0.1:0']);
+    child = started0.child;
+    const pid = started0.pid;
     const agentLog = new AgentLog(child);
     await agentLog.when('applied', v0.checksum);
     const metricsUrl = agentLog.metricsUrl;
@@ -331,9 +387,10 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
         '      (a window shorter than the 10-minute watch renewal understates the rate: --idle 600)',
       );
   } finally {
-    if (child && child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child?.once('exit', r));
+    for (const c of children) {
+      if (c.exitCode !== null || c.signalCode !== null) continue;
+      c.kill('SIGTERM');
+      await new Promise((r) => c.once('exit', r));
     }
     await admin.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
     await admin

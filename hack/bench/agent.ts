@@ -6,6 +6,7 @@
 //
 //   npm run build && node --import tsx hack/bench/agent.ts [--runs N] [--dir DIR]
 //       [--changes 50] [--idle 600] [--settle 30] [--poll-interval S] [--skip-api | --api-only]
+//       [--quiet 40] [--quiet-only] [--entry OTHER/dist/cli/oscar.js]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 // Targets (docs/agent.md): plan ≤ 20 ms; update → apply start p99 ≤ 1 s; idle < 0.5 % of a core,
 // ≤ 1 API request per minute; RSS < 70 MB.
@@ -33,6 +34,11 @@ const { values } = parseArgs({
     units: { type: 'string', default: '10' },
     'skip-api': { type: 'boolean', default: false },
     'api-only': { type: 'boolean', default: false },
+    // a second agent without /metrics, its RSS read this many seconds after its first apply
+    quiet: { type: 'string', default: '40' },
+    'quiet-only': { type: 'boolean', default: false },
+    // measure another build (before/after): its dist/cli/oscar.js
+    entry: { type: 'string' },
   },
 });
 const runs = Number(values.runs);
@@ -116,5 +122,8 @@ if (!values['skip-api']) {
     files: Number(values.files),
     units: Number(values.units),
     ...(values['poll-interval'] !== undefined ? { pollInterval: values['poll-interval'] } : {}),
+    quietSeconds: Number(values.quiet),
+    quietOnly: values['quiet-only'],
+    ...(values.entry !== undefined ? { entry: values.entry } : {}),
   });
 }

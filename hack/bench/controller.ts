@@ -275,11 +275,11 @@ class ControllerProcess {
         rss,
         anon: kb(/RssAnon:\s+(\d+)/),
         file: kb(/RssFile:\s+(\d+)/),
-        heapUsed: num(/^oscar_controller_nodejs_heap_size_used_bytes (\S+)/m),
-        heapTotal: num(/^oscar_controller_nodejs_heap_size_total_bytes (\S+)/m),
-        external: num(/^oscar_controller_nodejs_external_memory_bytes (\S+)/m),
-        newSpace: num(/^oscar_controller_nodejs_heap_space_size_total_bytes\{space="new"\} (\S+)/m),
-        oldSpace: num(/^oscar_controller_nodejs_heap_space_size_used_bytes\{space="old"\} (\S+)/m),
+        heapUsed: num(/^nodejs_heap_size_used_bytes (\S+)/m),
+        heapTotal: num(/^nodejs_heap_size_total_bytes (\S+)/m),
+        external: num(/^nodejs_external_memory_bytes (\S+)/m),
+        newSpace: num(/^nodejs_heap_space_size_total_bytes\{space="new"\} (\S+)/m),
+        oldSpace: num(/^nodejs_heap_space_size_used_bytes\{space="old"\} (\S+)/m),
       };
     } catch {
       // Not listening yet, or gone: the next sample will tell.

@@ -77,6 +77,12 @@ export interface TestEnv extends TestEnvInfo {
   /** Starts the API server again on the same port and waits for /readyz. */
   startApiServer(): Promise<void>;
   restartApiServer(opts?: { signal?: NodeJS.Signals }): Promise<void>;
+  /**
+   * Freezes the API server (SIGSTOP) or thaws it (SIGCONT): its port stays open and connections
+   * are accepted by the kernel, but nothing answers — an API server that hangs, not one that is
+   * gone. Always thaw it again.
+   */
+  pauseApiServer(paused: boolean): Promise<void>;
   /** Writes a kubeconfig for any user/groups (a fresh client certificate); returns its path. */
   writeKubeconfig(identity: Identity, namespace?: string): Promise<string>;
   /** Writes a kubeconfig for a named static-token user; returns its path. */
@@ -631,6 +637,11 @@ export async function attachTestEnv(stateFile: string): Promise<TestEnv> {
     restartApiServer: async (o) => {
       await stopApiServer(o);
       await startApiServer();
+    },
+    pauseApiServer: async (paused) => {
+      const { apiserver } = await readState(stateFile);
+      if (apiserver.ref === null) throw new Error('kube-apiserver is not running');
+      process.kill(apiserver.ref.pid, paused ? 'SIGSTOP' : 'SIGCONT');
     },
     writeKubeconfig: (identity, namespace) => writeKubeconfigFor(info, identity, namespace),
     writeTokenKubeconfig: (name, namespace) => writeTokenKubeconfigFor(info, name, namespace),

@@ -92,6 +92,8 @@ export interface WebhookRendererOptions {
   maxResponseBytes?: number;
   /** PEM CA bundle that signs the renderer's certificate (instead of the system's CAs). */
   ca?: string | Buffer;
+  /** The User-Agent header (the controller's, cli/version.ts userAgent); none by default. */
+  userAgent?: string;
   /** Test seam: how to wait between attempts. */
   sleep?: (ms: number) => Promise<void>;
 }
@@ -165,6 +167,7 @@ export class WebhookRenderer implements Renderer {
   private readonly endpoint: string;
   private readonly agent: http.Agent;
   private readonly timeoutMs: number;
+  private readonly userAgent: string | undefined;
   private readonly retries: number;
   private readonly backoffMs: number;
   private readonly maxResponseBytes: number;
@@ -179,6 +182,7 @@ export class WebhookRenderer implements Renderer {
     this.types = [...options.types];
     this.formats = [...options.formats];
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.userAgent = options.userAgent;
     this.retries = options.retries ?? DEFAULT_RETRIES;
     this.backoffMs = options.backoffMs ?? 200;
     this.maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
@@ -312,6 +316,7 @@ export class WebhookRenderer implements Renderer {
           'content-type': MEDIA_TYPE,
           accept: MEDIA_TYPE,
           'content-length': String(body.length),
+          ...(this.userAgent === undefined ? {} : { 'user-agent': this.userAgent }),
         },
       });
       const timer = setTimeout(() => {

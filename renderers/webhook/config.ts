@@ -187,8 +187,12 @@ export async function parseRenderersConfigMap(
   return parseRenderersConfig(text, { source: `ConfigMap ${name}` });
 }
 
-export function webhookRenderer(entry: WebhookEntry): WebhookRenderer {
+export function webhookRenderer(
+  entry: WebhookEntry,
+  options: { userAgent?: string } = {},
+): WebhookRenderer {
   return new WebhookRenderer({
+    ...options,
     url: entry.url,
     types: [entry.type],
     formats: entry.formats,
@@ -206,10 +210,11 @@ export function webhookRenderer(entry: WebhookEntry): WebhookRenderer {
 export function registryWithWebhooks(
   entries: readonly WebhookEntry[],
   base: RendererRegistry = defaultRegistry(),
+  options: { userAgent?: string } = {},
 ): { registry: RendererRegistry; renderers: WebhookRenderer[] } {
   const renderers: WebhookRenderer[] = [];
   for (const entry of entries) {
-    const renderer = webhookRenderer(entry);
+    const renderer = webhookRenderer(entry, options);
     base.register(renderer, { replace: true });
     renderers.push(renderer);
   }

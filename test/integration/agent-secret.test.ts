@@ -12,6 +12,7 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../log/memory.js';
 import { Agent, logReporter } from '../../agent/agent.js';
 import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
@@ -141,10 +142,7 @@ async function setup(pollIntervalMs = 60_000): Promise<Setup> {
   const root = await mkdtemp(join(tmpdir(), 'oscar-agent-it-'));
   const stateDir = join(root, 'var/lib/oscar');
   await mkdir(stateDir, { recursive: true });
-  const logs: string[] = [];
-  const log = (m: string): void => {
-    logs.push(m);
-  };
+  const { log, lines: logs } = memoryLogger('agent');
   const requests = { n: 0 };
   const onRequest = (): void => {
     requests.n++;
@@ -235,9 +233,14 @@ describe('agent with the real API server', () => {
     const st = await appliedIs(s, v1.checksum);
     expect(st.desiredChecksum).toBe(v1.checksum);
     expect(st.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
-    const after = s.logs.slice(logsBefore);
-    expect(after.filter((l) => l.startsWith('applied '))).toEqual([]); // nothing re-applied
-    expect(after).toContain(`last applied ${v1.checksum.slice(0, 12)} (from the state directory)`);
+    const after = s.logs.slice(logsBefore).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(after.filter((r) => r.msg === 'applied')).toEqual([]); // nothing re-applied
+    expect(after).toContainEqual(
+      expect.objectContaining({
+        msg: 'restored from the state directory',
+        checksum: v1.checksum.slice(0, 12),
+      }),
+    );
   });
 
   it('refuses a corrupted Secret (bad checksum, truncated gzip), reports it, keeps the last good state', async () => {

@@ -8,13 +8,21 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../log/memory.js';
 import { Agent, logReporter } from '../../agent/agent.js';
 import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { secretNameFor } from '../../api/secret.js';
 import type { OperatingSystemConfigNode } from '../../api/schema.js';
-import { isNotFound } from '../../kube/client.js';
-import { Api, demoSpec, spawnOscar, startController, waitFor } from './controller-support.js';
+import {
+  Api,
+  agentIdentity,
+  demoSpec,
+  grantAgent,
+  spawnOscar,
+  startController,
+  waitFor,
+} from './controller-support.js';
 import {
   createTestNamespace,
   kubeConfigFor,
@@ -40,31 +48,6 @@ afterEach(async (ctx) => {
 
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 
-/** The agent's identity: its own Secret and its own node object, nothing else. */
-async function grantAgent(api: Api, ns: string, node: string, secret: string): Promise<void> {
-  const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
-    .replaceAll('NODE_NAME', node)
-    .replaceAll('NAMESPACE', ns)
-    .replaceAll('SECRET_NAME', secret);
-  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
-  expect(applied.code, applied.stderr).toBe(0);
-  cleanups.push(async () => {
-    await kubectl(['delete', 'clusterrole,clusterrolebinding', `oscar-agent-${node}`]);
-    try {
-      await api.http.request('DELETE', `${NODES}/${node}`);
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-    }
-  });
-}
-
-function agentIdentity(ns: string, node: string): { user: string; groups: string[] } {
-  return {
-    user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
-    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-  };
-}
-
 /** A namespace with the controller running in it, and the agent's grants for one node there. */
 async function chain(prefix: string) {
   // a short prefix: the agent identity's certificate CN (with namespace and node) must fit 64 bytes
@@ -73,7 +56,7 @@ async function chain(prefix: string) {
   const osc = 'web';
   const secret = secretNameFor(osc, 'reconcile');
   const api = new Api();
-  await grantAgent(api, ns, node, secret);
+  cleanups.push(await grantAgent(api, ns, node, secret));
   const controller = await startController([ns]);
   cleanups.push(controller.stop);
   logs.push(controller.logs);
@@ -104,11 +87,8 @@ describe('controller and agent (real API server)', () => {
     const root = await mkdtemp(join(tmpdir(), 'oscar-chain-'));
     const stateDir = join(root, 'var/lib/oscar');
     await mkdir(stateDir, { recursive: true });
-    const agentLogs: string[] = [];
+    const { log, lines: agentLogs } = memoryLogger('agent');
     logs.push(agentLogs);
-    const log = (m: string): void => {
-      agentLogs.push(`agent: ${m}\n`);
-    };
     const { source, reporter } = followSecret(kc, {
       namespace: ns,
       secret,
@@ -234,5 +214,43 @@ describe('controller and agent (real API server)', () => {
       return o?.status?.nodes?.updated === 1 ? o.status.nodes : undefined;
     });
     expect(counted).toEqual({ total: 1, updated: 1, degraded: 0 });
+
+    // What an operator sees: the rollout counts and short checksums in kubectl's columns.
+    const columns = async (args: string[]): Promise<Record<string, string>> => {
+      const r = await kubectl(['get', ...args]);
+      expect(r.code, r.stderr).toBe(0);
+      const [head = '', row = ''] = r.stdout.trimEnd().split('\n');
+      const names = head.split(/\s{2,}/);
+      const cells = row.split(/\s{2,}/);
+      return Object.fromEntries(names.map((n, i) => [n, cells[i] ?? '']));
+    };
+    const short = checksum.slice(0, 12);
+    expect(await columns(['osc', '-n', ns, osc])).toMatchObject({
+      NAME: osc,
+      TYPE: 'ubuntu',
+      PURPOSE: 'reconcile',
+      CHECKSUM: short,
+      READY: 'True',
+      NODES: '1',
+      UPDATED: '1',
+      DEGRADED: '0',
+    });
+    expect(await columns(['osc', '-n', ns, osc, '-o', 'wide'])).toMatchObject({
+      REASON: 'Rendered',
+      FORMAT: 'cloud-config',
+      SECRET: secret,
+    });
+    expect(await columns(['oscnode', node])).toMatchObject({
+      NAME: node,
+      OSC: osc,
+      DESIRED: short,
+      APPLIED: short,
+      DEGRADED: 'False',
+    });
+    expect(await columns(['oscnode', node, '-o', 'wide'])).toMatchObject({
+      NAMESPACE: ns,
+      REASON: 'Applied',
+      SECRET: secret,
+    });
   });
 });

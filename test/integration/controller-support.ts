@@ -2,6 +2,7 @@
 // a separate `oscar controller` process against the test API server, read and write objects,
 // wait for conditions.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
@@ -10,13 +11,13 @@ import { API_VERSION, OSC_KIND, type OperatingSystemConfigSpec } from '../../api
 import { HttpKubeClient, isNotFound, CONTENT_APPLY_PATCH } from '../../kube/client.js';
 import type { DataObject, OscObject } from '../../controller/kube/types.js';
 import { oscPath } from '../../controller/osc/writer.js';
-import { createLogger } from '../../controller/logger.js';
+import { createLogger } from '../../log/logger.js';
 import {
   runController,
   type ControllerConfig,
   type ControllerHandle,
 } from '../../controller/main.js';
-import { testEnvInfo } from './support/cluster.js';
+import { kubectl, testEnvInfo } from './support/cluster.js';
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 
@@ -166,7 +167,7 @@ export async function startController(
     metricsAddr: '127.0.0.1:0',
     leaderElect: false,
     leaseDurationMs: 15_000,
-    log: createLogger({ level: 'debug' }, sink),
+    log: createLogger({ component: 'controller', level: 'debug', destination: sink }),
     ...extra,
   });
   let stopped = false;
@@ -236,4 +237,40 @@ export function secretData(s: DataObject | undefined): Record<string, Buffer> {
   return Object.fromEntries(
     Object.entries(s?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')]),
   );
+}
+
+const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+
+/**
+ * The agent's identity (deploy/agent-rbac.yaml): its own Secret and its own node object, nothing
+ * else. Returns the cleanup (the grants and the node object).
+ */
+export async function grantAgent(
+  api: Api,
+  ns: string,
+  node: string,
+  secret: string,
+): Promise<() => Promise<void>> {
+  const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
+    .replaceAll('NODE_NAME', node)
+    .replaceAll('NAMESPACE', ns)
+    .replaceAll('SECRET_NAME', secret);
+  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
+  if (applied.code !== 0) throw new Error(`kubectl apply agent-rbac: ${applied.stderr}`);
+  return async () => {
+    await kubectl(['delete', 'clusterrole,clusterrolebinding', `oscar-agent-${node}`]);
+    try {
+      await api.http.request('DELETE', `${NODES}/${node}`);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  };
+}
+
+/** The user and groups of the agent's ServiceAccount, for a client certificate. */
+export function agentIdentity(ns: string, node: string): { user: string; groups: string[] } {
+  return {
+    user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
+    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
+  };
 }

@@ -69,10 +69,11 @@ export async function startRendererProcess(
   };
 }
 
-/** `oscar renderer serve` from source, on a free loopback port. */
+/** `oscar renderer serve` from source, on a free loopback port (--quiet unless `quiet: false`). */
 export function startOscarRendererServe(
   types: readonly string[],
   extra: readonly string[] = [],
+  options: { quiet?: boolean } = {},
 ): Promise<RendererProcess> {
   return startRendererProcess(process.execPath, [
     '--import',
@@ -84,7 +85,7 @@ export function startOscarRendererServe(
     types.join(','),
     '--listen',
     '127.0.0.1:0',
-    '--quiet',
+    ...(options.quiet === false ? [] : ['--quiet']),
     ...extra,
   ]);
 }
