@@ -81,6 +81,11 @@ describe('the CRDs', () => {
       'Purpose',
       'Checksum',
       'Ready',
+      'Revision',
+      'Rollout',
+      'Updated',
+      'Nodes',
+      'Failed',
       'Age',
     ]);
   });

@@ -7,6 +7,7 @@ import {
   GROUP,
   OSC_KIND,
   OSC_NODE_KIND,
+  OperatingSystemConfigNodeSpec,
   OperatingSystemConfigNodeStatus,
   OperatingSystemConfigSpec,
   OperatingSystemConfigStatus,
@@ -106,6 +107,11 @@ export function operatingSystemConfigCrd(): Json {
       { name: 'Purpose', type: 'string', jsonPath: '.spec.purpose' },
       { name: 'Checksum', type: 'string', jsonPath: '.status.checksumShort' },
       { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+      { name: 'Revision', type: 'integer', jsonPath: '.status.rollout.revision' },
+      { name: 'Rollout', type: 'string', jsonPath: '.status.rollout.phase' },
+      { name: 'Updated', type: 'integer', jsonPath: '.status.rollout.nodes.updated' },
+      { name: 'Nodes', type: 'integer', jsonPath: '.status.rollout.nodes.total' },
+      { name: 'Failed', type: 'integer', jsonPath: '.status.rollout.nodes.failed', priority: 1 },
       AGE_COLUMN,
     ],
     schema: rootSchema(
@@ -127,6 +133,9 @@ export function operatingSystemConfigNodeCrd(): Json {
     columns: [
       { name: 'Desired', type: 'string', jsonPath: '.status.desiredChecksum', priority: 1 },
       { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksum' },
+      { name: 'Granted', type: 'integer', jsonPath: '.spec.revision.number' },
+      { name: 'Revision', type: 'integer', jsonPath: '.status.revision.number' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.revision.phase' },
       {
         name: 'Degraded',
         type: 'string',
@@ -135,8 +144,11 @@ export function operatingSystemConfigNodeCrd(): Json {
       AGE_COLUMN,
     ],
     schema: rootSchema(
-      "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent. Named after the node.",
-      { status: toOpenApi(OperatingSystemConfigNodeStatus) },
+      "OperatingSystemConfigNode is one node's view of its configuration, named after the node: the controller writes its spec (the revision granted to the node), the node's agent its status.",
+      {
+        spec: toOpenApi(OperatingSystemConfigNodeSpec),
+        status: toOpenApi(OperatingSystemConfigNodeStatus),
+      },
     ),
   });
 }
