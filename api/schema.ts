@@ -758,6 +758,9 @@ export const RevisionGrant = Type.Object(
     grantedTime: Type.String({
       description: 'When the controller granted it (microseconds).',
     }),
+    canary: Type.Optional(
+      Type.Boolean({ description: 'This node is in the canary wave of the rollout.' }),
+    ),
     try: Type.Optional(
       Type.Object(
         {
