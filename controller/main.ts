@@ -13,6 +13,8 @@ import express from 'express';
 // fifth of the controller's heap; it is still used for exec plugins and auth providers.
 import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
 import { Controller } from './osc/controller.js';
+import { RolloutController } from './rollout/controller.js';
+import { HttpRolloutWriter } from './rollout/writer.js';
 import { HttpWriter } from './osc/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
 import { createLogger, errorFields, type Logger } from './logger.js';
@@ -74,6 +76,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
   const pipeline = config.pipeline ?? registryPipeline();
 
   let controller: Controller | undefined;
+  let rollouts: RolloutController | undefined;
   let elector: LeaderElector | undefined;
   let stopping = false;
   let resolveDone: (why: 'lost-lease' | 'stopped') => void = () => undefined;
@@ -93,9 +96,25 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         : { watchTimeoutSeconds: config.watchTimeoutSeconds }),
     });
     controller = c;
-    c.start().catch((error: unknown) => {
-      log.error(errorFields(error), 'controller failed to start');
+    // The rollout controller shares the OSC controller's informers and starts once they synced.
+    const r = new RolloutController({
+      osc: c,
+      writer: new HttpRolloutWriter(http),
+      event: (osc, e) => writer.event(osc, e),
+      log,
+      onReconcile: (result, writes) => {
+        metrics.rolloutReconciles.inc({ result });
+        if (writes > 0) metrics.writes.inc({ kind: 'rollout' }, writes);
+      },
     });
+    rollouts = r;
+    c.start()
+      .then(() => {
+        if (!stopping) r.start();
+      })
+      .catch((error: unknown) => {
+        log.error(errorFields(error), 'controller failed to start');
+      });
   };
 
   // Health and metrics.
@@ -162,7 +181,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         onLost: () => {
           metrics.leader.set(0);
           // Another replica may already reconcile: stop at once, and let the process exit.
-          void controller?.stop().finally(() => {
+          void Promise.all([rollouts?.stop(), controller?.stop()]).finally(() => {
             resolveDone('lost-lease');
           });
         },
@@ -178,6 +197,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     if (stopping) return;
     stopping = true;
     log.info('stopping: finishing reconciles in flight');
+    await rollouts?.stop();
     await controller?.stop();
     await elector?.release();
     metrics.leader.set(0);

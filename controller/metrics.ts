@@ -10,6 +10,7 @@ export interface ControllerMetrics {
   writes: Counter<'kind'>;
   leader: Gauge;
   watchErrors: Counter<'informer'>;
+  rolloutReconciles: Counter<'result'>;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): ControllerMetrics {
@@ -56,6 +57,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Contr
       name: 'oscar_controller_watch_errors_total',
       help: 'Failed list/watch connections, by informer (each is retried with backoff).',
       labelNames: ['informer'],
+      registers: [registry],
+    }),
+    rolloutReconciles: new Counter({
+      name: 'oscar_controller_rollout_reconciles_total',
+      help: 'Rollout passes by result: ok, error (retried with backoff).',
+      labelNames: ['result'],
       registers: [registry],
     }),
   };

@@ -84,6 +84,7 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'operatingsystemconfigs.oscar.dev', watched, ['--subresource=finalizers']],
       ['list', 'secrets', watched],
       ['watch', 'secrets', watched],
+      ['get', 'secrets', watched], // copies a rendering into a revision Secret
       ['create', 'secrets', watched],
       ['patch', 'secrets', watched],
       ['delete', 'secrets', watched],
@@ -92,9 +93,10 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['create', 'leases.coordination.k8s.io', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
       ['update', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
-      // The nodes' reports, read-only, for the OSCs' status.nodes (cluster-scoped objects).
+      // The nodes' reports for the OSCs' status.nodes (cluster-scoped objects); patch: grants.
       ['list', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['watch', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined],
     ];
     const denied: [string, string, string | undefined, string[]?][] = [
       // Secrets nowhere but in the watched namespace; never cluster-wide.
@@ -104,7 +106,6 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['watch', 'secrets', undefined],
       ['list', 'operatingsystemconfigs.oscar.dev', undefined],
       // Nothing it does not use, even in the watched namespace.
-      ['get', 'secrets', watched],
       ['update', 'secrets', watched],
       ['create', 'secrets', other],
       ['delete', 'operatingsystemconfigs.oscar.dev', watched],
@@ -116,10 +117,9 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'leases.coordination.k8s.io/someone-else', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', watched],
       ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
-      // Reads the nodes' reports; writes none of them (only each node's agent does).
+      // Reads the nodes' reports and grants (spec); writes no report (only each node's agent does).
       ['get', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['create', 'operatingsystemconfignodes.oscar.dev', undefined],
-      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['update', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['delete', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['patch', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],
