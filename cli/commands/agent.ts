@@ -9,6 +9,7 @@ export interface AgentFlags {
   kubeconfig?: string;
   namespace?: string;
   secret?: string;
+  osc?: string;
   node?: string;
   pollInterval: string;
   root: string;
@@ -50,6 +51,10 @@ async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<vo
   const metrics = served ? new served.AgentMetrics() : undefined;
   const reporters: Reporter[] = [logReporter(log)];
   if (metrics) reporters.push(metrics.reporter());
+  if (flags.osc !== undefined) {
+    await runGrantMode(flags, deps, log, metrics, reporters, served);
+    return;
+  }
   let source: Source;
   if (flags.file !== undefined) {
     if (flags.secret !== undefined) throw new Error('use either --file or --secret, not both');
@@ -93,6 +98,86 @@ async function runAgent(flags: AgentFlags, log: (m: string) => void): Promise<vo
   } finally {
     await agent.stop();
     for (const r of reporters) await r.flush?.();
+    await server?.close();
+    await unlock();
+  }
+}
+
+/**
+ * Grant mode (`--osc`): the controller grants this node a revision of the OSC; the agent applies
+ * it, in try mode when the grant says so (docs/rollouts.md).
+ */
+async function runGrantMode(
+  flags: AgentFlags,
+  deps: ReturnType<typeof depsFor>,
+  log: (m: string) => void,
+  metrics: AgentMetrics | undefined,
+  reporters: Reporter[],
+  served: typeof import('../../agent/metrics.js') | undefined,
+): Promise<void> {
+  const { namespace, osc } = flags;
+  if (osc === undefined || namespace === undefined) {
+    throw new Error('grant mode needs --namespace and --osc (the OperatingSystemConfig to follow)');
+  }
+  if (flags.file !== undefined || flags.secret !== undefined) {
+    throw new Error('use one of --osc (grants), --secret (the latest Secret) or --file');
+  }
+  if (flags.once === true) {
+    throw new Error(
+      '--once is for --file and --secret: in grant mode the controller paces the node',
+    );
+  }
+  const node = flags.node ?? process.env.NODE_NAME;
+  if (node === undefined || node === '') {
+    throw new Error('name this node with --node (or $NODE_NAME)');
+  }
+  const pollIntervalMs = seconds(flags.pollInterval, '--poll-interval') * 1000;
+  const [kube, { followGrants }] = await Promise.all([
+    import('../../kube/credentials.js'),
+    import('../../agent/rollout/follow-grants.js'),
+  ]);
+  const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
+  log(`credentials from ${credentials.origin}; grants of node ${node} for ${namespace}/${osc}`);
+  const kc = kube.asKubeConfig(credentials);
+  const { agent, reporter } = followGrants(kc, {
+    namespace,
+    osc,
+    node,
+    deps,
+    pollIntervalMs,
+    log,
+    observers: reporters,
+    http: kube.kubeHttp(credentials),
+    ...(metrics
+      ? {
+          onRequest: (): void => {
+            metrics.apiRequests.inc();
+          },
+        }
+      : {}),
+  });
+  const unlock = await lockStateDir(deps.stateDir);
+  const server =
+    served && metrics && flags.metricsAddr !== undefined
+      ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
+      : undefined;
+  try {
+    if (server) log(`serving /healthz and /metrics on http://${server.address}`);
+    await agent.start();
+    await new Promise<void>((done) => {
+      const stop = (): void => {
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+        done();
+      };
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
+    });
+    log('stopping');
+  } finally {
+    await agent.stop();
+    await reporter.flush();
+    reporter.stop();
     await server?.close();
     await unlock();
   }

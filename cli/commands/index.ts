@@ -127,15 +127,22 @@ export function registerCommands(program: Command): void {
   program
     .command('agent')
     .description(
-      'run the node agent: follow the reconcile Secret (or a local file) and apply it in place; report per node',
+      'run the node agent: apply the revisions the controller grants (--osc), the latest reconcile Secret (--secret) or a local file (--file) in place; report per node',
     )
     .option('--file <file>', 'follow a local file (OSC YAML or canonical JSON) instead of a Secret')
     .option(
       '--kubeconfig <path>',
       'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
     )
-    .option('--namespace <ns>', 'namespace of the reconcile Secret')
-    .option('--secret <name>', 'name of the reconcile Secret to follow')
+    .option('--namespace <ns>', 'namespace of the OSC and its Secrets')
+    .option(
+      '--osc <name>',
+      'grant mode: apply the revisions of this reconcile OSC that the controller grants this node, in try mode (docs/rollouts.md)',
+    )
+    .option(
+      '--secret <name>',
+      'follow the latest reconcile Secret with this name (no rollout gate)',
+    )
     .option(
       '--node <name>',
       "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
