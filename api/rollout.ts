@@ -21,7 +21,13 @@ export const ROLLOUT_DEFAULTS = {
   progressDeadlineSeconds: 600,
   failureThreshold: 1,
   nonDisruptive: 'Gate' as NonDisruptive,
-  healthCheck: { timeoutSeconds: 5, periodSeconds: 5, path: '/', scheme: 'HTTP' as const },
+  healthCheck: {
+    timeoutSeconds: 5,
+    periodSeconds: 5,
+    failureThreshold: 3,
+    path: '/',
+    scheme: 'HTTP' as const,
+  },
 };
 
 export type IntOrPercent = number | string;

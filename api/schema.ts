@@ -362,6 +362,14 @@ export const HealthCheck = Type.Object(
         maximum: 300,
       }),
     ),
+    failureThreshold: Type.Optional(
+      Type.Integer({
+        description:
+          'Consecutive failures after which the node rolls back at once, without waiting for the deadline; default 3 (as a Kubernetes probe: a service gets period × threshold to come up).',
+        minimum: 1,
+        maximum: 100,
+      }),
+    ),
   },
   {
     description:

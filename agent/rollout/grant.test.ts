@@ -58,8 +58,16 @@ describe('parseGrant', () => {
           scheme: 'HTTP',
           timeoutMs: 5000,
           periodMs: 5000,
+          failureThreshold: 3,
         },
-        { name: 'x', kind: 'exec', command: ['/bin/true', '-v'], timeoutMs: 2000, periodMs: 1000 },
+        {
+          name: 'x',
+          kind: 'exec',
+          command: ['/bin/true', '-v'],
+          timeoutMs: 2000,
+          periodMs: 1000,
+          failureThreshold: 3,
+        },
       ],
     });
   });

@@ -9,22 +9,25 @@ import { ROLLOUT_LIMITS } from '../../api/constants.js';
 import { ROLLOUT_DEFAULTS } from '../../api/rollout.js';
 import { revisionSecretName } from '../../api/secret.js';
 
-export interface ExecCheck {
+interface CheckTiming {
+  timeoutMs: number;
+  periodMs: number;
+  /** Consecutive failures that end the try at once. */
+  failureThreshold: number;
+}
+
+export interface ExecCheck extends CheckTiming {
   name: string;
   kind: 'exec';
   command: string[];
-  timeoutMs: number;
-  periodMs: number;
 }
 
-export interface HttpCheck {
+export interface HttpCheck extends CheckTiming {
   name: string;
   kind: 'httpGet';
   port: number;
   path: string;
   scheme: 'HTTP' | 'HTTPS';
-  timeoutMs: number;
-  periodMs: number;
 }
 
 export type Check = ExecCheck | HttpCheck;
@@ -92,6 +95,13 @@ function check(raw: unknown, i: number): Check {
       1,
       300,
     ) * 1000;
+  const failureThreshold = int(
+    raw.failureThreshold ?? ROLLOUT_DEFAULTS.healthCheck.failureThreshold,
+    `${at}.failureThreshold`,
+    1,
+    100,
+  );
+  const timing = { timeoutMs, periodMs, failureThreshold };
   const exec = raw.exec;
   const http = raw.httpGet;
   if ((exec === undefined) === (http === undefined)) {
@@ -116,7 +126,7 @@ function check(raw: unknown, i: number): Check {
     if (!command[0]?.startsWith('/')) {
       throw new GrantError(`${at}.exec.command[0] must be an absolute path`);
     }
-    return { name, kind: 'exec', command, timeoutMs, periodMs };
+    return { name, kind: 'exec', command, ...timing };
   }
   if (!isObj(http)) throw new GrantError(`${at}.httpGet must be a mapping`);
   const port = int(http.port, `${at}.httpGet.port`, 1, 65535);
@@ -128,7 +138,7 @@ function check(raw: unknown, i: number): Check {
   if (scheme !== 'HTTP' && scheme !== 'HTTPS') {
     throw new GrantError(`${at}.httpGet.scheme must be HTTP or HTTPS`);
   }
-  return { name, kind: 'httpGet', port, path, scheme, timeoutMs, periodMs };
+  return { name, kind: 'httpGet', port, path, scheme, ...timing };
 }
 
 export interface GrantScope {

@@ -164,7 +164,7 @@ async function setup(): Promise<Setup> {
 let generation = 0;
 function grantOf(
   d: Desired,
-  opts: { try?: boolean; soakMs?: number; deadlineMs?: number } = {},
+  opts: { try?: boolean; soakMs?: number; deadlineMs?: number; failureThreshold?: number } = {},
 ): GrantedDesired {
   const grant: Grant = {
     generation: ++generation,
@@ -179,7 +179,14 @@ function grantOf(
       soakMs: opts.soakMs ?? 150,
       deadlineMs: opts.deadlineMs ?? 800,
       checks: [
-        { name: 'app', kind: 'exec', command: ['/bin/true'], timeoutMs: 1000, periodMs: 20 },
+        {
+          name: 'app',
+          kind: 'exec',
+          command: ['/bin/true'],
+          timeoutMs: 1000,
+          periodMs: 20,
+          failureThreshold: opts.failureThreshold ?? 1000,
+        },
       ],
     };
   }
@@ -248,6 +255,18 @@ describe('GrantedAgent', () => {
     s.feed.grant(bad);
     expect((await s.reporter.until('RolledBack')).reason).toBe('HealthCheckFailed');
     expect(await s.read('etc/app/app.conf')).toBe(before);
+  });
+
+  it('a check failing failureThreshold times in a row rolls back at once, before the deadline', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.checkOk.value = false;
+    const t0 = Date.now();
+    s.feed.grant(grantOf(version('2'), { deadlineMs: 60_000, failureThreshold: 3 }));
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('HealthCheckFailed');
+    expect(r.message).toMatch(/\(3 times in a row\)/);
+    expect(Date.now() - t0).toBeLessThan(5_000);
   });
 
   it('no status write or watch event over fresh connections by the deadline → rolled back (APIUnreachable)', async () => {

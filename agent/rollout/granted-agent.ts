@@ -418,6 +418,7 @@ export class GrantedAgent {
     const results = new Map<string, CheckResult>();
     const nextRun = new Map<string, number>();
     const inFlight = new Set<string>();
+    const consecutive = new Map<string, number>();
     let healthySince: number | undefined;
     let lastProblem = '';
     for (;;) {
@@ -431,6 +432,7 @@ export class GrantedAgent {
         void this.o.health.run(check).then((r) => {
           inFlight.delete(check.name);
           results.set(check.name, r);
+          consecutive.set(check.name, r.ok ? 0 : (consecutive.get(check.name) ?? 0) + 1);
         });
       }
       const problems: string[] = [];
@@ -449,7 +451,18 @@ export class GrantedAgent {
       for (const check of policy.checks) {
         const r = results.get(check.name);
         if (!r) problems.push(`${check.name}: not run yet`);
-        else if (!r.ok) problems.push(`health check ${check.name}: ${r.message}`);
+        else if (!r.ok) {
+          const n = consecutive.get(check.name) ?? 0;
+          const message = `health check ${check.name}: ${r.message}`;
+          if (n >= check.failureThreshold) {
+            return {
+              kind: 'failed',
+              reason: 'HealthCheckFailed',
+              message: `${message} (${String(n)} times in a row)`,
+            };
+          }
+          problems.push(message);
+        }
       }
       if (problems.length > 0) {
         healthySince = undefined;

@@ -10,6 +10,7 @@ const exec = (command: string[], timeoutMs = 2000): Check => ({
   command,
   timeoutMs,
   periodMs: 1000,
+  failureThreshold: 3,
 });
 
 describe('NodeHealthProbe: exec', () => {
@@ -77,6 +78,7 @@ describe('NodeHealthProbe: httpGet', () => {
     scheme: 'HTTP',
     timeoutMs: 2000,
     periodMs: 1000,
+    failureThreshold: 3,
   });
 
   it('2xx and 3xx are healthy (a redirect is not followed); 5xx and a refused connection are not', async () => {

@@ -36,6 +36,7 @@ describe('the command table', () => {
         'plan',
         'render',
         'renderer',
+        'rollout',
         'up',
         'validate',
         'version',
@@ -44,6 +45,11 @@ describe('the command table', () => {
     expect(helpOf('agent')).toMatch(/--secret <name>[\s\S]*--poll-interval <seconds>[\s\S]*--once/);
     expect(helpOf('controller')).toMatch(/--leader-elect[\s\S]*--renderers-config <path>/);
     expect(helpOf('up')).toMatch(/folder of OSC YAML files \(default: "examples"\)/);
+    expect(helpOf('agent')).toMatch(/--osc <name>/);
+    for (const sub of ['status', 'pause', 'resume', 'undo']) {
+      expect(helpOf('rollout', sub)).toMatch(/-n, --namespace <ns>/);
+    }
+    expect(helpOf('rollout', 'undo')).toMatch(/--to-revision <n>/);
   });
 
   it('runs a command through its lazily loaded implementation', async () => {

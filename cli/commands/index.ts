@@ -11,6 +11,7 @@ import { tuneHeapForLongRunning } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
 import type { RenderCommandOptions } from './render.js';
+import type { RolloutFlags } from './rollout.js';
 import type { ServeOptions } from './renderer.js';
 import type { UpFlags } from './up.js';
 
@@ -164,6 +165,53 @@ export function registerCommands(program: Command): void {
       tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
       await (await import('./agent.js')).agentCommand(flags);
     });
+
+  const rollout = program
+    .command('rollout')
+    .description(
+      'the rollout of a reconcile OperatingSystemConfig to the nodes that follow grants (docs/rollouts.md)',
+    );
+  const rolloutCommand = (
+    name: 'status' | 'pause' | 'resume' | 'undo',
+    description: string,
+  ): Command =>
+    rollout
+      .command(name)
+      .description(description)
+      .argument('<osc>', 'the OperatingSystemConfig')
+      .option('-n, --namespace <ns>', 'its namespace', 'default')
+      .option(
+        '--kubeconfig <path>',
+        'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
+      );
+  const run =
+    (f: 'rolloutStatus' | 'rolloutPause' | 'rolloutResume' | 'rolloutUndo') =>
+    async (osc: string, flags: RolloutFlags): Promise<void> => {
+      try {
+        process.exitCode = await (await import('./rollout.js'))[f](osc, flags);
+      } catch (error) {
+        process.stderr.write(`oscar rollout: ${(error as Error).message}
+`);
+        process.exitCode = 1;
+      }
+    };
+  rolloutCommand(
+    'status',
+    'print the rollout; --watch waits until it completes (exit 0) or pauses on failures (exit 1)',
+  )
+    .option('-w, --watch', 'wait for the rollout to complete')
+    .option('--timeout <duration>', 'with --watch: give up after this long (90s, 10m, 1h)', '10m')
+    .action(run('rolloutStatus'));
+  rolloutCommand('pause', 'grant the new revision to no further node (spec.rollout.paused)').action(
+    run('rolloutPause'),
+  );
+  rolloutCommand(
+    'resume',
+    'continue a paused rollout: after a manual pause, a canary pause, or failures (failed nodes are retried)',
+  ).action(run('rolloutResume'));
+  rolloutCommand('undo', 'send every node back to the stable revision (or --to-revision)')
+    .option('--to-revision <n>', 'the kept revision to go back to')
+    .action(run('rolloutUndo'));
 
   program
     .command('plan')

@@ -41,11 +41,11 @@ afterEach(async (ctx) => {
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 
 /** The agent's identity: its own Secret and its own node object, nothing else. */
-async function grantAgent(api: Api, ns: string, node: string, secret: string): Promise<void> {
+async function grantAgent(api: Api, ns: string, node: string, osc: string): Promise<void> {
   const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
     .replaceAll('NODE_NAME', node)
     .replaceAll('NAMESPACE', ns)
-    .replaceAll('SECRET_NAME', secret);
+    .replaceAll('OSC_NAME', osc);
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   expect(applied.code, applied.stderr).toBe(0);
   cleanups.push(async () => {
@@ -73,7 +73,7 @@ async function chain(prefix: string) {
   const osc = 'web';
   const secret = secretNameFor(osc, 'reconcile');
   const api = new Api();
-  await grantAgent(api, ns, node, secret);
+  await grantAgent(api, ns, node, osc);
   const controller = await startController([ns]);
   cleanups.push(controller.stop);
   logs.push(controller.logs);
