@@ -399,6 +399,8 @@ export class GrantedAgent {
     const signal = this.interrupt.signal;
     // The connectivity proof: new connections, a status write, the watch seeing it.
     const api = { ok: false };
+    // wakes the loop below early: the API proof arrived, or a check finished
+    let wake: (() => void) | undefined;
     this.o.resetConnections?.();
     this.o.source.restartWatch();
     const mark = this.o.reporter.mark();
@@ -412,6 +414,7 @@ export class GrantedAgent {
       .then((rv) => this.o.source.waitForVersion(rv))
       .then(() => {
         api.ok = true;
+        wake?.();
       });
 
     const tick = this.o.tickMs ?? 1000;
@@ -433,6 +436,7 @@ export class GrantedAgent {
           inFlight.delete(check.name);
           results.set(check.name, r);
           consecutive.set(check.name, r.ok ? 0 : (consecutive.get(check.name) ?? 0) + 1);
+          wake?.();
         });
       }
       const problems: string[] = [];
@@ -498,12 +502,21 @@ export class GrantedAgent {
           message: `not healthy for ${String(policy.soakMs / 1000)} s by the deadline${lastProblem ? `: ${lastProblem}` : ''}`,
         };
       }
+      // sleep until the next thing that can change the verdict: a tick, the soak's end, the
+      // deadline, a check's result or the API proof — a node confirms as soon as it may
+      const soakEnds = healthySince === undefined ? Infinity : healthySince + policy.soakMs - now;
+      const soakLeft = soakEnds > 0 ? soakEnds : Infinity; // soaked: only the API proof is awaited
+      const sleep = Math.max(0, Math.min(tick, soakLeft, record.deadline - now));
       await new Promise<void>((r) => {
-        const t = setTimeout(r, Math.min(tick, Math.max(0, record.deadline - now)));
-        signal.addEventListener('abort', () => {
+        const done = (): void => {
           clearTimeout(t);
+          signal.removeEventListener('abort', done);
+          wake = undefined;
           r();
-        });
+        };
+        const t = setTimeout(done, sleep);
+        wake = done;
+        signal.addEventListener('abort', done);
       });
     }
   }
