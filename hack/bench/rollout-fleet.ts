@@ -3,7 +3,7 @@
 // with its connectivity proof) with its own HTTP client and connections to the real API server;
 // only the apply is simulated (a fixed time, into memory) and health checks are left out.
 //   argv: KUBECONFIG NAMESPACE OSC PREFIX FIRST COUNT APPLY_MS WORKDIR
-import { subscribe } from 'node:diagnostics_channel';
+import { channel } from 'node:diagnostics_channel';
 import type { Socket } from 'node:net';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -28,11 +28,14 @@ const first = Number(firstText);
 const count = Number(countText);
 const applyMs = Number(applyMsText);
 
-// Wire bytes (TLS records and HTTP included) of every connection this process opens (they are
-// all API connections): each TCP socket's counters, taken when it closes and at each report.
+// HTTP bytes (headers and bodies, as the TLS socket counts them: before encryption) of every
+// connection this process opens — all of them API connections: each socket's counters, taken
+// when it closes and at each report.
 let closedBytes = 0;
 const live = new Set<Socket>();
-subscribe('net.client.socket', (message) => {
+// (the channel object is kept: a channel nobody holds may be collected with its subscribers)
+const sockets = channel('net.client.socket');
+sockets.subscribe((message) => {
   const socket = (message as { socket: Socket }).socket;
   live.add(socket);
   socket.once('close', () => {
