@@ -208,6 +208,14 @@ describe('reconcileRollout', () => {
     expect(w.rollout?.revisions?.map((r) => r.revision)).toEqual([6, 5, 4, 3, 2]);
   });
 
+  it('does nothing at all for an OSC no grant-mode node follows', async () => {
+    const w = new World(0);
+    w.render(1);
+    expect(await reconcileRollout(KEY, w.deps())).toEqual({ writes: 0, grants: 0 });
+    expect(w.take()).toEqual([]);
+    expect(w.rollout).toBeUndefined();
+  });
+
   it('refuses a reconcile Secret whose data does not match its checksum, writing nothing', async () => {
     const w = new World(1);
     w.render(1, undefined, 'f'.repeat(64));

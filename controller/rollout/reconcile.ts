@@ -241,6 +241,9 @@ export async function reconcileRollout(key: string, deps: RolloutDeps): Promise<
   deps.memo.set(key, memo);
   const memory = deps.caches.rolloutOf(key);
   const nodes = deps.caches.grantNodesOf(key);
+  // No grant-mode node has ever followed this OSC: no revision, no status.rollout, no request —
+  // an OSC whose agents follow the Secret costs the rollout controller nothing.
+  if (nodes.length === 0 && memory === undefined) return { writes: 0, grants: 0 };
   const slots = readSlots(
     osc.metadata.name,
     deps.caches.ownedSecretsOf(namespace, osc.metadata.name),
