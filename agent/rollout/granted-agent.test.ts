@@ -364,6 +364,26 @@ describe('GrantedAgent', () => {
     expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
   });
 
+  it('a node that never confirmed anything here (it followed the Secret) rolls back to what it carried', async () => {
+    const s = await setup();
+    // v1 applied by an earlier agent in Secret mode: last-applied, no confirmed.json
+    const { applyDesired } = await import('../apply.js');
+    await applyDesired(
+      {
+        root: s.root,
+        stateDir: s.stateDir,
+        systemd: new LocalSystemd(s.root, join(s.stateDir, 'would-run.log')),
+        owners: false,
+      },
+      version('1'),
+    );
+    await s.agent.start();
+    s.checkOk.value = false;
+    s.feed.grant(grantOf(version('2')));
+    expect((await s.reporter.until('RolledBack')).previousChecksum).toBe(version('1').checksum);
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+  });
+
   it('a new grant during a verification ends it; going back to the confirmed revision is plain', async () => {
     const s = await setup();
     await onV1(s);

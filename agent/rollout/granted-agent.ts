@@ -306,6 +306,9 @@ export class GrantedAgent {
       );
       return;
     }
+    // What the node carries without ever having confirmed anything here (an agent that followed
+    // the Secret before): that is what a rollback goes back to.
+    if (!confirmed && last) await tryState.setConfirmed(last.bytes);
     record ??= await tryState.begin(desired, last, grant);
     const t0 = performance.now();
     let result: ApplyResult;
