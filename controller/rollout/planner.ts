@@ -408,7 +408,8 @@ export function planRollout(input: RolloutInput): RolloutPlan {
       : 0
     : (granted > 0 && canaryWaves > 0 ? 1 : 0) +
       (inCanary ? 0 : Math.ceil(afterCanary / Math.max(1, maxUnavailable)));
-  status.wave = Math.max(status.wave, wave);
+  // (nodes joining mid-rollout move the count of waves; a wave number never exceeds it)
+  status.wave = Math.min(Math.max(status.wave, wave), Math.max(status.waves, 1));
   if (status.wave > previousWave && tryMode) {
     plan.events.push({
       type: 'Normal',

@@ -357,7 +357,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'oscar:benc
     // oscar's own traffic in the window (agents and controller), from the API server's counters:
     // not the bench's polling of the OSC, not kube-controller-manager's
     const oscars =
-      /^(\S+ operatingsystemconfignodes|\S+ secrets|\S+ operatingsystemconfigs\/status|POST events)/;
+      /^(\S+ operatingsystemconfignodes|GET secrets|APPLY secrets|\S+ operatingsystemconfigs\/status|POST events)/;
     let served = 0;
     const byKind: string[] = [];
     for (const [k, v] of after.requests) {
