@@ -10,9 +10,10 @@
  * counts the nodes of each config by it (OSC status.nodes).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Condition, OperatingSystemConfigNodeStatus } from '../api/schema.js';
-import { API_VERSION, OSC_NODE_KIND } from '../api/constants.js';
+import type { Condition, OperatingSystemConfigNodeStatus, RevisionReport } from '../api/schema.js';
+import { API_VERSION, OSC_NODE_KIND, type NodeSource } from '../api/constants.js';
 import {
+  ACCEPT_METADATA,
   ApiError,
   CONTENT_MERGE_PATCH,
   HttpKubeClient,
@@ -67,6 +68,9 @@ export class KubeReporter implements Reporter {
   private created = false;
   private failures = 0;
   private stopped = false;
+  /** Writes are numbered: a waiter asks for the first write that starts after a given number. */
+  private epoch = 0;
+  private writeWaiters: { epoch: number; resolve: (rv: string) => void }[] = [];
 
   constructor(
     kc: KubeConfig,
@@ -114,6 +118,31 @@ export class KubeReporter implements Reporter {
   private setApplied(checksum: string): void {
     this.status.appliedChecksum = checksum;
     this.status.appliedChecksumShort = checksum.slice(0, 12);
+  }
+
+  /** How this agent follows its configuration, and the OSC (grant mode names it up front). */
+  setSource(source: NodeSource, oscRef?: { namespace: string; name: string }): void {
+    this.status.source = source;
+    if (oscRef) this.status.oscRef = { namespace: oscRef.namespace, name: oscRef.name };
+    this.push();
+  }
+
+  /** The agent's answer to its grant (grant mode, agent/rollout/). */
+  setRevision(report: RevisionReport): void {
+    this.status.revision = report;
+    this.push();
+  }
+
+  /**
+   * A mark: writeAfter(mark) resolves with the resourceVersion the first status write begun
+   * after this call stored. Try mode uses it to prove a write reaches the API server.
+   */
+  mark(): number {
+    return ++this.epoch;
+  }
+
+  writtenAfter(mark: number): Promise<string> {
+    return new Promise((resolve) => this.writeWaiters.push({ epoch: mark, resolve }));
   }
 
   /** What the node carries from an earlier run: reported so a fresh node object says it too. */
@@ -236,10 +265,14 @@ export class KubeReporter implements Reporter {
       this.dirty = false;
       const body: Record<string, unknown> = { ...this.status };
       for (const key of this.cleared) body[key] = null;
+      const epoch = this.epoch;
       try {
-        await this.send(body);
+        const rv = await this.send(body);
         this.cleared.clear();
         this.failures = 0;
+        const done = this.writeWaiters.filter((w) => w.epoch <= epoch);
+        this.writeWaiters = this.writeWaiters.filter((w) => w.epoch > epoch);
+        for (const w of done) w.resolve(rv);
       } catch (error) {
         this.dirty = true;
         this.failures++;
@@ -262,7 +295,8 @@ export class KubeReporter implements Reporter {
     }
   }
 
-  private async send(status: Record<string, unknown>): Promise<void> {
+  /** One status write (creating the object first if needed); returns its resourceVersion. */
+  private async send(status: Record<string, unknown>): Promise<string> {
     const path = `${PATH}/${encodeURIComponent(this.opts.node)}`;
     if (!this.created) {
       this.opts.onRequest?.();
@@ -281,10 +315,14 @@ export class KubeReporter implements Reporter {
     }
     this.opts.onRequest?.();
     try {
-      await this.http.request('PATCH', `${path}/status`, {
+      const stored = await this.http.request<
+        { metadata?: { resourceVersion?: string } } | undefined
+      >('PATCH', `${path}/status`, {
         body: { status },
         contentType: CONTENT_MERGE_PATCH,
+        accept: ACCEPT_METADATA,
       });
+      return stored?.metadata?.resourceVersion ?? '';
     } catch (error) {
       if (isNotFound(error)) this.created = false; // deleted meanwhile: create again
       throw error;

@@ -43,11 +43,32 @@ export const ENCODINGS = ['', 'b64', 'gzip+b64'] as const;
 export const CRI_NAMES = ['containerd'] as const;
 export const CGROUP_DRIVERS = ['systemd', 'cgroupfs'] as const;
 
+/** Rollouts (docs/rollouts.md). */
+export const NON_DISRUPTIVE = ['Gate', 'Immediate'] as const;
+export const HTTP_SCHEMES = ['HTTP', 'HTTPS'] as const;
+/** What a node's agent answers to its grant (status.revision.phase). */
+export const GRANT_PHASES = ['Applying', 'Verifying', 'Confirmed', 'RolledBack', 'Failed'] as const;
+/** How the agent follows its configuration (status.source). */
+export const NODE_SOURCES = ['Grant', 'Secret', 'File'] as const;
+export const ROLLOUT_PHASES = ['Progressing', 'Paused', 'Undoing', 'Complete'] as const;
+export const PAUSE_REASONS = ['Manual', 'Canary', 'FailureThreshold'] as const;
+export const ROLLOUT_LIMITS = {
+  healthChecks: 16,
+  commandArgs: 64,
+  /** Revision Secrets kept per OSC: fixed, so RBAC can name them (docs/rollouts.md). */
+  revisionSlots: 5,
+} as const;
+
 export type Purpose = (typeof PURPOSES)[number];
 export type Format = (typeof FORMATS)[number];
 export type UnitCommand = (typeof UNIT_COMMANDS)[number];
 export type OnChange = (typeof ON_CHANGE)[number];
 export type Encoding = (typeof ENCODINGS)[number];
+export type NonDisruptive = (typeof NON_DISRUPTIVE)[number];
+export type GrantPhase = (typeof GRANT_PHASES)[number];
+export type NodeSource = (typeof NODE_SOURCES)[number];
+export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
+export type PauseReason = (typeof PAUSE_REASONS)[number];
 
 /**
  * How spec.packages are installed, by the rendered provision script and by the agent alike, so a

@@ -87,9 +87,10 @@ describe('the CRDs', () => {
       'Nodes',
       'Updated',
       'Degraded',
+      'Rollout',
       'Age',
     ]);
-    expect(shown(true)).toEqual(['Reason', 'Format', 'Size', 'Secret']);
+    expect(shown(true)).toEqual(['Reason', 'Format', 'Size', 'Secret', 'Revision', 'Failed']);
   });
 
   it('carry the CEL rules for one content source, immutable purpose and permissions as strings', () => {

@@ -15,6 +15,7 @@ import {
   GROUP,
   OSC_KIND,
   OSC_NODE_KIND,
+  OperatingSystemConfigNodeSpec,
   OperatingSystemConfigNodeStatus,
   OperatingSystemConfigSpec,
   OperatingSystemConfigStatus,
@@ -147,6 +148,12 @@ export function operatingSystemConfigCrd(): Json {
         jsonPath: '.status.nodes.degraded',
         description: 'Nodes whose agent reports Degraded=True.',
       },
+      {
+        name: 'Rollout',
+        type: 'string',
+        jsonPath: '.status.rollout.phase',
+        description: 'Phase of the gated rollout (reconcile OSCs with grant-mode nodes).',
+      },
       AGE_COLUMN,
       {
         name: 'Reason',
@@ -157,6 +164,13 @@ export function operatingSystemConfigCrd(): Json {
       { name: 'Format', type: 'string', jsonPath: '.status.format', priority: 1 },
       { name: 'Size', type: 'integer', jsonPath: '.status.size', priority: 1 },
       { name: 'Secret', type: 'string', jsonPath: '.status.secretRef.name', priority: 1 },
+      { name: 'Revision', type: 'integer', jsonPath: '.status.rollout.revision', priority: 1 },
+      {
+        name: 'Failed',
+        type: 'integer',
+        jsonPath: '.status.rollout.nodes.failed',
+        priority: 1,
+      },
     ],
     schema: rootSchema(
       'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS into a Secret and its agent keeps nodes in sync in place.',
@@ -180,6 +194,8 @@ export function operatingSystemConfigNodeCrd(): Json {
       { name: 'OSC', type: 'string', jsonPath: '.status.oscRef.name' },
       { name: 'Desired', type: 'string', jsonPath: '.status.desiredChecksumShort' },
       { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksumShort' },
+      { name: 'Revision', type: 'integer', jsonPath: '.status.revision.number' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.revision.phase' },
       {
         name: 'Degraded',
         type: 'string',
@@ -195,10 +211,14 @@ export function operatingSystemConfigNodeCrd(): Json {
         priority: 1,
       },
       { name: 'Secret', type: 'string', jsonPath: '.status.oscRef.secretName', priority: 1 },
+      { name: 'Granted', type: 'integer', jsonPath: '.spec.revision.number', priority: 1 },
     ],
     schema: rootSchema(
-      "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent. Named after the node.",
-      { status: toOpenApi(OperatingSystemConfigNodeStatus) },
+      "OperatingSystemConfigNode is one node's view of its configuration, named after the node: the controller writes its spec (the revision granted to the node), the node's agent its status.",
+      {
+        spec: toOpenApi(OperatingSystemConfigNodeSpec),
+        status: toOpenApi(OperatingSystemConfigNodeStatus),
+      },
     ),
   });
 }

@@ -10,6 +10,7 @@ import { dropInPath, unitPath } from './resolved.js';
 import { hasKey, parseUnitFile } from './systemd/unit-file.js';
 import { validateDropInName, validateUnitName } from './systemd/unit-name.js';
 import { formatBytes } from './bytes.js';
+import { validateRolloutPolicy } from './rollout.js';
 
 /**
  * Directories the OS owns wholesale: writing a file *at* one of these paths would replace the
@@ -315,5 +316,6 @@ export function deepValidate(spec: Obj): FieldError[] {
   checkFiles(spec, out);
   checkUnits(spec, declaredFiles, out);
   checkPackages(spec, out);
+  out.push(...validateRolloutPolicy(spec));
   return out;
 }

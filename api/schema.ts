@@ -25,6 +25,13 @@ import {
   ENCODINGS,
   CRI_NAMES,
   CGROUP_DRIVERS,
+  NON_DISRUPTIVE,
+  HTTP_SCHEMES,
+  GRANT_PHASES,
+  NODE_SOURCES,
+  ROLLOUT_PHASES,
+  PAUSE_REASONS,
+  ROLLOUT_LIMITS,
 } from './constants.js';
 
 interface CelRule {
@@ -273,6 +280,213 @@ export const Cri = Type.Object(
   },
 );
 
+/**
+ * A count of nodes or a percentage of them ("25%"), as Kubernetes' maxUnavailable. Value
+ * validations without a type apply to strings only; integers meet the CEL rule.
+ */
+const IntOrPercent = (description: string) =>
+  Type.Unsafe<number | string>({
+    description,
+    'x-kubernetes-int-or-string': true,
+    maxLength: 4,
+    pattern: '^(100|[1-9]?[0-9])%$',
+    'x-kubernetes-validations': [
+      {
+        rule: 'type(self) == string || self >= 0',
+        message: 'must be a count of nodes (0 or more) or a percentage such as "25%"',
+      },
+    ],
+  });
+
+export const HealthCheck = Type.Object(
+  {
+    name: Type.String({
+      description: 'Name of the check, shown in the node report: a DNS label such as "kubelet".',
+      minLength: 1,
+      maxLength: 63,
+      pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+    }),
+    exec: Type.Optional(
+      Type.Object(
+        {
+          command: Type.Array(Type.String({ description: 'An argument.', maxLength: 4096 }), {
+            description:
+              'The program and its arguments, run as root without a shell in the root directory; exit status 0 is healthy.',
+            minItems: 1,
+            maxItems: ROLLOUT_LIMITS.commandArgs,
+            'x-kubernetes-list-type': 'atomic',
+          }),
+        },
+        { description: 'Run a command on the node.' },
+      ),
+    ),
+    httpGet: Type.Optional(
+      Type.Object(
+        {
+          port: Type.Integer({
+            description: "Port on the node's loopback (127.0.0.1), such as 10248 for kubelet.",
+            minimum: 1,
+            maximum: 65535,
+          }),
+          path: Type.Optional(
+            Type.String({
+              description: 'Path of the request; default "/".',
+              maxLength: 1024,
+              pattern: '^/[^\\\\s]*$',
+            }),
+          ),
+          scheme: Type.Optional(
+            StringEnum(HTTP_SCHEMES, {
+              description:
+                '"HTTP" (default) or "HTTPS" (the certificate is not verified: the request never leaves the node).',
+            }),
+          ),
+        },
+        {
+          description:
+            "GET a URL on the node's loopback; a 2xx or 3xx answer is healthy. Always 127.0.0.1: a check never leaves the node.",
+        },
+      ),
+    ),
+    timeoutSeconds: Type.Optional(
+      Type.Integer({
+        description: 'How long one run may take before it counts as failed; default 5.',
+        minimum: 1,
+        maximum: 300,
+      }),
+    ),
+    periodSeconds: Type.Optional(
+      Type.Integer({
+        description: 'How often the check runs while the node verifies a revision; default 5.',
+        minimum: 1,
+        maximum: 300,
+      }),
+    ),
+    failureThreshold: Type.Optional(
+      Type.Integer({
+        description:
+          'Consecutive failures after which the node rolls back at once, without waiting for the deadline; default 3 (as a Kubernetes probe: a service gets period × threshold to come up).',
+        minimum: 1,
+        maximum: 100,
+      }),
+    ),
+  },
+  {
+    description:
+      'A check the node runs after applying a revision: the revision is kept only when every check passes for the soak time.',
+    'x-kubernetes-validations': [
+      {
+        rule: '[has(self.exec), has(self.httpGet)].filter(x, x).size() == 1',
+        message: 'set exactly one of exec, httpGet',
+      },
+    ],
+  },
+);
+
+export const RolloutPolicy = Type.Object(
+  {
+    maxUnavailable: Type.Optional(
+      IntOrPercent(
+        'How many nodes may be updating (or unavailable) at once: a count or a percentage of the nodes, rounded down but at least 1; default 1.',
+      ),
+    ),
+    canary: Type.Optional(
+      Type.Object(
+        {
+          nodes: Type.Optional(
+            IntOrPercent(
+              'Size of the canary wave: a count or a percentage (rounded up); default 1.',
+            ),
+          ),
+          pauseSeconds: Type.Optional(
+            Type.Integer({
+              description:
+                'After the canary wave is updated, wait this long before the next wave. Omitted: wait until `oscar rollout resume`.',
+              minimum: 0,
+              maximum: 7 * 24 * 3600,
+            }),
+          ),
+        },
+        {
+          description:
+            'A first wave of a few nodes; the rollout then pauses (for pauseSeconds, or until resumed).',
+        },
+      ),
+    ),
+    soakSeconds: Type.Optional(
+      Type.Integer({
+        description:
+          'How long a node must stay healthy after applying a revision before it counts as updated; default 60.',
+        minimum: 0,
+        maximum: 24 * 3600,
+      }),
+    ),
+    progressDeadlineSeconds: Type.Optional(
+      Type.Integer({
+        description:
+          'How long a node has, from the end of its apply, to be healthy for the soak time and to reach the API server again; otherwise it rolls back by itself. Default 600.',
+        minimum: 1,
+        maximum: 24 * 3600,
+      }),
+    ),
+    failureThreshold: Type.Optional(
+      IntOrPercent(
+        'Failed or rolled-back nodes at which the rollout pauses by itself: a count or a percentage (rounded up, at least 1); default 1.',
+      ),
+    ),
+    paused: Type.Optional(
+      Type.Boolean({
+        description:
+          'Grant the new revision to no further node (nodes already updating finish). `oscar rollout pause|resume` sets it.',
+      }),
+    ),
+    nonDisruptive: Type.Optional(
+      StringEnum(NON_DISRUPTIVE, {
+        description:
+          '"Gate" (default): every revision goes through the waves. "Immediate": a revision that starts, restarts, reloads or stops no unit and installs no package, compared with the stable one, goes to every node at once.',
+      }),
+    ),
+    healthChecks: Type.Optional(
+      Type.Array(HealthCheck, {
+        description: 'What every node checks after applying a revision (try mode).',
+        maxItems: ROLLOUT_LIMITS.healthChecks,
+        'x-kubernetes-list-type': 'map',
+        'x-kubernetes-list-map-keys': ['name'],
+      }),
+    ),
+    rollback: Type.Optional(
+      Type.Object(
+        {
+          fromRevision: Type.Integer({
+            description: 'The revision undone: the rollback holds while the OSC still renders it.',
+            minimum: 1,
+          }),
+          toRevision: Type.Integer({
+            description: 'The revision every node goes back to.',
+            minimum: 1,
+          }),
+        },
+        {
+          description:
+            'Set by `oscar rollout undo`: every node goes back to toRevision as long as the OSC renders fromRevision; any other rendering ends it.',
+        },
+      ),
+    ),
+  },
+  {
+    description:
+      'How a new revision of this reconcile configuration reaches the nodes whose agents follow grants (docs/rollouts.md).',
+    'x-kubernetes-validations': [
+      {
+        rule: '!has(self.soakSeconds) || !has(self.progressDeadlineSeconds) || self.soakSeconds < self.progressDeadlineSeconds',
+        message:
+          'soakSeconds must be below progressDeadlineSeconds: a node could never stay healthy long enough',
+        fieldPath: '.soakSeconds',
+      },
+    ],
+  },
+);
+
 export const OperatingSystemConfigSpec = Type.Object(
   {
     type: Type.String({
@@ -323,10 +537,17 @@ export const OperatingSystemConfigSpec = Type.Object(
       }),
     ),
     cri: Type.Optional(Cri),
+    rollout: Type.Optional(RolloutPolicy),
   },
   {
     description: 'What the node must carry: units, files, packages and the container runtime.',
     'x-kubernetes-validations': [
+      {
+        rule: "self.purpose == 'reconcile' || !has(self.rollout)",
+        message:
+          'spec.rollout applies to purpose reconcile only: a provision config is read once, at first boot',
+        fieldPath: '.rollout',
+      },
       {
         rule: "self.type != 'flatcar' || !has(self.packages) || size(self.packages) == 0",
         message:
@@ -371,6 +592,86 @@ export const Conditions = Type.Array(Condition, {
   'x-kubernetes-list-map-keys': ['type'],
 });
 
+const count = (description: string) => Type.Integer({ description, minimum: 0 });
+const time = (description: string) => Type.String({ description, format: 'date-time' });
+
+/** status.rollout: written by the rollout controller (its own field manager), never by the OSC controller. */
+function RolloutStatus() {
+  return Type.Object(
+    {
+      revision: Type.Integer({ description: 'The revision nodes are moving to.', minimum: 1 }),
+      checksum: Type.String({ description: "The target revision's config checksum." }),
+      stableRevision: Type.Optional(
+        Type.Integer({
+          description: 'The last revision whose rollout completed: where failed nodes go back to.',
+          minimum: 1,
+        }),
+      ),
+      phase: StringEnum(ROLLOUT_PHASES, {
+        description: 'Progressing, Paused, Undoing (going back to toRevision) or Complete.',
+      }),
+      pauseReason: Type.Optional(
+        StringEnum(PAUSE_REASONS, {
+          description:
+            'Why the rollout is paused: Manual (spec.rollout.paused), Canary (the canary wave is done), FailureThreshold.',
+        }),
+      ),
+      message: Type.String({ description: 'What the rollout is doing, for people.' }),
+      maxUnavailable: count('spec.rollout.maxUnavailable resolved against the node count.'),
+      failureThreshold: count('spec.rollout.failureThreshold resolved against the node count.'),
+      nodes: Type.Object(
+        {
+          total: count('Nodes whose agents follow grants for this OSC.'),
+          updated: count(
+            'Nodes that applied the target revision and stayed healthy for the soak time.',
+          ),
+          updating: count(
+            'Nodes granted the target revision that have not finished (applying or verifying).',
+          ),
+          failed: count('Nodes whose try of the target failed (rolled back included).'),
+          rolledBack: count('Nodes that reverted the target revision by themselves.'),
+          pending: count('Nodes not yet granted the target revision.'),
+        },
+        { description: 'The nodes, by where they are in this rollout.' },
+      ),
+      wave: count('Waves started so far (one wave = up to maxUnavailable nodes).'),
+      waves: count('Waves this rollout needs at maxUnavailable.'),
+      startTime: Type.Optional(time('When nodes started moving to this revision.')),
+      completionTime: Type.Optional(time('When every node was updated.')),
+      canaryCompleteTime: Type.Optional(time('When the canary wave was updated.')),
+      canaryPromoted: Type.Optional(
+        Type.Boolean({ description: 'The canary pause is over (its time elapsed, or resumed).' }),
+      ),
+      observedResume: Type.Optional(
+        Type.String({
+          description: 'The last oscar.dev/resume annotation value acted on.',
+        }),
+      ),
+      revisions: Type.Optional(
+        Type.Array(
+          Type.Object(
+            {
+              revision: Type.Integer({ description: 'Its number.', minimum: 1 }),
+              checksumShort: Type.String({ description: 'First 12 characters of its checksum.' }),
+              secretName: Type.String({ description: 'The Secret holding it.' }),
+            },
+            { description: 'A revision kept.' },
+          ),
+          {
+            description:
+              'The revisions kept (newest first): targets for `oscar rollout undo --to-revision`.',
+            'x-kubernetes-list-type': 'atomic',
+          },
+        ),
+      ),
+    },
+    {
+      description:
+        'The rollout of the current revision across the nodes that follow grants (docs/rollouts.md).',
+    },
+  );
+}
+
 export const OperatingSystemConfigStatus = Type.Object(
   {
     observedGeneration: Type.Optional(
@@ -414,6 +715,7 @@ export const OperatingSystemConfigStatus = Type.Object(
         { description: 'Per-node rollout counts, from OperatingSystemConfigNode objects.' },
       ),
     ),
+    rollout: Type.Optional(RolloutStatus()),
   },
   { description: 'What the controller observed and rendered.' },
 );
@@ -451,8 +753,96 @@ export const RestartedUnit = Type.Object(
   { description: 'A unit the agent restarted, reloaded or started.' },
 );
 
+export const RevisionGrant = Type.Object(
+  {
+    namespace: Type.String({ description: 'Namespace of the OSC and its revision Secrets.' }),
+    osc: Type.String({ description: 'Name of the OSC the revision belongs to.' }),
+    number: Type.Integer({ description: 'The revision.', minimum: 1 }),
+    secretName: Type.String({ description: 'The revision Secret to apply.' }),
+    checksum: Type.String({
+      description: "sha256 of the revision's canonical config: the agent refuses anything else.",
+      pattern: '^[0-9a-f]{64}$',
+    }),
+    grantedTime: Type.String({
+      description: 'When the controller granted it (microseconds).',
+    }),
+    canary: Type.Optional(
+      Type.Boolean({ description: 'This node is in the canary wave of the rollout.' }),
+    ),
+    try: Type.Optional(
+      Type.Object(
+        {
+          soakSeconds: Type.Integer({ description: 'See spec.rollout.soakSeconds.', minimum: 0 }),
+          deadlineSeconds: Type.Integer({
+            description: 'See spec.rollout.progressDeadlineSeconds.',
+            minimum: 1,
+          }),
+          healthChecks: Type.Optional(
+            Type.Array(HealthCheck, {
+              description: 'See spec.rollout.healthChecks.',
+              maxItems: ROLLOUT_LIMITS.healthChecks,
+              'x-kubernetes-list-type': 'atomic',
+            }),
+          ),
+        },
+        {
+          description:
+            'Apply in try mode: keep the previous revision and go back to it unless the node stays healthy and reaches the API server again. Absent: apply plainly (first revision, undo).',
+        },
+      ),
+    ),
+  },
+  { description: 'The revision the controller grants this node.' },
+);
+
+export const OperatingSystemConfigNodeSpec = Type.Object(
+  { revision: Type.Optional(RevisionGrant) },
+  {
+    description:
+      "What the controller grants this node; written only by the controller (the node's agent writes status).",
+  },
+);
+
+export const RevisionReport = Type.Object(
+  {
+    observedGeneration: Type.Integer({
+      description: 'The metadata.generation (the grant) this answers.',
+      minimum: 0,
+    }),
+    number: Type.Integer({ description: 'The granted revision.', minimum: 1 }),
+    checksum: Type.String({ description: 'Its checksum.' }),
+    phase: StringEnum(GRANT_PHASES, {
+      description:
+        'Applying, Verifying (applied; checking health and the API server for the soak time), Confirmed, RolledBack (the node went back to its previous revision by itself), Failed.',
+    }),
+    reason: Type.String({ description: 'A CamelCase reason.', maxLength: 1024 }),
+    message: Type.String({ description: 'What happened, for people.', maxLength: 32768 }),
+    lastTransitionTime: Type.String({
+      description: 'When the phase last changed.',
+      format: 'date-time',
+    }),
+    deadline: Type.Optional(
+      Type.String({
+        description: 'While Verifying: when the node rolls back if not healthy.',
+        format: 'date-time',
+      }),
+    ),
+    previousChecksum: Type.Optional(
+      Type.String({ description: 'What the node went (or would go) back to.' }),
+    ),
+  },
+  { description: "The agent's answer to its grant." },
+);
+
 export const OperatingSystemConfigNodeStatus = Type.Object(
   {
+    source: Type.Optional(
+      StringEnum(NODE_SOURCES, {
+        description:
+          'How the agent follows its configuration: Grant (the controller paces it), Secret (the latest reconcile Secret), File.',
+      }),
+    ),
+    revision: Type.Optional(RevisionReport),
     oscRef: Type.Optional(
       Type.Object(
         {
@@ -516,11 +906,12 @@ export const OperatingSystemConfigNode = Type.Object(
     apiVersion: Type.String({ description: `Always "${API_VERSION}".` }),
     kind: Type.String({ description: `Always "${OSC_NODE_KIND}".` }),
     metadata: ObjectMeta,
+    spec: Type.Optional(OperatingSystemConfigNodeSpec),
     status: Type.Optional(OperatingSystemConfigNodeStatus),
   },
   {
     description:
-      "OperatingSystemConfigNode is one node's view of its configuration, written only by that node's agent.",
+      "OperatingSystemConfigNode is one node's view of its configuration: the controller writes its spec (the revision granted), the node's agent its status.",
   },
 );
 
@@ -538,6 +929,12 @@ export type Condition = Static<typeof Condition>;
 export type OperatingSystemConfigNodeStatus = Static<typeof OperatingSystemConfigNodeStatus>;
 export type OperatingSystemConfigNode = Static<typeof OperatingSystemConfigNode>;
 export type RestartedUnit = Static<typeof RestartedUnit>;
+export type HealthCheck = Static<typeof HealthCheck>;
+export type RolloutPolicy = Static<typeof RolloutPolicy>;
+export type RevisionGrant = Static<typeof RevisionGrant>;
+export type RevisionReport = Static<typeof RevisionReport>;
+export type OperatingSystemConfigNodeSpec = Static<typeof OperatingSystemConfigNodeSpec>;
+export type RolloutStatus = NonNullable<OperatingSystemConfigStatus['rollout']>;
 
 /** Used by the CRD generator to walk the schema: every node is plain JSON Schema. */
 export type SchemaNode = Record<string, unknown>;

@@ -11,6 +11,14 @@ import { GROUP, type Purpose } from './constants.js';
 export const LABEL_OSC = `${GROUP}/osc`;
 export const LABEL_PURPOSE = `${GROUP}/purpose`;
 export const ANNOTATION_CHECKSUM = `${GROUP}/checksum`;
+/** On revision Secrets: the revision number (a label, so people can select by it). */
+export const LABEL_REVISION = `${GROUP}/revision`;
+/** The oscar.dev/purpose of a revision Secret. */
+export const PURPOSE_REVISION = 'revision';
+/** On revision Secrets: api/disruption.ts's digest of the config. */
+export const ANNOTATION_DISRUPTION = `${GROUP}/disruption`;
+/** On an OSC: `oscar rollout resume` writes a new value; the rollout controller acts on it once. */
+export const ANNOTATION_RESUME = `${GROUP}/resume`;
 
 /** Keys of every rendered Secret: the OS-format user data, as Cluster API bootstrap data. */
 export const KEY_VALUE = 'value';
@@ -28,6 +36,19 @@ export const GZIP_THRESHOLD_BYTES = 64 * 1024;
  */
 export function secretNameFor(oscName: string, purpose: Purpose): string {
   const name = `oscar-${oscName}-${purpose}`;
+  if (name.length <= 253) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 10);
+  return `${name.slice(0, 253 - 11)}-${hash}`;
+}
+
+/**
+ * The Secret of revision slot `slot` (0 … ROLLOUT_LIMITS.revisionSlots-1) of an OSC. Revisions
+ * live in a fixed set of names, recycled oldest first, so that RBAC can grant a node exactly its
+ * OSC's revision Secrets by resourceNames (a name that is not known in advance cannot be
+ * granted); the grant's checksum tells a node whether a slot still holds its revision.
+ */
+export function revisionSecretName(oscName: string, slot: number): string {
+  const name = `oscar-${oscName}-rev-${String(slot)}`;
   if (name.length <= 253) return name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, 10);
   return `${name.slice(0, 253 - 11)}-${hash}`;

@@ -21,6 +21,9 @@ const DEEP_CHECKED = new Set([
   'spec.units.dropIns.name',
   'spec.files.path',
   'spec.files.permissions',
+  'spec.rollout.maxUnavailable',
+  'spec.rollout.failureThreshold',
+  'spec.rollout.canary.nodes',
 ]);
 
 /** What a pattern means, for the fields where a bare regular expression would not help. */

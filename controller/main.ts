@@ -13,6 +13,8 @@ import express from 'express';
 // fifth of the controller's heap; it is still used for exec plugins and auth providers.
 import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
 import { Controller } from './osc/controller.js';
+import { RolloutController } from './rollout/controller.js';
+import { HttpRolloutWriter, type RolloutWriter } from './rollout/writer.js';
 import { HttpWriter } from './osc/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
 import { createLogger, errorFields, type Logger } from '../log/logger.js';
@@ -71,6 +73,28 @@ export interface ControllerConfig {
   shutdownTimeoutMs?: number;
   /** oscar's version, for oscar_controller_build_info. */
   version?: string;
+}
+
+/** The rollout controller's writes, counted by resource and verb (oscar_controller_api_writes_total). */
+function countedRolloutWriter(inner: RolloutWriter, metrics: ControllerMetrics): RolloutWriter {
+  const count = (resource: string, verb: string): void => {
+    metrics.writes.inc({ resource, verb });
+  };
+  return {
+    readSecret: (namespace, name) => inner.readSecret(namespace, name),
+    applyRevision: (body) => {
+      count('secrets', 'apply');
+      return inner.applyRevision(body);
+    },
+    grant: (node, grant) => {
+      count('operatingsystemconfignodes', 'patch');
+      return inner.grant(node, grant);
+    },
+    patchRolloutStatus: (namespace, name, rollout) => {
+      count('operatingsystemconfigs/status', 'apply');
+      return inner.patchRolloutStatus(namespace, name, rollout);
+    },
+  };
 }
 
 /** True when `work` settled within `ms`, false when the time ran out first. */
@@ -146,6 +170,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
 
   let controller: Controller | undefined;
   let bootstrapController: BootstrapController | undefined;
+  let rollouts: RolloutController | undefined;
   let elector: LeaderElector | undefined;
   let stopping = false;
   let resolveDone: (why: 'lost-lease' | 'stopped') => void = () => undefined;
@@ -210,9 +235,25 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         : { watchTimeoutSeconds: config.watchTimeoutSeconds }),
     });
     controller = c;
+    // The rollout controller shares the OSC controller's informers and starts once they synced.
+    const r = new RolloutController({
+      osc: c,
+      writer: countedRolloutWriter(new HttpRolloutWriter(http), metrics),
+      event: (osc, e) => writer.event(osc, e),
+      log,
+      onReconcile: (result) => {
+        metrics.rolloutReconciles.inc({ result });
+      },
+    });
+    rollouts = r;
     c.start()
-      // The bootstrap controller reads the OSC controller's caches: it starts once they are synced.
-      .then(() => b?.start())
+      // The bootstrap and rollout controllers read the OSC controller's caches: they start once
+      // those are synced.
+      .then(() => {
+        if (stopping) return;
+        r.start();
+        return b?.start();
+      })
       .catch((error: unknown) => {
         log.error(errorFields(error), 'controller failed to start');
       });
@@ -285,7 +326,11 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         onLost: () => {
           metrics.leader.set(0);
           // Another replica may already reconcile: stop at once, and let the process exit.
-          void Promise.all([controller?.stop(), bootstrapController?.stop()]).finally(() => {
+          void Promise.all([
+            rollouts?.stop(),
+            controller?.stop(),
+            bootstrapController?.stop(),
+          ]).finally(() => {
             resolveDone('lost-lease');
           });
         },
@@ -304,7 +349,11 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     const deadline = Date.now() + timeoutMs;
     const reserve = Math.min(2_000, Math.floor(timeoutMs / 4));
     log.info({ timeoutMs }, 'stopping: finishing reconciles in flight');
-    const inFlight = Promise.all([controller?.stop(), bootstrapController?.stop()]);
+    const inFlight = Promise.all([
+      rollouts?.stop(),
+      controller?.stop(),
+      bootstrapController?.stop(),
+    ]);
     if (!(await settledWithin(inFlight, deadline - Date.now() - reserve))) {
       log.warn('reconciles still in flight at the shutdown deadline; the next leader redoes them');
     }

@@ -17,6 +17,7 @@ export interface ControllerMetrics {
   leader: Gauge;
   watchErrors: Counter<'informer' | 'namespace'>;
   buildInfo: Gauge<'version' | 'nodejs'>;
+  rolloutReconciles: Counter<'result'>;
 }
 
 export function createMetrics(
@@ -70,6 +71,12 @@ export function createMetrics(
       name: 'oscar_controller_build_info',
       help: 'Always 1; the labels say which oscar and which Node.js runtime run.',
       labelNames: ['version', 'nodejs'],
+      registers: [registry],
+    }),
+    rolloutReconciles: new Counter({
+      name: 'oscar_controller_rollout_reconciles_total',
+      help: 'Rollout passes by result: ok, error (retried with backoff).',
+      labelNames: ['result'],
       registers: [registry],
     }),
   };

@@ -56,6 +56,8 @@ export interface KubeHttp {
   request<T>(method: string, path: string, spec?: RequestSpec): Promise<T>;
   /** Opens a watch; calls onLine per JSON line; resolves when the server ends the stream. */
   stream(path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void>;
+  /** Drops pooled connections, so the next request dials afresh (see HttpKubeClient). */
+  resetConnections?(): void;
 }
 
 function withQuery(path: string, query: Query | undefined): string {
@@ -76,7 +78,8 @@ export interface HttpKubeClientOptions {
 
 export class HttpKubeClient implements KubeHttp {
   private readonly server: URL;
-  private readonly agent = new Agent({ keepAlive: true, maxSockets: 32 });
+  // Replaced by resetConnections(), so not readonly.
+  private agent = new Agent({ keepAlive: true, maxSockets: 32 });
   private readonly userAgent: string;
 
   constructor(
@@ -172,6 +175,17 @@ export class HttpKubeClient implements KubeHttp {
       // onLine may throw (410 Gone): drop the connection rather than drain it.
       res.destroy();
     }
+  }
+
+  /**
+   * Closes every pooled connection: the next request dials, resolves the server's name and
+   * handshakes again. Try mode calls it after an apply so that "the API server answers" is
+   * proven over the node's current network and name resolution, not over an old socket.
+   */
+  resetConnections(): void {
+    const old = this.agent;
+    this.agent = new Agent({ keepAlive: true, maxSockets: 32 });
+    old.destroy();
   }
 
   close(): void {

@@ -13,6 +13,7 @@ export interface AgentFlags {
   kubeconfig?: string;
   namespace?: string;
   secret?: string;
+  osc?: string;
   node?: string;
   pollInterval: string;
   root: string;
@@ -31,9 +32,17 @@ export function seconds(value: string, flag: string): number {
   return n;
 }
 
+/** The agent loop of any mode (Agent, or GrantedAgent in grant mode), as the command uses it. */
+export interface AgentLoop {
+  stop(): Promise<void>;
+  idle(): Promise<void>;
+  readonly applied: string | undefined;
+  readonly lastError?: Error | undefined;
+}
+
 /** What the agent's process holds, released in this order when it stops. */
 export interface Running {
-  agent: Agent;
+  agent: AgentLoop;
   reporters: Reporter[];
   /** The reporter's and the source's connections, the metrics server, the state-dir lock. */
   closers: (() => unknown)[];
@@ -108,6 +117,9 @@ async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
   const reporters: Reporter[] = [logReporter(log)];
   const closers: (() => unknown)[] = [];
   if (metrics) reporters.push(metrics.reporter());
+  if (flags.osc !== undefined) {
+    return grantMode(flags, deps, log, metrics, reporters, closers, served);
+  }
   let source: Source;
   if (flags.file !== undefined) {
     if (flags.secret !== undefined) throw new Error('use either --file or --secret, not both');
@@ -162,6 +174,81 @@ function stdinSource(): Source {
     },
     stop: () => Promise.resolve(),
   };
+}
+
+/**
+ * Grant mode (`--osc`): the controller grants this node a revision of the OSC; the agent applies
+ * it, in try mode when the grant says so (docs/rollouts.md).
+ */
+async function grantMode(
+  flags: AgentFlags,
+  deps: ReturnType<typeof depsFor>,
+  log: Logger,
+  metrics: AgentMetrics | undefined,
+  reporters: Reporter[],
+  closers: (() => unknown)[],
+  served: typeof import('../../agent/metrics.js') | undefined,
+): Promise<Running> {
+  const { namespace, osc } = flags;
+  if (osc === undefined || namespace === undefined) {
+    throw new Error('grant mode needs --namespace and --osc (the OperatingSystemConfig to follow)');
+  }
+  if (flags.file !== undefined || flags.secret !== undefined) {
+    throw new Error('use one of --osc (grants), --secret (the latest Secret) or --file');
+  }
+  if (flags.once === true) {
+    throw new Error(
+      '--once is for --file and --secret: in grant mode the controller paces the node',
+    );
+  }
+  const node = flags.node ?? process.env.NODE_NAME;
+  if (node === undefined || node === '') {
+    throw new Error('name this node with --node (or $NODE_NAME)');
+  }
+  const pollIntervalMs = seconds(flags.pollInterval, '--poll-interval') * 1000;
+  const [kube, { followGrants }] = await Promise.all([
+    import('../../kube/credentials.js'),
+    import('../../agent/rollout/follow-grants.js'),
+  ]);
+  const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
+  log.info(
+    { credentials: credentials.origin, node, osc: `${namespace}/${osc}` },
+    'connecting to the API server (grant mode)',
+  );
+  const kc = kube.asKubeConfig(credentials);
+  const { agent, reporter } = followGrants(kc, {
+    namespace,
+    osc,
+    node,
+    deps,
+    pollIntervalMs,
+    log,
+    observers: reporters,
+    http: kube.kubeHttp(credentials, { userAgent: userAgent('agent') }),
+    ...(metrics
+      ? {
+          onRequest: (): void => {
+            metrics.apiRequests.inc();
+          },
+        }
+      : {}),
+  });
+  const unlock = await lockStateDir(deps.stateDir);
+  const server =
+    served && metrics && flags.metricsAddr !== undefined
+      ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
+      : undefined;
+  // reporter first: stopRunning flushes the reporters, then closes in this order
+  closers.push(() => {
+    reporter.stop();
+  });
+  if (server) {
+    log.info({ url: `http://${server.address}` }, 'serving /healthz and /metrics');
+    closers.push(() => server.close());
+  }
+  closers.push(unlock);
+  await agent.start();
+  return { agent, reporters: [...reporters, reporter], closers };
 }
 
 async function secretWiring(

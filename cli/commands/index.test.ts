@@ -36,6 +36,7 @@ describe('the command table', () => {
         'plan',
         'render',
         'renderer',
+        'rollout',
         'up',
         'user-data',
         'validate',
@@ -50,6 +51,11 @@ describe('the command table', () => {
     );
     expect(helpOf('render')).toMatch(/--values <key=value\.\.\.>[\s\S]*--machine <name>/);
     expect(helpOf('user-data')).toMatch(/--namespace <ns>[\s\S]*--out <file>/);
+    expect(helpOf('agent')).toMatch(/--osc <name>/);
+    for (const sub of ['status', 'pause', 'resume', 'undo']) {
+      expect(helpOf('rollout', sub)).toMatch(/-n, --namespace <ns>/);
+    }
+    expect(helpOf('rollout', 'undo')).toMatch(/--to-revision <n>/);
   });
 
   it('shows examples in the help of every command', () => {

@@ -19,6 +19,7 @@ import type { ControllerOptions } from './controller.js';
 import type { PlaceholderFlags } from './placeholders.js';
 import type { PlanOptions } from './plan.js';
 import type { RenderCommandOptions } from './render.js';
+import type { RolloutFlags } from './rollout.js';
 import type { ServeOptions } from './renderer.js';
 import type { UpFlags } from './up.js';
 import type { UserDataOptions } from './user-data.js';
@@ -292,7 +293,7 @@ export function registerCommands(program: Command): void {
       program
         .command('agent')
         .description(
-          'run the node agent: follow the reconcile Secret (or a local file) and apply it in place; report per node',
+          'run the node agent: apply the revisions the controller grants (--osc), the latest reconcile Secret (--secret) or a local file (--file) in place; report per node',
         )
         .option(
           '--file <file>',
@@ -302,8 +303,15 @@ export function registerCommands(program: Command): void {
           '--kubeconfig <path>',
           'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
         )
-        .option('--namespace <ns>', 'namespace of the reconcile Secret')
-        .option('--secret <name>', 'name of the reconcile Secret to follow')
+        .option('--namespace <ns>', 'namespace of the OSC and its Secrets')
+        .option(
+          '--osc <name>',
+          'grant mode: apply the revisions of this reconcile OSC that the controller grants this node, in try mode (docs/rollouts.md)',
+        )
+        .option(
+          '--secret <name>',
+          'follow the latest reconcile Secret with this name (no rollout gate)',
+        )
         .option(
           '--node <name>',
           "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
@@ -329,6 +337,7 @@ export function registerCommands(program: Command): void {
       await (await import('./agent.js')).agentCommand(flags);
     }),
     [
+      'oscar agent --namespace kube-system --osc worker --node "$(hostname)"   # grant mode',
       'oscar agent --namespace kube-system --secret oscar-worker-reconcile --node "$(hostname)"',
       'oscar agent --file osc.yaml --root /tmp/node           # local mode, no cluster',
       'cat osc.yaml | oscar agent --file - --once --root /tmp/node',
@@ -366,6 +375,69 @@ export function registerCommands(program: Command): void {
       'kubectl get secret oscar-worker-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
       'oscar plan -f osc.yaml -o json',
     ],
+  );
+
+  const rollout = program
+    .command('rollout')
+    .description(
+      'the rollout of a reconcile OperatingSystemConfig to the nodes that follow grants (docs/rollouts.md)',
+    );
+  const rolloutCommand = (
+    name: 'status' | 'pause' | 'resume' | 'undo',
+    description: string,
+  ): Command =>
+    rollout
+      .command(name)
+      .description(description)
+      .argument('<osc>', 'the OperatingSystemConfig')
+      .option('-n, --namespace <ns>', 'its namespace', 'default')
+      .option(
+        '--kubeconfig <path>',
+        'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
+      );
+  const run =
+    (f: 'rolloutStatus' | 'rolloutPause' | 'rolloutResume' | 'rolloutUndo') =>
+    async (osc: string, flags: RolloutFlags): Promise<void> => {
+      try {
+        process.exitCode = await (await import('./rollout.js'))[f](osc, flags);
+      } catch (error) {
+        process.stderr.write(`oscar rollout: ${(error as Error).message}
+`);
+        process.exitCode = 1;
+      }
+    };
+  examples(
+    rolloutCommand(
+      'status',
+      'print the rollout; --watch waits until it completes (exit 0) or pauses on failures (exit 1)',
+    )
+      .option('-w, --watch', 'wait for the rollout to complete')
+      .option('--timeout <duration>', 'with --watch: give up after this long (90s, 10m, 1h)', '10m')
+      .action(run('rolloutStatus')),
+    [
+      'oscar rollout status worker -n machines',
+      'oscar rollout status worker --watch --timeout 30m',
+    ],
+  );
+  examples(
+    rolloutCommand(
+      'pause',
+      'grant the new revision to no further node (spec.rollout.paused)',
+    ).action(run('rolloutPause')),
+    ['oscar rollout pause worker -n machines'],
+  );
+  examples(
+    rolloutCommand(
+      'resume',
+      'continue a paused rollout: after a manual pause, a canary pause, or failures (failed nodes are retried)',
+    ).action(run('rolloutResume')),
+    ['oscar rollout resume worker -n machines'],
+  );
+  examples(
+    rolloutCommand('undo', 'send every node back to the stable revision (or --to-revision)')
+      .option('--to-revision <n>', 'the kept revision to go back to')
+      .action(run('rolloutUndo')),
+    ['oscar rollout undo worker -n machines', 'oscar rollout undo worker --to-revision 3'],
   );
 
   examples(

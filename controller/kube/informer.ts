@@ -88,12 +88,36 @@ export class Informer<T extends KubeObject> {
   /** How many times the cache was (re)built by a list: 1 after start, +1 per 410 relist. */
   lists = 0;
 
+  /** Every subscriber's handlers: the owner's, then those added with subscribe(). */
+  private readonly handlers: InformerHandlers<T>[];
+
   constructor(
     private readonly source: ListWatchSource<T>,
-    private readonly handlers: InformerHandlers<T>,
+    handlers: InformerHandlers<T>,
     private readonly options: InformerOptions,
   ) {
     this.clock = options.clock ?? realClock;
+    this.handlers = [handlers];
+  }
+
+  /**
+   * Another controller's handlers on the same cache (one list and one watch per resource, as
+   * client-go's shared informers). Subscribe before start() to see the first list too.
+   */
+  subscribe(handlers: InformerHandlers<T>): void {
+    this.handlers.push(handlers);
+  }
+
+  private added(obj: T): void {
+    for (const h of this.handlers) h.onAdd?.(obj);
+  }
+
+  private updated(before: T, after: T): void {
+    for (const h of this.handlers) h.onUpdate?.(before, after);
+  }
+
+  private deleted(obj: T): void {
+    for (const h of this.handlers) h.onDelete?.(obj);
   }
 
   get name(): string {
@@ -200,12 +224,12 @@ export class Informer<T extends KubeObject> {
     for (const [k, v] of fresh) this.store.set(k, v);
     for (const [k, obj] of fresh) {
       const before = old.get(k);
-      if (!before) this.handlers.onAdd?.(obj);
+      if (!before) this.added(obj);
       else if (before.metadata.resourceVersion !== obj.metadata.resourceVersion) {
-        this.handlers.onUpdate?.(before, obj);
+        this.updated(before, obj);
       }
     }
-    for (const [k, obj] of old) if (!fresh.has(k)) this.handlers.onDelete?.(obj);
+    for (const [k, obj] of old) if (!fresh.has(k)) this.deleted(obj);
     this.resourceVersion = rv;
     if (!this.syncedFlag) {
       this.syncedFlag = true;
@@ -231,15 +255,15 @@ export class Informer<T extends KubeObject> {
         const k = keyOf(obj);
         const before = this.store.get(k);
         this.store.set(k, obj);
-        if (before) this.handlers.onUpdate?.(before, obj);
-        else this.handlers.onAdd?.(obj);
+        if (before) this.updated(before, obj);
+        else this.added(obj);
         break;
       }
       case 'DELETED': {
         const k = keyOf(obj);
         const before = this.store.get(k);
         this.store.delete(k);
-        this.handlers.onDelete?.(before ?? obj);
+        this.deleted(before ?? obj);
         break;
       }
     }

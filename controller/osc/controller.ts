@@ -289,6 +289,19 @@ export class Controller implements Caches {
     return { osc, owned, secrets, configMaps };
   }
 
+  /**
+   * The informers, for another controller to subscribe to (controller/rollout): OSCs and owned
+   * Secrets per watched namespace, and the node reports.
+   */
+  get informers(): {
+    osc: Informer<OscObject>[];
+    owned: Informer<KubeObject>[];
+    nodes: Informer<OscNodeObject>;
+  } {
+    const sets = [...this.sets.values()];
+    return { osc: sets.map((s) => s.osc), owned: sets.map((s) => s.owned), nodes: this.nodes };
+  }
+
   private all(): Informer<KubeObject>[] {
     return [
       ...[...this.sets.values()].flatMap((s): Informer<KubeObject>[] => [
@@ -383,7 +396,9 @@ export class Controller implements Caches {
         base.metadata.generation === stored.metadata.generation
       ) {
         const own: OscObject = { ...base, metadata: stored.metadata };
-        if (status) own.status = status;
+        // status.rollout belongs to the rollout controller: this write left it as it was.
+        const rollout = base.status?.rollout;
+        if (status) own.status = rollout ? { ...status, rollout } : status;
         this.oscOverlay.set(key, own);
       } else {
         this.oscOverlay.delete(key);

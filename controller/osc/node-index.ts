@@ -6,12 +6,14 @@
  * it changed (a report's timestamps moving changes nothing here).
  */
 import type {
+  OperatingSystemConfigNodeSpec,
   OperatingSystemConfigNodeStatus,
   OperatingSystemConfigStatus,
 } from '../../api/schema.js';
 import type { KubeObject } from '../kube/types.js';
 
 export interface OscNodeObject extends KubeObject {
+  spec?: OperatingSystemConfigNodeSpec;
   status?: OperatingSystemConfigNodeStatus;
 }
 
@@ -37,22 +39,27 @@ export function summarize(node: OscNodeObject): NodeSummary | undefined {
 }
 
 /**
- * Drops what counting never reads, before the informer caches the object: a report's
- * lastError journal lines and restarted units would otherwise sit in memory for every node.
+ * Drops what counting and rollouts never read, before the informer caches the object: a
+ * report's lastError journal lines and restarted units would otherwise sit in memory for every
+ * node. Kept: what the counts read, and for rollouts the grant (spec), the node's answer to it
+ * (status.revision, without its message) and how the agent follows (status.source).
  */
 export function slimNode(obj: unknown): void {
   const node = obj as OscNodeObject | null;
   if (!node?.metadata) return;
-  const { name, namespace, uid, resourceVersion } = node.metadata;
+  const { name, namespace, uid, resourceVersion, generation } = node.metadata;
   node.metadata = { name };
   if (namespace !== undefined) node.metadata.namespace = namespace;
   if (uid !== undefined) node.metadata.uid = uid;
   if (resourceVersion !== undefined) node.metadata.resourceVersion = resourceVersion;
+  if (generation !== undefined) node.metadata.generation = generation;
   const s = node.status;
   if (!s) return;
   const slim: OperatingSystemConfigNodeStatus = {};
   if (s.oscRef) slim.oscRef = s.oscRef;
   if (s.appliedChecksum) slim.appliedChecksum = s.appliedChecksum;
+  if (s.source) slim.source = s.source;
+  if (s.revision) slim.revision = { ...s.revision, message: s.revision.message.slice(0, 300) };
   const degraded = s.conditions?.filter((c) => c.type === 'Degraded');
   if (degraded?.length) slim.conditions = degraded;
   node.status = slim;

@@ -449,7 +449,10 @@ export async function reconcile(key: string, deps: ReconcileDeps): Promise<Recon
   // status written back to back made 884 etcd updates of 600 writes; status written once the
   // finalizer was seen, 300 of 300. So the status waits for the finalizer's watch event.
   const statusDeferred = wroteFinalizer && !caches.ownWriteSeen(namespace, name);
-  if (!statusDeferred && !jsonEqual(status, osc.status ?? {})) {
+  // status.rollout is the rollout controller's (its own field manager): not compared, not written.
+  const current = { ...osc.status };
+  delete current.rollout;
+  if (!statusDeferred && !jsonEqual(status, current)) {
     const before = osc.status?.conditions?.find((c) => c.type === 'Ready');
     await writer.patchStatus(namespace, name, status);
     writes++;

@@ -195,7 +195,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
   const admin = new HttpKubeClient(kc);
   const ns = `bench-agent-${Date.now().toString(36)}`;
   const node = `${ns}-node`; // cluster-scoped RBAC and OperatingSystemConfigNode: one per run
-  const secret = 'bench-reconcile';
+  const secret = 'oscar-bench-reconcile'; // the reconcile Secret of an OSC named bench
   const work = await mkdtemp(join(tmpdir(), 'oscar-bench-agent-'));
   let child: ChildProcess | undefined;
   const children: ChildProcess[] = [];
@@ -207,7 +207,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
       .replaceAll('NODE_NAME', node)
       .replaceAll('NAMESPACE', ns)
-      .replaceAll('SECRET_NAME', secret);
+      .replaceAll('OSC_NAME', 'bench');
     await kubectl(env, ['apply', '-f', '-'], rbac);
     const tr = await admin.request<{ status: { token: string } }>(
       'POST',

@@ -89,7 +89,7 @@ async function setup(pollIntervalMs = 60_000): Promise<Setup> {
   const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
     .replaceAll('NODE_NAME', node)
     .replaceAll('NAMESPACE', ns)
-    .replaceAll('SECRET_NAME', SECRET);
+    .replaceAll('OSC_NAME', 'w'); // SECRET is w's reconcile Secret
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   expect(applied.code, applied.stderr).toBe(0);
   const kc: KubeConfig = await kubeConfigFor({
@@ -301,6 +301,11 @@ describe('agent with the real API server', () => {
       ),
     ).toBe('no');
     expect(await can('delete', `operatingsystemconfignodes.oscar.dev/${s.node}`)).toBe('no');
+    // it reads its own node object (grant mode) but cannot write it: no grant to itself
+    expect(await can('get', `operatingsystemconfignodes.oscar.dev/${s.node}`)).toBe('yes');
+    expect(await can('get', 'operatingsystemconfignodes.oscar.dev/another-node')).toBe('no');
+    expect(await can('patch', `operatingsystemconfignodes.oscar.dev/${s.node}`)).toBe('no');
+    expect(await can('update', `operatingsystemconfignodes.oscar.dev/${s.node}`)).toBe('no');
     expect(await can('get', 'operatingsystemconfigs.oscar.dev', '-n', s.ns)).toBe('no');
   });
 

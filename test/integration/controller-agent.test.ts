@@ -56,7 +56,7 @@ async function chain(prefix: string) {
   const osc = 'web';
   const secret = secretNameFor(osc, 'reconcile');
   const api = new Api();
-  cleanups.push(await grantAgent(api, ns, node, secret));
+  cleanups.push(await grantAgent(api, ns, node, osc));
   const controller = await startController([ns]);
   cleanups.push(controller.stop);
   logs.push(controller.logs);

@@ -84,6 +84,7 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'operatingsystemconfigs.oscar.dev', watched, ['--subresource=finalizers']],
       ['list', 'secrets', watched],
       ['watch', 'secrets', watched],
+      ['get', 'secrets', watched], // copies a rendering into a revision Secret
       ['create', 'secrets', watched],
       ['patch', 'secrets', watched],
       ['delete', 'secrets', watched],
@@ -92,7 +93,7 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['create', 'leases.coordination.k8s.io', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
       ['update', 'leases.coordination.k8s.io/oscar-controller', 'oscar-system'],
-      // The nodes' reports, read-only, for the OSCs' status.nodes (cluster-scoped objects).
+      // The nodes' reports for the OSCs' status.nodes (cluster-scoped objects); patch: grants.
       ['list', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['watch', 'operatingsystemconfignodes.oscar.dev', undefined],
       // Per-machine bootstrap: OscarConfigs and their status; Cluster API objects read-only;
@@ -105,6 +106,7 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['create', 'secrets', 'kube-system'],
       ['patch', 'secrets', 'kube-system'],
       ['delete', 'secrets', 'kube-system'],
+      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined],
     ];
     const denied: [string, string, string | undefined, string[]?][] = [
       // Secrets nowhere but in the watched namespace; never cluster-wide.
@@ -114,7 +116,6 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['watch', 'secrets', undefined],
       ['list', 'operatingsystemconfigs.oscar.dev', undefined],
       // Nothing it does not use, even in the watched namespace.
-      ['get', 'secrets', watched],
       ['update', 'secrets', watched],
       ['create', 'secrets', other],
       ['delete', 'operatingsystemconfigs.oscar.dev', watched],
@@ -126,10 +127,9 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'leases.coordination.k8s.io/someone-else', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', watched],
       ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
-      // Reads the nodes' reports; writes none of them (only each node's agent does).
+      // Reads the nodes' reports and grants (spec); writes no report (only each node's agent does).
       ['get', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['create', 'operatingsystemconfignodes.oscar.dev', undefined],
-      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['update', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['delete', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['patch', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],

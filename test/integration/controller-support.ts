@@ -249,12 +249,12 @@ export async function grantAgent(
   api: Api,
   ns: string,
   node: string,
-  secret: string,
+  osc: string,
 ): Promise<() => Promise<void>> {
   const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
     .replaceAll('NODE_NAME', node)
     .replaceAll('NAMESPACE', ns)
-    .replaceAll('SECRET_NAME', secret);
+    .replaceAll('OSC_NAME', osc);
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   if (applied.code !== 0) throw new Error(`kubectl apply agent-rbac: ${applied.stderr}`);
   return async () => {

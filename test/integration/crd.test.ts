@@ -199,6 +199,54 @@ const invalidCases: InvalidCase[] = [
     field: 'spec.cri.name',
     message: /Unsupported value: "docker"/,
   },
+  {
+    name: 'a rollout policy on a provision OSC (CEL)',
+    mutate: (s) => {
+      s.purpose = 'provision';
+      s.rollout = { maxUnavailable: 1 };
+    },
+    field: 'spec.rollout',
+    message: /spec.rollout applies to purpose reconcile only/,
+  },
+  {
+    name: 'maxUnavailable negative (CEL on the integer branch of int-or-string)',
+    mutate: (s) => (s.rollout = { maxUnavailable: -1 }),
+    field: 'spec.rollout.maxUnavailable',
+    message: /must be a count of nodes \(0 or more\) or a percentage/,
+  },
+  {
+    name: 'maxUnavailable a word (pattern on the string branch)',
+    mutate: (s) => (s.rollout = { maxUnavailable: 'half' }),
+    field: 'spec.rollout.maxUnavailable',
+    message: /should match/,
+  },
+  {
+    name: 'soak not below the progress deadline (CEL)',
+    mutate: (s) => (s.rollout = { soakSeconds: 120, progressDeadlineSeconds: 60 }),
+    field: 'spec.rollout.soakSeconds',
+    message: /soakSeconds must be below progressDeadlineSeconds/,
+  },
+  {
+    name: 'a health check with both exec and httpGet (CEL)',
+    mutate: (s) =>
+      (s.rollout = {
+        healthChecks: [{ name: 'k', exec: { command: ['/bin/true'] }, httpGet: { port: 10248 } }],
+      }),
+    field: 'spec.rollout.healthChecks[0]',
+    message: /set exactly one of exec, httpGet/,
+  },
+  {
+    name: 'two health checks with one name (list-map key)',
+    mutate: (s) =>
+      (s.rollout = {
+        healthChecks: [
+          { name: 'k', exec: { command: ['/bin/true'] } },
+          { name: 'k', httpGet: { port: 1 } },
+        ],
+      }),
+    field: 'spec.rollout.healthChecks[1]',
+    message: /Duplicate value/,
+  },
 ];
 
 describe('CRDs', () => {

@@ -60,7 +60,7 @@ describe('logs of a full run', () => {
     const ns = await createTestNamespace('nolog');
     const node = uniqueName('node');
     const reconcile = secretNameFor('web', 'reconcile');
-    cleanups.push(await grantAgent(api, ns, node, reconcile));
+    cleanups.push(await grantAgent(api, ns, node, 'web'));
     await api.putSecret(ns, 'join', { token });
 
     // an external renderer for `generic` (the controller sends it the resolved config, token

@@ -67,7 +67,7 @@ describe('shutdown while the API server is unavailable', () => {
       const ns = await createTestNamespace('stop');
       const node = uniqueName('node');
       const secret = secretNameFor('web', 'reconcile');
-      cleanups.push(await grantAgent(api, ns, node, secret));
+      cleanups.push(await grantAgent(api, ns, node, 'web'));
       await api.applyOsc(ns, 'web', demoSpec('reconcile', 'v1\n'));
       const common = [
         '--shutdown-timeout',

@@ -33,6 +33,15 @@ export interface BootOptions {
   binds?: readonly Bind[];
   /** Own network namespace with only loopback. Default: share the host's (reaches host loopback). */
   privateNetwork?: boolean;
+  /** Run in this existing network namespace (/run/netns/NAME, e.g. from netns.ts nodeNetwork). */
+  networkNamespacePath?: string;
+  /** Extra capabilities for the node, e.g. CAP_NET_ADMIN (which nspawn does not give it here). */
+  capabilities?: string[];
+  /**
+   * Default true: the node runs on a tmpfs overlay and the root stays pristine. false: the node
+   * writes into `root` itself — for a root that must survive a reboot (persistentRoot()).
+   */
+  volatile?: boolean;
   /** cloud-init NoCloud seed, bound to /var/lib/cloud/seed/nocloud. */
   seed?: NoCloudSeed;
   /**
@@ -265,10 +274,15 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
     '--register=no', // no machined here
     '--keep-unit', // without it: "Failed to open system bus"
     '--console=passive',
-    '--volatile=overlay', // writes go to a tmpfs; the cached root stays pristine
     `--setenv=${markerVar}=${opts.name}`, // in the node's PID 1 environment: finds orphans by name
   ];
+  // writes go to a tmpfs; the cached root stays pristine
+  if (opts.volatile !== false) args.push('--volatile=overlay');
   if (opts.privateNetwork === true) args.push('--private-network');
+  if (opts.networkNamespacePath !== undefined) {
+    args.push(`--network-namespace-path=${opts.networkNamespacePath}`);
+  }
+  if (opts.capabilities?.length) args.push(`--capability=${opts.capabilities.join(',')}`);
   if (opts.seed !== undefined) {
     const seedDir = join(work, 'seed');
     await mkdir(seedDir);
@@ -461,4 +475,36 @@ export async function withNode<T>(opts: BootOptions, fn: (node: Node) => Promise
 /** Reads a file from inside a running node via its host path. */
 export function readNodeFile(node: Node, pathInNode: string): Promise<string> {
   return readFile(node.hostPath(pathInNode), 'utf8');
+}
+
+/**
+ * A root that keeps what a node writes across its boots: an overlay of `lower` (never modified)
+ * with its upper layer in a temp directory, mounted on the host for the test's lifetime. Boot it
+ * with volatile: false; stop and boot again for a reboot. cleanup() unmounts and removes it.
+ */
+export async function persistentRoot(
+  lower: string,
+): Promise<{ root: string; cleanup: () => Promise<void> }> {
+  const work = await mkdtemp(join(tmpdir(), 'oscar-root-'));
+  for (const d of ['upper', 'work', 'merged']) await mkdir(join(work, d));
+  const root = join(work, 'merged');
+  const r = await run('mount', [
+    '-t',
+    'overlay',
+    'overlay',
+    '-o',
+    `lowerdir=${lower},upperdir=${join(work, 'upper')},workdir=${join(work, 'work')}`,
+    root,
+  ]);
+  if (r.code !== 0) {
+    await rm(work, { recursive: true, force: true });
+    throw new Error(`mounting an overlay of ${lower} failed: ${r.stderr}`);
+  }
+  return {
+    root,
+    cleanup: async () => {
+      await run('umount', ['-l', root]);
+      await rm(work, { recursive: true, force: true });
+    },
+  };
 }

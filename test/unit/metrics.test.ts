@@ -53,6 +53,7 @@ async function everyMetric(): Promise<Described[]> {
   controller.reconciles.inc({ result: 'written' });
   controller.writes.inc({ resource: 'secrets', verb: 'apply' });
   controller.watchErrors.inc({ informer: 'configmaps', namespace: '' });
+  controller.rolloutReconciles.inc({ result: 'ok' });
   const agent = new AgentMetrics('0.0.0');
   agent.collectProcessMetrics();
   agent.applies.inc({ result: 'success' });

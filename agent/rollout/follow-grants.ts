@@ -1,0 +1,120 @@
+/**
+ * The agent's grant mode, wired once (`oscar agent --osc`, the integration tests and the scale
+ * bench use this): the grant source on the node's OperatingSystemConfigNode, the node reporter,
+ * try state, health probes and the GrantedAgent that ties them together. One HTTP client is
+ * shared by the source and the reporter, so the connectivity proof resets both.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { HttpKubeClient, type KubeHttp } from '../../kube/client.js';
+import type { Logger } from '../../log/logger.js';
+import type { Reporter } from '../agent.js';
+import type { ApplyDeps, ApplyResult } from '../apply.js';
+import { KubeReporter } from '../report.js';
+import { GrantSource } from './grant-source.js';
+import { GrantedAgent, nodeApplier, type Applier, type GrantReporter } from './granted-agent.js';
+import type { Grant } from './grant.js';
+import {
+  LOCAL_UNIT_PROBE,
+  NodeHealthProbe,
+  SystemctlUnitProbe,
+  type HealthProbe,
+  type UnitProbe,
+} from './health.js';
+import { TryState } from './try-state.js';
+
+export interface FollowGrantsOptions {
+  namespace: string;
+  osc: string;
+  node: string;
+  deps: ApplyDeps;
+  pollIntervalMs: number;
+  log: Logger;
+  /** Log and metrics reporters: told what the node reporter is told. */
+  observers?: Reporter[];
+  onRequest?: () => void;
+  http?: KubeHttp;
+  /** Overrides for the scale bench: memory instead of the node. */
+  applier?: Applier;
+  health?: HealthProbe;
+  units?: UnitProbe;
+  tryState?: TryState;
+  onApplyStart?: (grant: Grant) => void;
+  backoffMaxMs?: number;
+  tickMs?: number;
+}
+
+/** The node reporter, with the log and metrics reporters told the same things. */
+function fanOut(kube: KubeReporter, observers: readonly Reporter[]): GrantReporter {
+  const all = [kube, ...observers];
+  return {
+    setSource: (source, ref) => {
+      kube.setSource(source, ref);
+    },
+    setRevision: (r) => {
+      kube.setRevision(r);
+    },
+    mark: () => kube.mark(),
+    writtenAfter: (m) => kube.writtenAfter(m),
+    restored: (c) => {
+      for (const r of all) r.restored?.(c);
+    },
+    desired: (c) => {
+      for (const r of all) r.desired(c);
+    },
+    applied: (result: ApplyResult, ms: number) => {
+      for (const r of all) r.applied(result, ms);
+    },
+    failed: (c, e) => {
+      for (const r of all) r.failed(c, e);
+    },
+    sourceFailed: (e) => {
+      for (const r of all) r.sourceFailed(e);
+    },
+    flush: () => kube.flush(),
+  };
+}
+
+export interface GrantWiring {
+  agent: GrantedAgent;
+  reporter: KubeReporter;
+  source: GrantSource;
+  http: KubeHttp;
+}
+
+export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWiring {
+  const http = o.http ?? new HttpKubeClient(kc);
+  const shared = {
+    log: o.log,
+    http,
+    ...(o.onRequest ? { onRequest: o.onRequest } : {}),
+    ...(o.backoffMaxMs !== undefined ? { backoffMaxMs: o.backoffMaxMs } : {}),
+  };
+  const reporter = new KubeReporter(kc, {
+    ...shared,
+    node: o.node,
+    oscRef: { namespace: o.namespace, name: o.osc },
+  });
+  const source = new GrantSource({
+    ...shared,
+    namespace: o.namespace,
+    osc: o.osc,
+    node: o.node,
+    pollIntervalMs: o.pollIntervalMs,
+  });
+  const onNode = o.deps.root === '/';
+  const agent = new GrantedAgent({
+    source,
+    reporter: fanOut(reporter, o.observers ?? []),
+    applier: o.applier ?? nodeApplier(o.deps),
+    tryState: o.tryState ?? new TryState(o.deps.stateDir, o.deps.root),
+    health: o.health ?? new NodeHealthProbe(o.deps.root),
+    units: o.units ?? (onNode ? new SystemctlUnitProbe() : LOCAL_UNIT_PROBE),
+    scope: { namespace: o.namespace, osc: o.osc },
+    resetConnections: () => http.resetConnections?.(),
+    owners: o.deps.owners,
+    log: o.log,
+    ...(o.onApplyStart ? { onApplyStart: o.onApplyStart } : {}),
+    ...(o.tickMs !== undefined ? { tickMs: o.tickMs } : {}),
+  });
+  return { agent, reporter, source, http };
+}

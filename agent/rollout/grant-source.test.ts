@@ -1,0 +1,168 @@
+// The grant source against a scripted API: what it fetches, what it refuses, how its watch is
+// restarted for the connectivity proof. (The real API server: test/integration/rollout*.test.ts.)
+import { describe, expect, it } from 'vitest';
+import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../../api/secret.js';
+import { ApiError, type KubeHttp, type RequestSpec } from '../../kube/client.js';
+import { config, desiredOf, file } from '../testing/fixtures.js';
+import { GrantSource, type GrantedDesired } from './grant-source.js';
+
+const d1 = desiredOf(config([], [file('/etc/a', '1')]));
+
+function secret(checksum = d1.checksum, osc = 'w', bytes = d1.bytes) {
+  return {
+    metadata: { labels: { [LABEL_OSC]: osc }, annotations: { [ANNOTATION_CHECKSUM]: checksum } },
+    data: Object.fromEntries(
+      Object.entries(encodeConfigData(bytes)).map(([k, v]) => [k, v.toString('base64')]),
+    ),
+  };
+}
+
+function nodeObj(rv: number, generation: number, checksum = d1.checksum) {
+  return {
+    metadata: { name: 'n1', resourceVersion: String(rv), generation },
+    spec: {
+      revision: {
+        namespace: 'ns',
+        osc: 'w',
+        number: generation,
+        secretName: 'oscar-w-rev-0',
+        checksum,
+        grantedTime: new Date().toISOString(),
+      },
+    },
+  };
+}
+
+class Api implements KubeHttp {
+  requests: string[] = [];
+  node: unknown = nodeObj(10, 1);
+  secrets = new Map<string, unknown>([['oscar-w-rev-0', secret()]]);
+  private lines: ((line: string) => void)[] = [];
+  private ends: (() => void)[] = [];
+
+  request<T>(method: string, path: string, spec?: RequestSpec): Promise<T> {
+    this.requests.push(`${method} ${path}${spec?.query?.fieldSelector ? ' (list)' : ''}`);
+    if (path.includes('/secrets/')) {
+      const s = this.secrets.get(path.slice(path.lastIndexOf('/') + 1));
+      return s ? Promise.resolve(s as T) : Promise.reject(new ApiError(404, 'NotFound', 'gone'));
+    }
+    if (spec?.query?.fieldSelector) {
+      return Promise.resolve({ metadata: { resourceVersion: '10' }, items: [this.node] } as T);
+    }
+    return Promise.resolve(this.node as T);
+  }
+
+  stream(_path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void> {
+    this.requests.push(`WATCH from ${String(spec.query?.resourceVersion)}`);
+    return new Promise((resolve, reject) => {
+      this.lines.push(onLine);
+      this.ends.push(resolve);
+      spec.signal?.addEventListener('abort', () => {
+        reject(new Error('aborted'));
+      });
+    });
+  }
+
+  emit(obj: unknown, type = 'MODIFIED'): void {
+    for (const l of this.lines) l(JSON.stringify({ type, object: obj }));
+  }
+}
+
+async function until<T>(f: () => T | undefined, what: string): Promise<T> {
+  const t = Date.now() + 3000;
+  for (;;) {
+    const v = f();
+    if (v !== undefined) return v;
+    if (Date.now() > t) throw new Error(`timed out: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function start(api: Api) {
+  const got: GrantedDesired[] = [];
+  const errors: string[] = [];
+  const source = new GrantSource({
+    namespace: 'ns',
+    osc: 'w',
+    node: 'n1',
+    http: api,
+    pollIntervalMs: 60_000,
+    backoffBaseMs: 20,
+  });
+  const started = source.start({
+    onGrant: (g) => got.push(g),
+    onError: (e) => errors.push(e.message),
+  });
+  return { source, got, errors, started };
+}
+
+describe('GrantSource', () => {
+  it('fetches the granted revision once, verified; an unchanged grant fetches nothing', async () => {
+    const api = new Api();
+    const { source, got, started } = start(api);
+    await started;
+    await until(() => got[0], 'the grant');
+    expect(got[0]?.desired.checksum).toBe(d1.checksum);
+    expect(got[0]?.grant.generation).toBe(1);
+    api.emit({ ...nodeObj(11, 1), status: { phase: 'x' } }); // our own status write: same grant
+    await new Promise((r) => setTimeout(r, 50));
+    expect(got).toHaveLength(1);
+    expect(api.requests.filter((r) => r.includes('/secrets/'))).toHaveLength(1);
+    await source.stop();
+  });
+
+  it('refuses a revision Secret that is not the granted one, and retries while the grant holds', async () => {
+    const api = new Api();
+    api.secrets.set('oscar-w-rev-0', secret('b'.repeat(64)));
+    const { source, got, errors, started } = start(api);
+    await started;
+    await until(() => errors.find((e) => e.includes('the slot was reused')), 'the refusal');
+    api.secrets.set('oscar-w-rev-0', secret('c'.repeat(64), 'other'));
+    await until(
+      () => errors.find((e) => e.includes('is not a revision of w')),
+      'the label refusal',
+    );
+    api.secrets.set('oscar-w-rev-0', secret());
+    await until(() => got[0], 'the grant after the fix');
+    await source.stop();
+  });
+
+  it('refuses a grant for another OSC once, and fetches nothing for it', async () => {
+    const api = new Api();
+    api.node = {
+      ...nodeObj(10, 2),
+      spec: { revision: { ...nodeObj(10, 2).spec.revision, osc: 'x' } },
+    };
+    const { source, got, errors, started } = start(api);
+    await started;
+    await until(() => errors[0], 'the refusal');
+    expect(errors[0]).toMatch(/refusing the grant of node n1: spec.revision names ns\/x/);
+    expect(got).toEqual([]);
+    expect(api.requests.some((r) => r.includes('/secrets/'))).toBe(false);
+    await source.stop();
+  });
+
+  it('restartWatch reopens the watch at once from the last version; waitForVersion waits for an event', async () => {
+    const api = new Api();
+    const { source, started } = start(api);
+    await started;
+    await until(() => api.requests.find((r) => r.startsWith('WATCH')), 'the watch');
+    api.emit(nodeObj(12, 1));
+    source.restartWatch();
+    await until(
+      () => api.requests.filter((r) => r.startsWith('WATCH')).length === 2 || undefined,
+      'a second watch',
+    );
+    expect(api.requests.filter((r) => r.startsWith('WATCH'))).toEqual([
+      'WATCH from 10',
+      'WATCH from 12',
+    ]);
+    let seen = false;
+    void source.waitForVersion('15').then(() => (seen = true));
+    await new Promise((r) => setTimeout(r, 30));
+    expect(seen).toBe(false);
+    api.emit(nodeObj(15, 1));
+    await until(() => (seen ? true : undefined), 'the event');
+    await source.stop();
+  });
+});

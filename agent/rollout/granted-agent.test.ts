@@ -1,0 +1,399 @@
+// The grant-mode agent on a directory root with the real executor, planner, journal and try
+// state on disk; the grant source, the report and the probes are small in-memory seams.
+import { silentLogger } from '../../log/logger.js';
+import { mkdtemp, readFile, rm, writeFile, mkdir, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { RevisionReport } from '../../api/schema.js';
+import { LocalSystemd } from '../systemd.js';
+import { config, desiredOf, file, unit } from '../testing/fixtures.js';
+import type { ApplyResult } from '../apply.js';
+import type { Desired } from '../state.js';
+import type { Check, Grant } from './grant.js';
+import type { GrantedDesired, GrantEvents } from './grant-source.js';
+import { GrantedAgent, nodeApplier, type GrantFeed, type GrantReporter } from './granted-agent.js';
+import type { CheckResult, UnitState } from './health.js';
+import { TryState } from './try-state.js';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function version(n: string, extra: ReturnType<typeof file>[] = []): Desired {
+  return desiredOf(
+    config(
+      [unit('app.service', { filePaths: ['/etc/app/app.conf'] })],
+      [file('/etc/app/app.conf', `version ${n}\n`), ...extra],
+    ),
+  );
+}
+
+class Feed implements GrantFeed {
+  description = 'test grants';
+  events: GrantEvents | undefined;
+  restarts = 0;
+  /** resourceVersions the "watch" has delivered; undefined: the watch is cut off. */
+  deliver = true;
+  start(events: GrantEvents) {
+    this.events = events;
+    return Promise.resolve();
+  }
+  stop() {
+    return Promise.resolve();
+  }
+  restartWatch() {
+    this.restarts++;
+  }
+  waitForVersion() {
+    return this.deliver ? Promise.resolve() : new Promise<void>(() => undefined);
+  }
+  grant(g: GrantedDesired): void {
+    this.events?.onGrant(g);
+  }
+}
+
+class Reporter implements GrantReporter {
+  reports: RevisionReport[] = [];
+  writes = true;
+  source: string | undefined;
+  setSource(source: 'Grant') {
+    this.source = source;
+  }
+  setRevision(r: RevisionReport) {
+    this.reports.push(r);
+  }
+  mark() {
+    return 1;
+  }
+  writtenAfter() {
+    return this.writes ? Promise.resolve('7') : new Promise<string>(() => undefined);
+  }
+  restored() {}
+  desired() {}
+  applied(_r: ApplyResult) {}
+  failed() {}
+  sourceFailed() {}
+  phases(): string[] {
+    return this.reports.map((r) => `${r.phase}${r.reason === r.phase ? '' : ` ${r.reason}`}`);
+  }
+  async until(phase: string, timeoutMs = 5000): Promise<RevisionReport> {
+    const t = Date.now() + timeoutMs;
+    for (;;) {
+      const r = this.reports.find((x) => x.phase === phase);
+      if (r) return r;
+      if (Date.now() > t) throw new Error(`no ${phase} report; got ${this.phases().join(', ')}`);
+      await new Promise((res) => setTimeout(res, 20));
+    }
+  }
+}
+
+interface Setup {
+  root: string;
+  stateDir: string;
+  feed: Feed;
+  reporter: Reporter;
+  agent: GrantedAgent;
+  checkOk: { value: boolean };
+  unitState: { value: Partial<UnitState> };
+  newAgent(): GrantedAgent;
+  read(path: string): Promise<string>;
+}
+
+async function setup(): Promise<Setup> {
+  const root = await mkdtemp(join(tmpdir(), 'oscar-granted-'));
+  cleanups.push(() => rm(root, { recursive: true, force: true }));
+  const stateDir = join(root, 'var/lib/oscar');
+  await mkdir(stateDir, { recursive: true });
+  const feed = new Feed();
+  const reporter = new Reporter();
+  const checkOk = { value: true };
+  const unitState = { value: {} as Partial<UnitState> };
+  const newAgent = (): GrantedAgent => {
+    const a = new GrantedAgent({
+      source: feed,
+      reporter,
+      applier: nodeApplier({
+        root,
+        stateDir,
+        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+        owners: false,
+      }),
+      tryState: new TryState(stateDir, root),
+      health: {
+        run: (c: Check): Promise<CheckResult> =>
+          Promise.resolve({
+            name: c.name,
+            ok: checkOk.value,
+            message: checkOk.value ? 'ok' : 'exit 1: down',
+          }),
+      },
+      units: {
+        state: () =>
+          Promise.resolve({
+            active: 'active',
+            sub: 'running',
+            result: 'success',
+            type: 'simple',
+            restarts: 0,
+            ...unitState.value,
+          }),
+      },
+      scope: { namespace: 'ns', osc: 'w' },
+      owners: false,
+      log: silentLogger(),
+      tickMs: 20,
+      retryBaseMs: 50,
+    });
+    cleanups.push(() => a.stop());
+    return a;
+  };
+  return {
+    root,
+    stateDir,
+    feed,
+    reporter,
+    agent: newAgent(),
+    checkOk,
+    unitState,
+    newAgent,
+    read: (p) => readFile(join(root, p), 'utf8'),
+  };
+}
+
+let generation = 0;
+function grantOf(
+  d: Desired,
+  opts: { try?: boolean; soakMs?: number; deadlineMs?: number; failureThreshold?: number } = {},
+): GrantedDesired {
+  const grant: Grant = {
+    generation: ++generation,
+    number: generation,
+    secretName: 'oscar-w-rev-0',
+    checksum: d.checksum,
+    grantedTime: new Date().toISOString(),
+    canary: false,
+  };
+  if (opts.try !== false) {
+    grant.try = {
+      soakMs: opts.soakMs ?? 150,
+      deadlineMs: opts.deadlineMs ?? 800,
+      checks: [
+        {
+          name: 'app',
+          kind: 'exec',
+          command: ['/bin/true'],
+          timeoutMs: 1000,
+          periodMs: 20,
+          failureThreshold: opts.failureThreshold ?? 1000,
+        },
+      ],
+    };
+  }
+  return { grant, desired: d };
+}
+
+/** A node on v1, confirmed (a plain grant, as the controller gives a node that joins). */
+async function onV1(s: Setup): Promise<void> {
+  await s.agent.start();
+  s.feed.grant(grantOf(version('1'), { try: false }));
+  await s.reporter.until('Confirmed');
+  s.reporter.reports = [];
+}
+
+describe('GrantedAgent', () => {
+  it('a plain grant is applied and confirmed at once', async () => {
+    const s = await setup();
+    await s.agent.start();
+    expect(s.reporter.source).toBe('Grant');
+    s.feed.grant(grantOf(version('1'), { try: false }));
+    const r = await s.reporter.until('Confirmed');
+    expect(r.reason).toBe('Applied');
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    expect(await s.read('var/lib/oscar/confirmed.json')).toBe(version('1').bytes.toString());
+  });
+
+  it('try mode: healthy for the soak time and the API reached → confirmed', async () => {
+    const s = await setup();
+    await onV1(s);
+    const restarts = s.feed.restarts;
+    s.feed.grant(grantOf(version('2')));
+    const r = await s.reporter.until('Confirmed');
+    expect(r.reason).toBe('Healthy');
+    expect(s.reporter.phases()).toEqual(['Verifying', 'Confirmed Healthy']);
+    expect(s.feed.restarts).toBe(restarts + 1); // the watch was reopened for the proof
+    expect(await s.read('etc/app/app.conf')).toBe('version 2\n');
+    await expect(stat(join(s.stateDir, 'try.json'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('a failing health check rolls back: files byte-identical, a foreign file it replaced restored', async () => {
+    const s = await setup();
+    await mkdir(join(s.root, 'etc'), { recursive: true });
+    await writeFile(join(s.root, 'etc/hosts'), '127.0.0.1 localhost # mine\n', { mode: 0o640 });
+    await onV1(s);
+    const before = await s.read('etc/app/app.conf');
+    s.checkOk.value = false;
+    const bad = grantOf(
+      version('2', [file('/etc/hosts', '192.0.2.1 api\n'), file('/etc/new.conf', 'x')]),
+    );
+    s.feed.grant(bad);
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('HealthCheckFailed');
+    expect(r.message).toMatch(/health check app: exit 1: down/);
+    expect(r.previousChecksum).toBe(version('1').checksum);
+    expect(await s.read('etc/app/app.conf')).toBe(before);
+    expect(await s.read('etc/hosts')).toBe('127.0.0.1 localhost # mine\n');
+    expect((await stat(join(s.root, 'etc/hosts'))).mode & 0o777).toBe(0o640);
+    await expect(stat(join(s.root, 'etc/new.conf'))).rejects.toThrow(/ENOENT/);
+    expect(await s.read('var/lib/oscar/last-applied.json')).toBe(version('1').bytes.toString());
+    // the same grant again is not tried again
+    s.reporter.reports = [];
+    s.checkOk.value = true;
+    await s.agent.stop();
+    const again = s.newAgent();
+    await again.start();
+    s.feed.grant(bad);
+    expect((await s.reporter.until('RolledBack')).reason).toBe('HealthCheckFailed');
+    expect(await s.read('etc/app/app.conf')).toBe(before);
+  });
+
+  it('a check failing failureThreshold times in a row rolls back at once, before the deadline', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.checkOk.value = false;
+    const t0 = Date.now();
+    s.feed.grant(grantOf(version('2'), { deadlineMs: 60_000, failureThreshold: 3 }));
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('HealthCheckFailed');
+    expect(r.message).toMatch(/\(3 times in a row\)/);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  it('no status write or watch event over fresh connections by the deadline → rolled back (APIUnreachable)', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.reporter.writes = false;
+    s.feed.grant(grantOf(version('2')));
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('APIUnreachable');
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+  });
+
+  it('a unit systemd gave up on rolls back at once, before the deadline', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.unitState.value = { active: 'failed', sub: 'failed', result: 'exit-code' };
+    const t0 = Date.now();
+    s.feed.grant(grantOf(version('2'), { deadlineMs: 60_000 }));
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('UnitFailed');
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  it('a try left by an earlier boot is reverted at start, before any grant arrives', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.feed.grant(grantOf(version('2'), { soakMs: 60_000, deadlineMs: 120_000 }));
+    await s.reporter.until('Verifying');
+    await s.agent.stop();
+    expect(await s.read('etc/app/app.conf')).toBe('version 2\n');
+    await rm(join(s.root, 'run/oscar/boot-token')); // /run is empty after a reboot
+    s.reporter.reports = [];
+    const rebooted = s.newAgent();
+    await rebooted.start();
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('Reboot');
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+  });
+
+  it('an agent restarted during a try verifies on from try.json, without the API server', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.feed.grant(grantOf(version('2'), { soakMs: 100, deadlineMs: 1_000 }));
+    await s.reporter.until('Verifying');
+    await s.agent.stop();
+    s.reporter.reports = [];
+    s.reporter.writes = false; // the API is gone: the deadline decides
+    const again = s.newAgent();
+    await again.start();
+    expect((await s.reporter.until('RolledBack')).reason).toBe('APIUnreachable');
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+  });
+
+  it('an apply that fails in try mode is undone: nothing of it stays', async () => {
+    const s = await setup();
+    await onV1(s);
+    // a file owned by a user the root does not know: the write fails midway through the plan
+    const broken = desiredOf(
+      config(
+        [unit('app.service', { filePaths: ['/etc/app/app.conf'] })],
+        [
+          file('/etc/a-first.conf', 'new\n'),
+          file('/etc/app/app.conf', 'version 2\n'),
+          file('/etc/z.conf', 'z', { user: 'nobody-here' }),
+        ],
+      ),
+    );
+    const owners = new GrantedAgent({
+      source: s.feed,
+      reporter: s.reporter,
+      applier: nodeApplier({
+        root: s.root,
+        stateDir: s.stateDir,
+        systemd: new LocalSystemd(s.root, join(s.stateDir, 'would-run.log')),
+        owners: true,
+      }),
+      tryState: new TryState(s.stateDir, s.root),
+      health: { run: (c) => Promise.resolve({ name: c.name, ok: true, message: '' }) },
+      units: {
+        state: () =>
+          Promise.resolve({ active: 'active', sub: '', result: '', type: '', restarts: 0 }),
+      },
+      scope: { namespace: 'ns', osc: 'w' },
+      owners: false,
+      log: silentLogger(),
+      tickMs: 20,
+    });
+    await s.agent.stop();
+    cleanups.push(() => owners.stop());
+    await owners.start();
+    s.feed.grant(grantOf(broken));
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('ApplyFailed');
+    await expect(stat(join(s.root, 'etc/a-first.conf'))).rejects.toThrow(/ENOENT/);
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+  });
+
+  it('a node that never confirmed anything here (it followed the Secret) rolls back to what it carried', async () => {
+    const s = await setup();
+    // v1 applied by an earlier agent in Secret mode: last-applied, no confirmed.json
+    const { applyDesired } = await import('../apply.js');
+    await applyDesired(
+      {
+        root: s.root,
+        stateDir: s.stateDir,
+        systemd: new LocalSystemd(s.root, join(s.stateDir, 'would-run.log')),
+        owners: false,
+      },
+      version('1'),
+    );
+    await s.agent.start();
+    s.checkOk.value = false;
+    s.feed.grant(grantOf(version('2')));
+    expect((await s.reporter.until('RolledBack')).previousChecksum).toBe(version('1').checksum);
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+  });
+
+  it('a new grant during a verification ends it; going back to the confirmed revision is plain', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.feed.grant(grantOf(version('2'), { soakMs: 60_000, deadlineMs: 120_000 }));
+    await s.reporter.until('Verifying');
+    s.feed.grant(grantOf(version('1'), { try: false }));
+    const r = await s.reporter.until('Confirmed');
+    expect(r.number).toBe(generation);
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    await expect(stat(join(s.stateDir, 'try.json'))).rejects.toThrow(/ENOENT/);
+  });
+});

@@ -1,0 +1,449 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { resolvePolicy, scaledCount } from '../../api/rollout.js';
+import type { GrantPhase, RolloutPolicy, RolloutStatus } from '../../api/schema.js';
+import {
+  NODE_REPORT_GRACE_MS,
+  planRollout,
+  type NodeState,
+  type Revision,
+  type RolloutInput,
+  type RolloutPlan,
+} from './planner.js';
+
+const S: Revision = {
+  number: 1,
+  checksum: 'a'.repeat(64),
+  secretName: 'oscar-w-rev-0',
+  disruption: 'd1',
+};
+const T: Revision = {
+  number: 2,
+  checksum: 'b'.repeat(64),
+  secretName: 'oscar-w-rev-1',
+  disruption: 'd2',
+};
+const T0 = Date.parse('2026-12-03T10:00:00Z');
+
+/** A fleet in memory: nodes the planner grants to, agents that answer, time that moves. */
+class Fleet {
+  nodes = new Map<string, NodeState>();
+  memory: RolloutStatus | undefined;
+  reported = new Set<string>();
+  now = T0;
+  resumeToken: string | undefined;
+  revisions: Revision[] = [S, T];
+  rendered: Revision = S;
+  plans: RolloutPlan[] = [];
+
+  constructor(
+    n: number,
+    public policy: RolloutPolicy = {},
+  ) {
+    for (let i = 0; i < n; i++) {
+      const name = `node-${String(i).padStart(3, '0')}`;
+      this.nodes.set(name, { name, generation: 0, degraded: false });
+    }
+  }
+
+  plan(): RolloutPlan {
+    const input: RolloutInput = {
+      namespace: 'ns',
+      osc: 'w',
+      policy: resolvePolicy(this.policy),
+      rendered: this.rendered,
+      revisions: this.revisions,
+      nodes: [...this.nodes.values()],
+      memory: this.memory,
+      resumeToken: this.resumeToken,
+      reportedFailures: this.reported,
+      now: new Date(this.now),
+    };
+    const p = planRollout(input);
+    for (const { node, grant } of p.grants) {
+      const n = this.nodes.get(node);
+      if (!n) throw new Error(`grant to unknown node ${node}`);
+      n.grant = grant;
+      n.generation++;
+    }
+    for (const k of p.newlyReported) this.reported.add(k);
+    this.memory = p.status;
+    this.plans.push(p);
+    return p;
+  }
+
+  /** The agent of `name` answers its grant. */
+  answer(name: string, phase: GrantPhase): void {
+    const n = this.nodes.get(name);
+    if (!n?.grant) throw new Error(`${name} has no grant`);
+    n.report = {
+      observedGeneration: n.generation,
+      number: n.grant.number,
+      checksum: n.grant.checksum,
+      phase,
+      reason: phase,
+      message: '',
+      lastTransitionTime: new Date(this.now).toISOString(),
+    };
+    if (phase === 'Confirmed' || phase === 'Verifying') n.appliedChecksum = n.grant.checksum;
+  }
+
+  /** Every node on `rev`, confirmed: a finished earlier rollout. */
+  settle(): void {
+    this.plan();
+    for (const n of this.nodes.values()) this.answer(n.name, 'Confirmed');
+    this.plan();
+  }
+
+  granted(rev: Revision): NodeState[] {
+    return [...this.nodes.values()].filter((n) => n.grant?.checksum === rev.checksum);
+  }
+
+  inFlight(rev: Revision): NodeState[] {
+    return this.granted(rev).filter(
+      (n) =>
+        !(
+          n.report?.observedGeneration === n.generation &&
+          ['Confirmed', 'RolledBack', 'Failed'].includes(n.report.phase)
+        ),
+    );
+  }
+}
+
+describe('planRollout: tables', () => {
+  it('the first revision an OSC has is stable at once: every node gets it, without try mode', () => {
+    const f = new Fleet(3);
+    const p = f.plan();
+    expect(p.grants.map((g) => g.node)).toEqual(['node-000', 'node-001', 'node-002']);
+    expect(p.grants.every((g) => g.grant.try === undefined && g.grant.number === 1)).toBe(true);
+    expect(p.status?.stableRevision).toBe(1);
+    for (const n of f.nodes.values()) f.answer(n.name, 'Confirmed');
+    expect(f.plan().status).toMatchObject({ phase: 'Complete', nodes: { updated: 3, total: 3 } });
+  });
+
+  it('grants a new revision in try mode to maxUnavailable nodes at a time, by name', () => {
+    const f = new Fleet(5, {
+      maxUnavailable: 2,
+      soakSeconds: 30,
+      healthChecks: [{ name: 'k', httpGet: { port: 10248 } }],
+    });
+    f.settle();
+    f.rendered = T;
+    const p = f.plan();
+    expect(p.grants.map((g) => g.node)).toEqual(['node-000', 'node-001']);
+    expect(p.grants[0]?.grant).toMatchObject({
+      number: 2,
+      secretName: 'oscar-w-rev-1',
+      checksum: T.checksum,
+      try: {
+        soakSeconds: 30,
+        deadlineSeconds: 600,
+        healthChecks: [{ name: 'k', httpGet: { port: 10248 } }],
+      },
+    });
+    expect(p.events.map((e) => e.reason)).toEqual(['RolloutStarted', 'Wave']);
+    expect(p.status).toMatchObject({
+      revision: 2,
+      stableRevision: 1,
+      phase: 'Progressing',
+      wave: 1,
+      waves: 3,
+    });
+    // Nothing more until one of them finishes.
+    f.answer('node-000', 'Verifying');
+    expect(f.plan().grants).toEqual([]);
+    f.answer('node-000', 'Confirmed');
+    expect(f.plan().grants.map((g) => g.node)).toEqual(['node-002']);
+    expect(f.memory?.nodes).toEqual({
+      total: 5,
+      updated: 1,
+      updating: 2,
+      failed: 0,
+      rolledBack: 0,
+      pending: 2,
+    });
+  });
+
+  it('a percentage rounds down but is at least 1; the failure threshold rounds up', () => {
+    const f = new Fleet(7, { maxUnavailable: '10%', failureThreshold: '10%' });
+    f.settle();
+    f.rendered = T;
+    expect(f.plan().grants).toHaveLength(1);
+    expect(f.memory).toMatchObject({ maxUnavailable: 1, failureThreshold: 1 });
+    expect(scaledCount('10%', 7, 'up')).toBe(1);
+  });
+
+  it('pauses by itself at the failure threshold, resumes by handing failed nodes the stable revision', () => {
+    const f = new Fleet(6, { maxUnavailable: 3, failureThreshold: 2 });
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.answer('node-000', 'RolledBack');
+    let p = f.plan();
+    expect(p.events.map((e) => e.reason)).toEqual(['NodeRolledBack', 'Wave']);
+    expect(p.grants.map((g) => g.node)).toEqual(['node-003']); // 1 failure < 2: keep going
+    f.answer('node-001', 'Failed');
+    p = f.plan();
+    expect(p.status).toMatchObject({ phase: 'Paused', pauseReason: 'FailureThreshold' });
+    expect(p.events.map((e) => [e.type, e.reason])).toEqual([
+      ['Warning', 'NodeFailed'],
+      ['Warning', 'RolloutPaused'],
+    ]);
+    expect(p.grants).toEqual([]);
+    expect(f.plan().events).toEqual([]); // said once
+    f.resumeToken = '2026-12-03T10:05:00Z';
+    p = f.plan();
+    expect(p.grants.map((g) => [g.node, g.grant.number, g.grant.try])).toEqual([
+      ['node-000', 1, undefined],
+      ['node-001', 1, undefined],
+    ]);
+    expect(p.status?.phase).toBe('Progressing');
+    expect(p.status?.observedResume).toBe('2026-12-03T10:05:00Z');
+    expect(p.events.map((e) => e.reason)).toEqual(['Resumed']);
+    // the same token again resumes nothing
+    expect(f.plan().events).toEqual([]);
+  });
+
+  it('a canary wave goes first; then the rollout waits for a resume', () => {
+    const f = new Fleet(10, { maxUnavailable: 5, canary: { nodes: 2 } });
+    f.settle();
+    f.rendered = T;
+    let p = f.plan();
+    expect(p.grants.map((g) => [g.node, g.grant.canary])).toEqual([
+      ['node-000', true],
+      ['node-001', true],
+    ]);
+    f.answer('node-000', 'Confirmed');
+    expect(f.plan().grants).toEqual([]);
+    f.answer('node-001', 'Confirmed');
+    p = f.plan();
+    expect(p.events.map((e) => e.reason)).toEqual(['CanaryComplete', 'RolloutPaused']);
+    expect(p.status).toMatchObject({ phase: 'Paused', pauseReason: 'Canary' });
+    f.now += 3600_000;
+    expect(f.plan().grants).toEqual([]); // no time limit: only a resume continues
+    f.resumeToken = 'go';
+    p = f.plan();
+    expect(p.grants.map((g) => g.node)).toEqual([
+      'node-002',
+      'node-003',
+      'node-004',
+      'node-005',
+      'node-006',
+    ]);
+    expect(p.grants.every((g) => g.grant.canary === undefined)).toBe(true);
+  });
+
+  it('a canary with pauseSeconds continues by itself after that time', () => {
+    const f = new Fleet(4, { maxUnavailable: 1, canary: { nodes: 1, pauseSeconds: 120 } });
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.answer('node-000', 'Confirmed');
+    const p = f.plan();
+    expect(p.status?.pauseReason).toBe('Canary');
+    expect(p.requeueAfterMs).toBeGreaterThan(119_000);
+    expect(p.requeueAfterMs).toBeLessThan(121_000);
+    f.now += 121_000;
+    expect(f.plan().grants.map((g) => g.node)).toEqual(['node-001']);
+  });
+
+  it('spec.rollout.paused stops new grants; nodes in flight finish', () => {
+    const f = new Fleet(4, { maxUnavailable: 2 });
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.policy = { ...f.policy, paused: true };
+    f.answer('node-000', 'Confirmed');
+    const p = f.plan();
+    expect(p.grants).toEqual([]);
+    expect(p.status).toMatchObject({ phase: 'Paused', pauseReason: 'Manual' });
+    f.policy = { maxUnavailable: 2 };
+    expect(f.plan().grants.map((g) => g.node)).toEqual(['node-002']);
+  });
+
+  it('completes when every node confirmed; the target becomes stable', () => {
+    const f = new Fleet(2, { maxUnavailable: 2 });
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.answer('node-000', 'Confirmed');
+    f.answer('node-001', 'Confirmed');
+    const p = f.plan();
+    expect(p.status).toMatchObject({ phase: 'Complete', stableRevision: 2, revision: 2 });
+    expect(p.events.map((e) => e.reason)).toEqual(['RolloutComplete']);
+  });
+
+  it('undo: every node goes back to the named revision, without try mode, at maxUnavailable', () => {
+    const f = new Fleet(4, { maxUnavailable: 2 });
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.answer('node-000', 'Confirmed');
+    f.answer('node-001', 'RolledBack');
+    f.policy = { maxUnavailable: 2, rollback: { fromRevision: 2, toRevision: 1 } };
+    const p = f.plan();
+    expect(p.events.map((e) => e.reason)).toContain('RolloutUndo');
+    expect(p.status).toMatchObject({ revision: 1, phase: 'Undoing' });
+    expect(p.grants.map((g) => [g.node, g.grant.number, g.grant.try])).toEqual([
+      ['node-000', 1, undefined],
+      ['node-001', 1, undefined],
+    ]);
+    for (const n of ['node-000', 'node-001']) f.answer(n, 'Confirmed');
+    const done = f.plan();
+    expect(done.status).toMatchObject({ phase: 'Complete', stableRevision: 1 });
+    expect(f.granted(S)).toHaveLength(4);
+  });
+
+  it('an undo naming a revision that is not kept is refused with a Warning', () => {
+    const f = new Fleet(1, {});
+    f.settle();
+    f.rendered = T;
+    f.policy = { rollback: { fromRevision: 2, toRevision: 9 } };
+    const p = f.plan();
+    expect(p.events.find((e) => e.reason === 'RollbackIgnored')?.type).toBe('Warning');
+    expect(p.status?.revision).toBe(2);
+  });
+
+  it('a node that joins mid-rollout gets the stable revision at once, then waits for a wave', () => {
+    const f = new Fleet(2, { maxUnavailable: 1 });
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.nodes.set('node-new', { name: 'node-new', generation: 0, degraded: false });
+    const p = f.plan();
+    expect(p.grants.map((g) => [g.node, g.grant.number, g.grant.try])).toEqual([
+      ['node-new', 1, undefined],
+    ]);
+    // one that already carries the target keeps it
+    f.nodes.set('node-back', {
+      name: 'node-back',
+      generation: 0,
+      degraded: false,
+      appliedChecksum: T.checksum,
+    });
+    expect(f.plan().grants.map((g) => [g.node, g.grant.number])).toEqual([['node-back', 2]]);
+  });
+
+  it('a node leaving mid-rollout frees its place', () => {
+    const f = new Fleet(3, { maxUnavailable: 1 });
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.nodes.delete('node-000');
+    expect(f.plan().grants.map((g) => g.node)).toEqual(['node-001']);
+    expect(f.memory?.nodes.total).toBe(2);
+  });
+
+  it('nonDisruptive: Immediate sends a revision that disturbs no unit to every node at once', () => {
+    const quiet: Revision = { ...T, disruption: S.disruption };
+    const f = new Fleet(6, { maxUnavailable: 1, canary: { nodes: 1 }, nonDisruptive: 'Immediate' });
+    f.revisions = [S, quiet];
+    f.settle();
+    f.rendered = quiet;
+    const p = f.plan();
+    expect(p.grants).toHaveLength(6);
+    expect(p.grants.every((g) => g.grant.try !== undefined && g.grant.canary === undefined)).toBe(
+      true,
+    );
+    // …but a revision that restarts something goes through the waves
+    const g = new Fleet(6, { maxUnavailable: 1, nonDisruptive: 'Immediate' });
+    g.settle();
+    g.rendered = T;
+    expect(g.plan().grants).toHaveLength(1);
+  });
+
+  it('a node that never answers counts as failed after its deadline and grace', () => {
+    const f = new Fleet(3, { maxUnavailable: 1, soakSeconds: 10, progressDeadlineSeconds: 20 });
+    f.settle();
+    f.rendered = T;
+    const p = f.plan();
+    expect(p.requeueAfterMs).toBe((20 + 10) * 1000 + NODE_REPORT_GRACE_MS + 100);
+    f.now += 30_000 + NODE_REPORT_GRACE_MS;
+    const late = f.plan();
+    expect(late.status).toMatchObject({ pauseReason: 'FailureThreshold', nodes: { failed: 1 } });
+    expect(late.events[0]?.message).toMatch(/did not confirm revision 2 by its deadline/);
+  });
+
+  it('a new rendering mid-rollout starts a new rollout from the same stable revision', () => {
+    const U: Revision = { number: 3, checksum: 'c'.repeat(64), secretName: 'oscar-w-rev-2' };
+    const f = new Fleet(3, { maxUnavailable: 1 });
+    f.revisions = [S, T, U];
+    f.settle();
+    f.rendered = T;
+    f.plan();
+    f.answer('node-000', 'Confirmed');
+    f.rendered = U;
+    const p = f.plan();
+    expect(p.status).toMatchObject({ revision: 3, stableRevision: 1 });
+    expect(p.grants.map((g) => [g.node, g.grant.number])).toEqual([['node-000', 3]]);
+    expect([...p.pinned].sort()).toEqual([1, 2, 3]);
+  });
+});
+
+describe('planRollout: properties', () => {
+  const arbPolicy = fc.record({
+    maxUnavailable: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.constantFrom('10%', '25%', '50%')),
+    failureThreshold: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom('10%', '50%')),
+    canary: fc.option(
+      fc.record({ nodes: fc.integer({ min: 1, max: 3 }), pauseSeconds: fc.constantFrom(0, 5) }),
+      {
+        nil: undefined,
+      },
+    ),
+  });
+
+  it('never more nodes in flight to the target than maxUnavailable; a healthy fleet completes; failures pause it', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 30 }),
+        arbPolicy,
+        fc.array(fc.boolean(), { minLength: 30, maxLength: 30 }),
+        fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+        (n, policy, badFlags, seed) => {
+          const f = new Fleet(n, policy);
+          f.settle();
+          f.rendered = T;
+          const bad = new Set(
+            [...f.nodes.keys()].filter((_, i) => badFlags[i] === true && i % 3 === 0),
+          );
+          let rnd = seed;
+          const random = (): number => {
+            rnd = (rnd * 1103515245 + 12345) % 2 ** 31;
+            return rnd / 2 ** 31;
+          };
+          const maxU = scaledCount(policy.maxUnavailable, n, 'down');
+          const threshold = scaledCount(policy.failureThreshold, n, 'up');
+          for (let step = 0; step < 400; step++) {
+            const p = f.plan();
+            expect(f.inFlight(T).length).toBeLessThanOrEqual(maxU);
+            if (p.status?.pauseReason === 'FailureThreshold') {
+              expect(p.grants.filter((g) => g.grant.number === 2)).toEqual([]);
+            }
+            if (p.status?.phase === 'Complete') break;
+            if (p.status?.pauseReason === 'FailureThreshold') {
+              const failed = p.status.nodes.failed;
+              expect(failed).toBeGreaterThanOrEqual(threshold);
+              expect(failed).toBeLessThan(threshold + maxU);
+              break;
+            }
+            f.now += 1000;
+            for (const node of f.inFlight(T)) {
+              if (random() < 0.5) continue;
+              const phase =
+                node.report?.observedGeneration === node.generation ? node.report.phase : undefined;
+              if (phase === undefined) f.answer(node.name, 'Applying');
+              else if (phase === 'Applying') f.answer(node.name, 'Verifying');
+              else f.answer(node.name, bad.has(node.name) ? 'RolledBack' : 'Confirmed');
+            }
+          }
+          if (bad.size === 0) expect(f.memory?.phase).toBe('Complete');
+          if (f.memory?.phase === 'Complete') {
+            expect(f.granted(T)).toHaveLength(n);
+            expect(f.memory.stableRevision).toBe(2);
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});

@@ -1,0 +1,115 @@
+/**
+ * The rollout controller's requests. Its own field manager (oscar-rollout) owns status.rollout,
+ * so the OSC controller's server-side applies of the rest of the status leave it alone and the
+ * other way round. Grants are JSON merge patches of one node's spec.revision: cheaper for the API
+ * server than an apply, and only this controller writes a node's spec. Every write asks for
+ * metadata only in the answer.
+ */
+import { API_VERSION, OSC_KIND, type RevisionGrant, type RolloutStatus } from '../../api/schema.js';
+import {
+  ACCEPT_METADATA,
+  CONTENT_APPLY_PATCH,
+  CONTENT_MERGE_PATCH,
+  isNotFound,
+  type KubeHttp,
+} from '../../kube/client.js';
+import type { DataObject, KubeObject } from '../kube/types.js';
+import { OSC_NODE_RESOURCE } from '../osc/controller.js';
+import { oscPath } from '../osc/writer.js';
+
+export const ROLLOUT_FIELD_MANAGER = 'oscar-rollout';
+
+export interface RolloutWriter {
+  /** GET a Secret with its data (the reconcile Secret a revision is copied from). */
+  readSecret(namespace: string, name: string): Promise<DataObject | undefined>;
+  applyRevision(body: Record<string, unknown>): Promise<KubeObject | undefined>;
+  /** Sets one node's grant; answers the node's new metadata (generation, resourceVersion). */
+  grant(node: string, grant: RevisionGrant): Promise<KubeObject | undefined>;
+  patchRolloutStatus(
+    namespace: string,
+    name: string,
+    rollout: RolloutStatus,
+  ): Promise<KubeObject | undefined>;
+}
+
+/** A grant as a merge patch: fields the new grant lacks are removed (null), not kept. */
+export function grantPatch(grant: RevisionGrant): Record<string, unknown> {
+  return {
+    spec: {
+      revision: { ...grant, canary: grant.canary ?? null, try: grant.try ?? null },
+    },
+  };
+}
+
+export class HttpRolloutWriter implements RolloutWriter {
+  constructor(private readonly http: KubeHttp) {}
+
+  async readSecret(namespace: string, name: string): Promise<DataObject | undefined> {
+    try {
+      return await this.http.request<DataObject>(
+        'GET',
+        `/api/v1/namespaces/${namespace}/secrets/${name}`,
+      );
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async applyRevision(body: Record<string, unknown>): Promise<KubeObject> {
+    const meta = body.metadata as { name: string; namespace: string };
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `/api/v1/namespaces/${meta.namespace}/secrets/${meta.name}`,
+      {
+        query: { fieldManager: ROLLOUT_FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body,
+      },
+    );
+    return { metadata: stored.metadata };
+  }
+
+  async grant(node: string, grant: RevisionGrant): Promise<KubeObject | undefined> {
+    try {
+      const stored = await this.http.request<KubeObject>(
+        'PATCH',
+        `/apis/${API_VERSION}/${OSC_NODE_RESOURCE}/${encodeURIComponent(node)}`,
+        {
+          query: { fieldManager: ROLLOUT_FIELD_MANAGER },
+          contentType: CONTENT_MERGE_PATCH,
+          accept: ACCEPT_METADATA,
+          body: grantPatch(grant),
+        },
+      );
+      return { metadata: stored.metadata };
+    } catch (error) {
+      if (isNotFound(error)) return undefined; // the node left meanwhile
+      throw error;
+    }
+  }
+
+  async patchRolloutStatus(
+    namespace: string,
+    name: string,
+    rollout: RolloutStatus,
+  ): Promise<KubeObject> {
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `${oscPath(namespace, name)}/status`,
+      {
+        query: { fieldManager: ROLLOUT_FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body: {
+          apiVersion: API_VERSION,
+          kind: OSC_KIND,
+          metadata: { name, namespace },
+          status: { rollout },
+        },
+      },
+    );
+    return { metadata: stored.metadata };
+  }
+}
