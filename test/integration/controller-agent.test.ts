@@ -219,10 +219,13 @@ describe('controller and agent (real API server)', () => {
     const columns = async (args: string[]): Promise<Record<string, string>> => {
       const r = await kubectl(['get', ...args]);
       expect(r.code, r.stderr).toBe(0);
+      // kubectl aligns each column under its header, and leaves a cell blank when the field is
+      // unset (ROLLOUT, for an OSC no grant-mode node follows): cut the row at the headers' offsets.
       const [head = '', row = ''] = r.stdout.trimEnd().split('\n');
-      const names = head.split(/\s{2,}/);
-      const cells = row.split(/\s{2,}/);
-      return Object.fromEntries(names.map((n, i) => [n, cells[i] ?? '']));
+      const starts = [...head.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
+      return Object.fromEntries(
+        starts.map((c, i) => [c.name, row.slice(c.at, starts[i + 1]?.at ?? row.length).trim()]),
+      );
     };
     const short = checksum.slice(0, 12);
     expect(await columns(['osc', '-n', ns, osc])).toMatchObject({
