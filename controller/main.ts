@@ -63,7 +63,10 @@ export interface ControllerConfig {
   /** The renderers the bootstrap controller renders machines with (the pipeline's, if given). */
   registry?: RendererRegistry;
   bootstrap?: BootstrapConfig;
-  /** The OSC controller's cleanup finalizer and Normal Event per Secret write (default true). */
+  /**
+   * The OSC controller's cleanup finalizer (default false: garbage collection of the owner
+   * references deletes the Secrets) and a Normal Event per Secret write (default true).
+   */
   oscFinalizer?: boolean;
   oscRenderedEvents?: boolean;
   log?: Logger;
@@ -209,7 +212,9 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         : undefined;
     bootstrapController = b;
     const c = new Controller({
-      ...(config.oscFinalizer === false ? { finalizer: false } : {}),
+      // The owner references' garbage collection deletes an OSC's Secrets; the finalizer only
+      // adds a write per new OSC (and one at deletion), so it is opt-in (docs/controller.md).
+      ...(config.oscFinalizer === true ? {} : { finalizer: false }),
       ...(config.oscRenderedEvents === false ? { renderedEvents: false } : {}),
       ...(b
         ? {

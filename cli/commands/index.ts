@@ -252,8 +252,9 @@ export function registerCommands(program: Command): void {
           'YAML/JSON mapping spec.type → {url, formats, caFile|caBundle, timeoutSeconds} of external renderers (docs/renderer-protocol.md)',
         )
         .option(
-          '--no-osc-finalizer',
-          'no cleanup finalizer on OSCs: their Secrets go with the garbage collector (owner references), one write less per new OSC',
+          '--osc-finalizer',
+          'a cleanup finalizer on OSCs (their Secrets are otherwise deleted by the garbage collector through their owner references): one more write per new OSC, for clusters without kube-controller-manager',
+          false,
         )
         .option('--no-osc-rendered-events', 'no Normal Event per Secret written (Warnings stay)')
         // per-machine bootstrap (OscarConfigs, docs/bootstrap.md)

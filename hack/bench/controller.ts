@@ -16,7 +16,7 @@
 //     [--oscs 1000] [--changes 100] [--concurrency 16] [--phases 1,2]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one;
 //      OSCAR_BENCH_CONTROLLER_NODE_ARGS adds node flags to the controller process (experiments);
-//      OSCAR_BENCH_CONTROLLER_ARGS adds controller flags (e.g. --no-osc-finalizer).
+//      OSCAR_BENCH_CONTROLLER_ARGS adds controller flags (e.g. --osc-finalizer).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { access, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';

@@ -87,7 +87,8 @@ describe('controller lifecycle (real API server)', () => {
       }
 
       // Status.
-      expect(osc.metadata.finalizers).toContain(FINALIZER);
+      // No finalizer by default: the owner reference's garbage collection deletes the Secret.
+      expect(osc.metadata.finalizers ?? []).not.toContain(FINALIZER);
       expect(osc.status).toMatchObject({
         observedGeneration: osc.metadata.generation,
         secretRef: { name },
