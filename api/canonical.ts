@@ -5,7 +5,7 @@
  * trusts the content. Equal configurations give equal bytes, whatever their key order or origin.
  */
 import { createHash } from 'node:crypto';
-import { compare } from './resolve.js';
+import { compare, decodeBase64Strict } from './resolve.js';
 import type {
   ResolvedConfig,
   ResolvedCri,
@@ -292,8 +292,18 @@ function parseFile(value: unknown, path: string): ResolvedFile {
     mode,
     user: asString(f.user, `${path}.user`),
     group: asString(f.group, `${path}.group`),
-    content: Buffer.from(asString(f.content, `${path}.content`), 'base64'),
+    content: asBase64(f.content, `${path}.content`),
   };
+}
+
+/** Node's decoder skips what is not base64: a damaged payload must not lose bytes unnoticed. */
+function asBase64(value: unknown, path: string): Buffer {
+  const text = asString(value, path);
+  try {
+    return decodeBase64Strict(text);
+  } catch (error) {
+    throw new Error(`${path} is not valid base64: ${(error as Error).message}`, { cause: error });
+  }
 }
 
 function asObject(value: unknown, path: string): Record<string, unknown> {

@@ -32,6 +32,35 @@ export const LIMITS = {
   provisionUserDataBytes: 16 * 1024,
 } as const;
 
+/**
+ * The agent's state directory on a node (journal, last-applied config, lock): the agent's own,
+ * so no declared file may be written in it.
+ */
+export const AGENT_STATE_DIR = '/var/lib/oscar';
+
+/** The longest file name (one path component) Linux file systems take, in bytes: NAME_MAX. */
+export const NAME_MAX_BYTES = 255;
+
+/**
+ * Patterns of fields whose syntax a regular expression says fully: the CRD's schema and the checks
+ * of a resolved config (api/validate-config.ts) use these same strings.
+ */
+export const PATTERNS = {
+  type: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+  /** "user:group" or "user", names or numeric ids. */
+  owner: '^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?(:[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?)?$',
+  packageName: '^[A-Za-z0-9][A-Za-z0-9+._-]*$',
+  packageVersion: '^[A-Za-z0-9.+~:_-]+$',
+} as const;
+
+/** Lengths the schema sets on fields other than LIMITS' (characters). */
+export const FIELD_LENGTHS = {
+  type: 63,
+  owner: 130,
+  packageName: 253,
+  packageVersion: 253,
+} as const;
+
 /** The unit types systemd knows, from oscar's systemd module. */
 export const UNIT_SUFFIXES = UNIT_TYPES;
 

@@ -5,52 +5,21 @@
  */
 import { fieldError, type FieldError } from './field-error.js';
 import { decodedInlineSize } from './resolve.js';
-import { LIMITS } from './schema.js';
+import { LIMITS } from './constants.js';
+import {
+  checkDropInDirName,
+  checkFilePath,
+  pathConflicts,
+  unitPaths,
+  type DeclaredPath,
+} from './paths.js';
 import { dropInPath, unitPath } from './resolved.js';
 import { hasKey, parseUnitFile } from './systemd/unit-file.js';
 import { validateDropInName, validateUnitName } from './systemd/unit-name.js';
 import { formatBytes } from './bytes.js';
 import { validateRolloutPolicy } from './rollout.js';
 
-/**
- * Directories the OS owns wholesale: writing a file *at* one of these paths would replace the
- * directory. (Files *inside* them are fine, except under the kernel's virtual file systems.)
- */
-export const PROTECTED_PATHS = new Set([
-  '/',
-  '/bin',
-  '/boot',
-  '/dev',
-  '/etc',
-  '/etc/systemd',
-  '/etc/systemd/system',
-  '/home',
-  '/lib',
-  '/lib64',
-  '/media',
-  '/mnt',
-  '/opt',
-  '/proc',
-  '/root',
-  '/run',
-  '/sbin',
-  '/srv',
-  '/sys',
-  '/tmp',
-  '/usr',
-  '/usr/bin',
-  '/usr/lib',
-  '/usr/local',
-  '/usr/local/bin',
-  '/usr/sbin',
-  '/usr/share',
-  '/var',
-  '/var/lib',
-  '/var/log',
-]);
-
-/** Virtual file systems: nothing written there survives or means what it seems to. */
-const VIRTUAL_ROOT_PREFIX = /^\/(?:proc|sys|dev)\//;
+export { checkFilePath, PROTECTED_PATHS } from './paths.js';
 
 type Obj = Record<string, unknown>;
 
@@ -60,30 +29,6 @@ function isObj(value: unknown): value is Obj {
 
 function list(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
-}
-
-/** A message for a path, or undefined when the path is acceptable. */
-export function checkFilePath(path: string): string | undefined {
-  if (!path.startsWith('/')) return `must be an absolute path starting with "/" (got "${path}")`;
-  if (path.includes('\0')) return 'must not contain a NUL byte';
-  if (path.length > 1 && path.endsWith('/')) {
-    return `must name a file, not a directory: remove the trailing "/" ("${path.replace(/\/+$/, '')}")`;
-  }
-  if (path.includes('//'))
-    return `must be normalised: replace "//" with "/" ("${path.replace(/\/+/g, '/')}")`;
-  if (path.includes('/.')) {
-    const segments = path.split('/').slice(1);
-    if (segments.includes('..'))
-      return 'must not contain ".." segments: write the path it resolves to';
-    if (segments.includes('.')) return 'must not contain "." segments: write the path without them';
-  }
-  if (PROTECTED_PATHS.has(path)) {
-    return `"${path}" is a directory the operating system owns; name a file inside it instead`;
-  }
-  if (VIRTUAL_ROOT_PREFIX.test(path)) {
-    return `"${path}" is on a kernel virtual file system; configure it another way (sysctl files in /etc/sysctl.d, udev rules in /etc/udev/rules.d)`;
-  }
-  return undefined;
 }
 
 /** Modes people write; 420 is far likelier to be 0644 read as octal than mode 0420. */
@@ -167,6 +112,10 @@ function checkUnits(spec: Obj, declaredFiles: Set<string>, out: FieldError[]): v
     if (typeof name === 'string') {
       const problem = validateUnitName(name);
       if (problem) out.push(fieldError(`${base}.name`, problem));
+      else if (list(raw.dropIns).length > 0) {
+        const dirProblem = checkDropInDirName(name);
+        if (dirProblem) out.push(fieldError(`${base}.name`, dirProblem));
+      }
       if (declaredFiles.has(unitPath(name))) {
         out.push(
           fieldError(
@@ -306,6 +255,30 @@ function checkPackages(spec: Obj, out: FieldError[]): void {
   }
 }
 
+/**
+ * Every path the spec makes oscar write (files, unit files, drop-ins) whose own syntax is valid,
+ * with its field: what pathConflicts looks at. A resolved config's check collects the same set.
+ */
+function declaredPaths(spec: Obj): DeclaredPath[] {
+  const out: DeclaredPath[] = [];
+  list(spec.files).forEach((f, i) => {
+    if (isObj(f) && typeof f.path === 'string' && checkFilePath(f.path) === undefined) {
+      out.push({ path: f.path, field: `spec.files[${i}].path` });
+    }
+  });
+  list(spec.units).forEach((u, i) => {
+    if (!isObj(u) || typeof u.name !== 'string' || validateUnitName(u.name) !== undefined) return;
+    const writesUnitFile = typeof u.content === 'string' && u.content !== '' && u.mask !== true;
+    const dropIns = list(u.dropIns).map((d) =>
+      isObj(d) && typeof d.name === 'string' && validateDropInName(d.name) === undefined
+        ? d.name
+        : undefined,
+    );
+    unitPaths(u.name, writesUnitFile, dropIns, `spec.units[${i}]`, out);
+  });
+  return out;
+}
+
 export function deepValidate(spec: Obj): FieldError[] {
   const out: FieldError[] = [];
   const declaredFiles = new Set(
@@ -317,5 +290,6 @@ export function deepValidate(spec: Obj): FieldError[] {
   checkUnits(spec, declaredFiles, out);
   checkPackages(spec, out);
   out.push(...validateRolloutPolicy(spec));
+  out.push(...pathConflicts(declaredPaths(spec)));
   return out;
 }

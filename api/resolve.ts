@@ -65,7 +65,7 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
  * is lost unnoticed. The fast path decodes once and checks the length it must have: any skipped
  * character shortens the output. Only input with whitespace (wrapped lines) takes the slow path.
  */
-function decodeBase64Strict(data: string): Buffer {
+export function decodeBase64Strict(data: string): Buffer {
   if (data.length % 4 === 0 && !data.includes('-') && !data.includes('_')) {
     const padding = data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0;
     const decoded = Buffer.from(data, 'base64');

@@ -32,6 +32,8 @@ import {
   ROLLOUT_PHASES,
   PAUSE_REASONS,
   ROLLOUT_LIMITS,
+  FIELD_LENGTHS,
+  PATTERNS,
 } from './constants.js';
 
 interface CelRule {
@@ -149,8 +151,8 @@ export const File = Type.Object(
     owner: Type.Optional(
       Type.String({
         description: 'Owner as "user:group" (names or numeric ids); default "root:root".',
-        maxLength: 130,
-        pattern: '^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?(:[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?)?$',
+        maxLength: FIELD_LENGTHS.owner,
+        pattern: PATTERNS.owner,
       }),
     ),
     content: FileContent,
@@ -249,14 +251,14 @@ export const Package = Type.Object(
     name: Type.String({
       description: "Package name in the OS's package manager.",
       minLength: 1,
-      maxLength: 253,
-      pattern: '^[A-Za-z0-9][A-Za-z0-9+._-]*$',
+      maxLength: FIELD_LENGTHS.packageName,
+      pattern: PATTERNS.packageName,
     }),
     version: Type.Optional(
       Type.String({
         description: 'Exact version to install; the newest available when omitted.',
-        maxLength: 253,
-        pattern: '^[A-Za-z0-9.+~:_-]+$',
+        maxLength: FIELD_LENGTHS.packageVersion,
+        pattern: PATTERNS.packageVersion,
       }),
     ),
   },
@@ -493,8 +495,8 @@ export const OperatingSystemConfigSpec = Type.Object(
       description:
         'The operating system, which picks the renderer: "ubuntu", "debian", "opensuse", "flatcar", "generic", or a type a provider registered.',
       minLength: 1,
-      maxLength: 63,
-      pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
+      maxLength: FIELD_LENGTHS.type,
+      pattern: PATTERNS.type,
     }),
     purpose: StringEnum(PURPOSES, {
       description:

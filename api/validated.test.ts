@@ -4,39 +4,10 @@ import { checkEveryField, checkResolved } from '../renderers/guard.js';
 import { configArb } from '../renderers/testdata/arbitraries.js';
 import { loadExamples } from '../renderers/testdata/golden.js';
 import { API_VERSION } from './constants.js';
-import { formatMode, type ResolvedConfig } from './resolved.js';
+import type { ResolvedConfig } from './resolved.js';
+import { documentOf } from './testing/configs.js';
 import { NO_REFERENCES } from './resolve.js';
 import { isValidated, validateAndResolve } from './validated.js';
-
-/** An OperatingSystemConfig document declaring exactly `config` (inline contents). */
-function documentOf(config: ResolvedConfig): unknown {
-  return {
-    apiVersion: API_VERSION,
-    kind: 'OperatingSystemConfig',
-    metadata: { name: 'x', namespace: 'default' },
-    spec: {
-      type: config.type,
-      purpose: config.purpose,
-      ...(config.cri ? { cri: config.cri } : {}),
-      packages: config.packages,
-      files: config.files.map((f) => ({
-        path: f.path,
-        permissions: formatMode(f.mode),
-        owner: `${f.user}:${f.group}`,
-        content: { inline: { encoding: 'b64', data: f.content.toString('base64') } },
-      })),
-      units: config.units.map((u) => ({
-        name: u.name,
-        ...(u.mask ? { mask: true } : { enable: u.enable }),
-        command: u.command,
-        onChange: u.onChange,
-        ...(u.content === undefined ? {} : { content: u.content }),
-        dropIns: u.dropIns,
-        filePaths: u.filePaths,
-      })),
-    },
-  };
-}
 
 describe('validateAndResolve', () => {
   it('returns a frozen, marked config for a valid document', async () => {

@@ -6,6 +6,7 @@
  * units (kubelet, containerd). A hit is one Map lookup instead of a parse.
  */
 import { hasKey, parseUnitFile, type UnitFileError } from '../api/systemd/unit-file.js';
+import type { UnitTextFacts } from '../api/validate-config.js';
 
 /** Keys of [Install] the renderers look at. */
 const INSTALL_KEYS = [
@@ -18,7 +19,8 @@ const INSTALL_KEYS = [
 ] as const;
 export type InstallKey = (typeof INSTALL_KEYS)[number];
 
-export interface UnitFacts {
+/** What the renderers and the config checks (UnitTextFacts) need to know of a unit text. */
+export interface UnitFacts extends UnitTextFacts {
   readonly errors: readonly UnitFileError[];
   /** The [Install] keys the text sets. */
   readonly install: ReadonlySet<InstallKey>;
@@ -37,7 +39,12 @@ function factsOf(text: string): UnitFacts {
   const parsed = parseUnitFile(text);
   const install = new Set<InstallKey>();
   for (const key of INSTALL_KEYS) if (hasKey(parsed, 'Install', key)) install.add(key);
-  return { errors: parsed.errors, install };
+  return {
+    errors: parsed.errors,
+    install,
+    sectionCount: parsed.sections.length,
+    execReload: hasKey(parsed, 'Service', 'ExecReload'),
+  };
 }
 
 /** The facts of a unit text, parsed at most once while it stays in the memo. */
