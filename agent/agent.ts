@@ -2,8 +2,8 @@
  * The agent's loop: the source delivers desired states; the newest one is applied (one apply at a
  * time — a newer state that arrives meanwhile is applied next, the ones in between are skipped);
  * a failed apply is retried with exponential backoff and jitter, resuming its journal, except
- * one that needs a new machine (ReplacementNeeded), which waits for the next state; every outcome
- * goes to the reporter.
+ * one that needs a new machine (ReplacementNeeded) or breaks oscar's rules (InvalidConfigError),
+ * which waits for the next state; every outcome goes to the reporter.
  */
 import {
   applyDesired,
@@ -13,6 +13,7 @@ import {
   type ApplyResult,
 } from './apply.js';
 import { errorFields, shortChecksum, type Logger } from '../log/logger.js';
+import { InvalidConfigError } from '../api/validate-config.js';
 import { formatPlan } from './plan.js';
 import type { Source } from './source.js';
 import type { Desired } from './state.js';
@@ -129,7 +130,8 @@ export class Agent {
         this.lastError = e;
         for (const r of this.opts.reporters) r.failed(desired.checksum, e);
         if (this.latest !== desired) continue; // a newer state arrived while this one failed
-        if (e instanceof ReplacementNeeded) return; // retrying cannot help: wait for a new state
+        // retrying cannot help: wait for a new state
+        if (e instanceof ReplacementNeeded || e instanceof InvalidConfigError) return;
         this.failures++;
         const base = this.opts.retryBaseMs ?? 2_000;
         const max = this.opts.retryMaxMs ?? 5 * 60_000;

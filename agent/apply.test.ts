@@ -85,7 +85,10 @@ describe('applyDesired into a directory root', () => {
           filePaths: ['/etc/a/a.conf'],
           content: '[Service]\nExecStart=/bin/x\n',
         }),
-        unit('b.service', { onChange: 'reload', content: '[Service]\nExecStart=/bin/y\n' }),
+        unit('b.service', {
+          onChange: 'reload',
+          content: '[Service]\nExecStart=/bin/y\nExecReload=/bin/true\n',
+        }),
       ],
       v1.files,
     );
@@ -205,26 +208,35 @@ describe('applyDesired into a directory root', () => {
 });
 
 describe('packages', () => {
-  const withPackages = { ...v1, packages: [{ name: 'chrony' }, { name: 'jq', version: '1.6' }] };
+  const withPackages = {
+    ...v1,
+    files: [...v1.files, file('/etc/app/owned', 'o\n', { user: 'app', group: 'app' })],
+    packages: [{ name: 'chrony' }, { name: 'jq', version: '1.6' }],
+  };
 
-  /** A package manager stand-in that notes, at each install, whether the files were there yet. */
+  /**
+   * A package manager stand-in that notes, at each install, whether the root's files and the
+   * file owned by a user a package would create were there yet.
+   */
   function recordingPackages() {
     const calls: string[] = [];
+    const there = (path: string): Promise<string> =>
+      stat(join(root, path)).then(
+        () => 'written',
+        () => 'not yet',
+      );
     return {
       calls,
       fail: false,
       async install(this: { fail: boolean }, p: readonly { name: string }[]): Promise<void> {
-        const written = await stat(join(root, 'etc/a/a.conf')).then(
-          () => 'after files',
-          () => 'before files',
-        );
+        const written = `root's files ${await there('etc/a/a.conf')}, app's file ${await there('etc/app/owned')}`;
         calls.push(`install ${p.map((x) => x.name).join(' ')} (${written})`);
         if (this.fail) throw new Error('E: Unable to locate package chrony');
       },
     };
   }
 
-  it('are installed first, once; a failure keeps the last good state and the retry installs', async () => {
+  it("are installed after the root's files, before files of other owners, once; a failure keeps the last good state and the retry installs", async () => {
     const packages = recordingPackages();
     packages.fail = true;
     const failed = applyDesired({ ...deps(), packages }, desiredOf(withPackages));
@@ -235,12 +247,12 @@ describe('packages', () => {
     expect(await readLastApplied(stateDir)).toBeUndefined();
 
     packages.fail = false;
-    const r = await applyDesired({ ...deps(), packages }, desiredOf(withPackages));
-    expect(r.actions[0]?.kind).toBe('installPackages');
+    await applyDesired({ ...deps(), packages }, desiredOf(withPackages));
     expect(packages.calls).toEqual([
-      'install chrony jq (before files)',
-      'install chrony jq (before files)',
+      "install chrony jq (root's files written, app's file not yet)",
+      "install chrony jq (root's files written, app's file not yet)",
     ]);
+    expect(await readFile(join(root, 'etc/app/owned'), 'utf8')).toBe('o\n');
     expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(withPackages).checksum);
     // applied: the same packages are not installed again
     const again = await applyDesired({ ...deps(), packages }, desiredOf(withPackages));
@@ -263,7 +275,7 @@ describe('a state the node cannot take in place', () => {
     });
     await applyDesired(deps(), desiredOf(withCri(v1, 'systemd')));
     const log = await readFile(join(stateDir, 'would-run.log'), 'utf8');
-    const otherOs = { ...withCri(v1, 'systemd'), type: 'flatcar', files: [] };
+    const otherOs = { ...withCri(v1, 'systemd'), type: 'flatcar' };
     await expect(applyDesired(deps(), desiredOf(otherOs))).rejects.toThrow(ReplacementNeeded);
     await expect(planFor(deps(), desiredOf(otherOs))).rejects.toThrow(
       'spec.type changed from "debian" to "flatcar": an OS cannot become another in place; replace the machine',

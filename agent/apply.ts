@@ -14,16 +14,22 @@ import {
   type Entry,
   type ObservedDisk,
 } from './plan.js';
-import { rm } from 'node:fs/promises';
+import { isAbsolute, relative } from 'node:path';
+import { fieldError } from '../api/field-error.js';
+import { InvalidConfigError } from '../api/validate-config.js';
+import { Beneath, splitPath } from './beneath.js';
+import { checkDesired } from './desired-check.js';
 import {
   Accounts,
   commitTemp,
-  hostPath,
+  discardTemp,
   mapLimit,
   observe,
   removeFile,
-  syncDir,
+  removeStaleTemps,
+  syncDirs,
   writeTemp,
+  type DirsToSync,
 } from './fs.js';
 import { Journal, type JournalAction, type PendingApply } from './journal.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
@@ -110,6 +116,29 @@ export function replacementReason(
 /** Jobs that run twice if repeated; they are journaled with the unit's invocation token. */
 const NOT_IDEMPOTENT: ReadonlySet<string> = new Set([...RESTARTING, 'reload']);
 
+/**
+ * The checks every desired state passes before anything is planned, whatever its source: the
+ * rules of `oscar validate` (a source has usually run them already: see checkDesired), and no
+ * declared path inside this agent's own state directory when it lives in the root.
+ */
+function assertAcceptable(deps: ApplyDeps, desired: Desired): void {
+  checkDesired(desired.config, 'the desired state');
+  const inRoot = relative(deps.root, deps.stateDir);
+  if (inRoot.startsWith('..') || isAbsolute(inRoot)) return;
+  const state = `/${inRoot}`;
+  const errors = desired.config.files.flatMap((f, i) =>
+    f.path === state || f.path.startsWith(`${state}/`)
+      ? [
+          fieldError(
+            `spec.files[${i}].path`,
+            `"${f.path}" is inside ${state}, this agent's own state directory; put the file elsewhere`,
+          ),
+        ]
+      : [],
+  );
+  if (errors.length > 0) throw new InvalidConfigError('the desired state', errors);
+}
+
 /** Observes, plans and returns the plan without running it (`oscar plan`). */
 export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action[]> {
   return (await observeAndPlan(deps, desired)).actions;
@@ -120,109 +149,159 @@ export async function observeAndPlan(
   deps: ApplyDeps,
   desired: Desired,
 ): Promise<{ actions: Action[]; observed: ObservedDisk }> {
+  assertAcceptable(deps, desired);
   const last = await readLastApplied(deps.stateDir);
   assertInPlace(last?.config, desired.config);
-  const accounts = await Accounts.load(deps.root);
-  const observed = await observe(deps.root, desired.config, last?.config, {
-    owners: deps.owners,
-    accounts,
-  });
-  return { actions: plan(last?.config, desired.config, observed), observed };
+  const beneath = await openRoot(deps);
+  try {
+    const accounts = await Accounts.load(beneath, deps.root);
+    const observed = await observe(beneath, desired.config, last?.config, {
+      owners: deps.owners,
+      accounts,
+    });
+    return { actions: plan(last?.config, desired.config, observed), observed };
+  } finally {
+    await beneath.close();
+  }
 }
 
-function withContent(action: JournalAction, entries: ReadonlyMap<string, Entry>): Action {
-  if (action.kind !== 'writeFile') return action;
-  const entry = entries.get(action.path);
-  if (!entry)
-    throw new Error(`journal names ${action.path}, which the desired config does not have`);
-  return { ...action, content: entry.content };
+function openRoot(deps: ApplyDeps): Promise<Beneath> {
+  return Beneath.open(deps.root);
+}
+
+/** The journaled actions with their contents back, or undefined when the config lacks one. */
+function withContents(
+  actions: readonly JournalAction[],
+  entries: ReadonlyMap<string, Entry>,
+): Action[] | undefined {
+  const out: Action[] = [];
+  for (const action of actions) {
+    if (action.kind !== 'writeFile') {
+      out.push(action);
+      continue;
+    }
+    const entry = entries.get(action.path);
+    if (!entry) return undefined;
+    out.push({ ...action, content: entry.content });
+  }
+  return out;
+}
+
+/** The directories a plan writes files in: where a killed apply may have left temp files. */
+function writtenDirs(actions: readonly JournalAction[]): string[] {
+  return actions.flatMap((a) => (a.kind === 'writeFile' ? [splitPath(a.path)[0]] : []));
 }
 
 export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<ApplyResult> {
+  assertAcceptable(deps, desired);
+  const beneath = await openRoot(deps);
+  try {
+    return await applyBeneath(deps, beneath, desired);
+  } finally {
+    await beneath.close();
+  }
+}
+
+async function applyBeneath(
+  deps: ApplyDeps,
+  beneath: Beneath,
+  desired: Desired,
+): Promise<ApplyResult> {
   const log = deps.log ?? (() => undefined);
-  const accounts = await Accounts.load(deps.root);
-  const pending = await Journal.read(deps.stateDir);
+  let accounts = await Accounts.load(beneath, deps.root);
+  const pending = await Journal.read(deps.stateDir, log);
+  if (pending) {
+    // a killed apply may have left temp files where it was writing
+    const stale = await removeStaleTemps(beneath, writtenDirs(pending.actions));
+    if (stale > 0) log(`removed ${stale} temp file(s) an interrupted apply left`);
+  }
   let resumed = false;
-  let actions: Action[];
+  let actions: Action[] | undefined;
   let journal: Journal;
   let done = new Set<number>();
   let begun = new Map<number, string>();
   if (pending && pending.checksum === desired.checksum) {
+    // once: not per journaled write (1,000² on resume)
+    actions = withContents(pending.actions, entriesOf(desired.config));
+    if (!actions) log('the journal names a file the desired config does not have: planning afresh');
+  }
+  if (pending && actions) {
     resumed = true;
-    const entries = entriesOf(desired.config); // once: not per journaled write (1,000² on resume)
-    actions = pending.actions.map((a) => withContent(a, entries));
-    journal = Journal.resume(deps.stateDir, pending);
+    journal = await Journal.resume(deps.stateDir, pending);
     ({ done, begun } = pending);
     log(
       `resuming an interrupted apply of ${desired.checksum.slice(0, 12)}: ${actions.length - done.size} of ${actions.length} action(s) left`,
     );
   } else {
-    if (pending)
+    if (pending && pending.checksum !== desired.checksum)
       log(
         `dropping an interrupted apply of ${pending.checksum.slice(0, 12)}: the desired config changed`,
       );
     const last = await readLastApplied(deps.stateDir);
     assertInPlace(last?.config, desired.config);
-    const observed = await observe(deps.root, desired.config, last?.config, {
+    const observed = await observe(beneath, desired.config, last?.config, {
       owners: deps.owners,
       accounts,
     });
     actions = plan(last?.config, desired.config, observed);
     if (actions.length === 0) {
       if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.bytes);
-      if (pending) await Journal.resume(deps.stateDir, pending).finish();
+      if (pending) await (await Journal.resume(deps.stateDir, pending)).finish();
       return { checksum: desired.checksum, actions, resumed, touchedUnits: [] };
     }
     journal = await Journal.start(deps.stateDir, desired.checksum, actions);
   }
 
-  const touchedUnits: UnitTouched[] = [];
-  // Renames are made durable per directory, once, before a unit job reads them and before
-  // last-applied is written (a SIGKILL needs no fsync at all; a power cut needs these).
-  const dirsToSync = new Set<string>();
-  const flushDirs = async (): Promise<void> => {
-    await Promise.all([...dirsToSync].map((d) => syncDir(d)));
-    dirsToSync.clear();
-  };
-  const now = deps.now ?? (() => new Date());
-  let next = 0; // the first action a batch of writes has not covered
-  for (const [i, action] of actions.entries()) {
-    if (done.has(i) || i < next) continue;
-    if (action.kind === 'writeFile') {
-      // consecutive pending writes go in one batch (see writeBatch)
-      const batch: number[] = [];
-      let j = i;
-      for (; j < actions.length && batch.length < WRITE_BATCH; j++) {
-        if (actions[j]?.kind !== 'writeFile') break;
-        if (!done.has(j)) batch.push(j);
+  try {
+    const touchedUnits: UnitTouched[] = [];
+    // Renames are made durable per directory, once, before a unit job reads them and before
+    // last-applied is written (a SIGKILL needs no fsync at all; a power cut needs these).
+    const dirsToSync: DirsToSync = new Map();
+    const now = deps.now ?? (() => new Date());
+    let next = 0; // the first action a batch of writes has not covered
+    for (const [i, action] of actions.entries()) {
+      if (done.has(i) || i < next) continue;
+      if (action.kind === 'writeFile') {
+        // consecutive pending writes go in one batch (see writeBatch)
+        const batch: number[] = [];
+        let j = i;
+        for (; j < actions.length && batch.length < WRITE_BATCH; j++) {
+          if (actions[j]?.kind !== 'writeFile') break;
+          if (!done.has(j)) batch.push(j);
+        }
+        next = j;
+        await writeBatch(deps, beneath, accounts, journal, actions, batch, dirsToSync);
+        continue;
       }
-      next = j;
-      await writeBatch(deps, accounts, journal, actions, batch, dirsToSync);
-      continue;
+      try {
+        if (isUnitAction(action) || action.kind === 'daemonReload') await syncDirs(dirsToSync);
+        await runAction(deps, beneath, journal, i, action, begun.get(i), log, dirsToSync);
+      } catch (error) {
+        throw await toApplyError(deps.systemd, action, error);
+      }
+      await journal.done(i);
+      // the users and groups a package created own the files written after it
+      if (action.kind === 'installPackages') accounts = await Accounts.load(beneath, deps.root);
+      if (
+        isUnitAction(action) &&
+        ['start', 'restart', 'tryRestart', 'reload', 'stopStart', 'stop'].includes(action.kind)
+      ) {
+        touchedUnits.push({ name: action.unit, action: action.kind, time: now().toISOString() });
+      }
     }
-    try {
-      if (isUnitAction(action) || action.kind === 'daemonReload') await flushDirs();
-      await runAction(deps, journal, i, action, begun.get(i), log, dirsToSync);
-    } catch (error) {
-      throw await toApplyError(deps.systemd, action, error);
-    }
-    await journal.done(i);
-    if (
-      isUnitAction(action) &&
-      ['start', 'restart', 'tryRestart', 'reload', 'stopStart', 'stop'].includes(action.kind)
-    ) {
-      touchedUnits.push({ name: action.unit, action: action.kind, time: now().toISOString() });
-    }
+    await syncDirs(dirsToSync);
+    await writeLastApplied(deps.stateDir, desired.bytes);
+    await journal.finish();
+    const ran = actions;
+    return {
+      checksum: desired.checksum,
+      actions: ran.filter((_, i) => !done.has(i)),
+      resumed,
+      touchedUnits,
+    };
+  } finally {
+    await journal.close();
   }
-  await flushDirs();
-  await writeLastApplied(deps.stateDir, desired.bytes);
-  await journal.finish();
-  return {
-    checksum: desired.checksum,
-    actions: actions.filter((_, i) => !done.has(i)),
-    resumed,
-    touchedUnits,
-  };
 }
 
 /** Pending writes per batch: enough to keep the thread pool busy, few temp files at a time. */
@@ -233,44 +312,46 @@ const WRITE_BATCH = 64;
  * written, owned, chmod-ed and fsync-ed to its own temp file (several at once: the fsyncs overlap),
  * then, in plan order, each temp file is renamed over its target and the action journaled done —
  * the same rename-after-fsync and done-after-rename order as one write at a time. A kill leaves
- * old or new files and at most some temp files, which the resumed apply writes again. On a failed
- * write the ones before it are committed, the temp files after it removed, and its error thrown.
+ * old or new files and at most some temp files, which the resumed apply removes and writes again.
+ * On a failed write the ones before it are committed, the temp files after it removed, and its
+ * error thrown.
  */
 async function writeBatch(
   deps: ApplyDeps,
+  beneath: Beneath,
   accounts: Accounts,
   journal: Journal,
   actions: readonly Action[],
   batch: readonly number[],
-  dirsToSync: Set<string>,
+  dirsToSync: DirsToSync,
 ): Promise<void> {
   const writes = batch.map((i) => {
     const a = actions[i];
     if (a?.kind !== 'writeFile') throw new Error(`action ${String(i)} is not a write`);
-    return { i, action: a, target: hostPath(deps.root, a.path) };
+    return { i, action: a };
   });
-  const temps = await mapLimit(writes, 8, async ({ action, target }) => {
+  const temps = await mapLimit(writes, 8, async ({ action }) => {
     try {
       const owner = deps.owners
         ? { uid: accounts.uid(action.user), gid: accounts.gid(action.group) }
         : undefined;
       return {
         ok: true as const,
-        temp: await writeTemp(target, action.content, action.mode, owner),
+        temp: await writeTemp(beneath, action.path, action.content, action.mode, owner),
       };
     } catch (error) {
       return { ok: false as const, error };
     }
   });
-  for (const [k, { i, action, target }] of writes.entries()) {
+  for (const [k, { i, action }] of writes.entries()) {
     const t = temps[k];
     try {
       if (!t) throw new Error('not written');
       if (!t.ok) throw t.error instanceof Error ? t.error : new Error(String(t.error));
-      await commitTemp(t.temp, target, dirsToSync);
+      await commitTemp(t.temp, dirsToSync);
     } catch (error) {
       const later = temps.slice(k + 1).flatMap((r) => (r.ok ? [r.temp] : []));
-      await Promise.all(later.map((p) => rm(p, { force: true })));
+      await Promise.all(later.map(discardTemp));
       throw await toApplyError(deps.systemd, action, error);
     }
     await journal.done(i);
@@ -279,19 +360,22 @@ async function writeBatch(
 
 async function runAction(
   deps: ApplyDeps,
+  beneath: Beneath,
   journal: Journal,
   index: number,
   action: Action,
   begunToken: string | undefined,
   log: (message: string) => void,
-  dirsToSync: Set<string>,
+  dirsToSync: DirsToSync,
 ): Promise<void> {
   switch (action.kind) {
     case 'writeFile': // in batches: writeBatch
       throw new Error(`${describeAction(action)}: writes go through writeBatch`);
-    case 'removeFile':
-      await removeFile(hostPath(deps.root, action.path), dirsToSync);
+    case 'removeFile': {
+      const left = await removeFile(beneath, action.path, dirsToSync);
+      if (left !== undefined) log(`${describeAction(action)}: ${left}`);
       return;
+    }
     case 'daemonReload':
       await deps.systemd.daemonReload();
       return;

@@ -15,6 +15,8 @@ import { resolve } from '../api/resolve.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import type { OperatingSystemConfig } from '../api/schema.js';
 import { validateOperatingSystemConfig } from '../api/validate.js';
+import { InvalidConfigError, validateConfig } from '../api/validate-config.js';
+import { checkDesired } from './desired-check.js';
 import type { Desired } from './state.js';
 
 /** A step that adds what the OS profile needs (containerd config, …); identity by default. */
@@ -94,7 +96,25 @@ export async function desiredFromYaml(
       continue;
     }
     const config = expand ? await expand(resolved.config, osc) : resolved.config;
-    out.push({ name: osc.metadata.name, ...desiredFromConfig(config) });
+    // the OS profile's additions too: the whole state the agent would apply passes the rules
+    const configErrors = validateConfig(config);
+    if (configErrors.length > 0) {
+      problems.push(
+        ...configErrors.map((e) =>
+          formatProblem(
+            file,
+            doc.line,
+            fieldError(e.path, `${e.message} (with what the OS profile adds)`),
+            index,
+          ),
+        ),
+      );
+      continue;
+    }
+    out.push({
+      name: osc.metadata.name,
+      ...desiredFromConfig(checkDesired(config, `file ${file}`)),
+    });
   }
   if (problems.length > 0) throw new DesiredError(problems.join('\n'));
   return out;
@@ -114,8 +134,10 @@ export async function desiredFromText(
   if (trimmed.startsWith('{') && trimmed.includes(`"kind":"${CANONICAL_KIND}"`)) {
     try {
       const bytes = Buffer.from(text, 'utf8');
-      return { name: file, config: parseCanonical(bytes), checksum: sha256Hex(bytes), bytes };
+      const config = checkDesired(parseCanonical(bytes), `file ${file}`);
+      return { name: file, config, checksum: sha256Hex(bytes), bytes };
     } catch (error) {
+      if (error instanceof InvalidConfigError) throw error;
       throw new DesiredError(`${file}: ${(error as Error).message}`, { cause: error });
     }
   }

@@ -1,13 +1,20 @@
 /**
  * The agent's file system side: atomic writes with mode and owner, removals, and observing what is
- * on disk for the planner — all relative to a root directory ("/" on a node, a sandbox in local
- * mode). User and group names are looked up in the root's own /etc/passwd and /etc/group, never
- * the host's, so a sandbox root resolves names the way the node would.
+ * on disk for the planner — all beneath a root ("/" on a node, a sandbox in local mode), through
+ * directories opened one name at a time without following foreign links (agent/beneath.ts).
+ *
+ * A write goes through a temp file created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) under a random
+ * name, mode 0600 until it is complete; owner and mode are set on the open descriptor, never by
+ * path; a rename by name in the same open directory puts it in place (rename replaces a link
+ * planted at the target rather than following it). User and group names are looked up in the
+ * root's own /etc/passwd and /etc/group, never the host's.
  */
+import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, readFile, rename, unlink } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { lstat, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { ResolvedConfig } from '../api/resolved.js';
+import { Beneath, SymlinkRefused, NotADirectory, type Dir } from './beneath.js';
 import type { ObservedDisk, ObservedFile } from './plan.js';
 import { entriesOf } from './plan.js';
 
@@ -16,9 +23,51 @@ export function hostPath(root: string, path: string): string {
   return root === '/' ? path : join(root, path);
 }
 
-/** The temp file next to `path` that a write goes through (one agent at a time: a fixed name). */
-export function tempPathFor(path: string): string {
-  return join(dirname(path), `.${basename(path)}.oscar-tmp`);
+/**
+ * Temp files are ".oscar-tmp." and 16 random hex digits: a fixed length, so a name that fits the
+ * file system still fits once it is a temp file, and nothing another user can guess ahead.
+ */
+const TEMP_PREFIX = '.oscar-tmp.';
+const TEMP_NAME = /^\.oscar-tmp\.[0-9a-f]{16}$/;
+
+export function isTempName(name: string): boolean {
+  return TEMP_NAME.test(name);
+}
+
+function errnoOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/** A regular file's bytes, read by name in `dir` without following a link or blocking on a FIFO. */
+export async function readFileIn(dir: Dir, name: string): Promise<Buffer | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(
+      dir.at(name),
+      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+    );
+  } catch (error) {
+    if (['ENOENT', 'ENOTDIR', 'ELOOP'].includes(errnoOf(error) ?? '')) return undefined;
+    throw error;
+  }
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) return undefined;
+    return await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A file's bytes beneath the root; undefined when it is missing or not reachable safely. */
+async function readBeneath(beneath: Beneath, path: string): Promise<Buffer | undefined> {
+  try {
+    const where = await beneath.parent(path, false);
+    return where && (await readFileIn(where.dir, where.name));
+  } catch (error) {
+    if (error instanceof SymlinkRefused || error instanceof NotADirectory) return undefined;
+    throw error;
+  }
 }
 
 export class Accounts {
@@ -28,16 +77,14 @@ export class Accounts {
     private readonly source: string,
   ) {}
 
-  /** Reads ROOT/etc/passwd and ROOT/etc/group; a missing file leaves only "root" (id 0) known. */
-  static async load(root: string): Promise<Accounts> {
+  /**
+   * Reads ROOT/etc/passwd and ROOT/etc/group; a missing (or linked) file leaves only "root" (id 0)
+   * known.
+   */
+  static async load(beneath: Beneath, root: string): Promise<Accounts> {
     const parse = async (file: string): Promise<Map<string, number>> => {
       const out = new Map<string, number>([['root', 0]]);
-      let text: string;
-      try {
-        text = await readFile(hostPath(root, file), 'utf8');
-      } catch {
-        return out;
-      }
+      const text = (await readBeneath(beneath, file))?.toString('utf8') ?? '';
       for (const line of text.split('\n')) {
         const [name, , id] = line.split(':');
         if (name && id !== undefined && /^\d+$/.test(id)) out.set(name, Number(id));
@@ -66,7 +113,7 @@ export class Accounts {
     const id = map.get(name);
     if (id === undefined) {
       throw new Error(
-        `${what} "${name}" does not exist in ${this.source}/${file}: create it first (for example with a provision step) or use a numeric id`,
+        `${what} "${name}" does not exist in ${this.source}/${file}: create it first (for example with a provision step, or a package in spec.packages) or use a numeric id`,
       );
     }
     return id;
@@ -78,108 +125,240 @@ export interface Ownership {
   gid: number;
 }
 
+/** A complete, durable temp file waiting to replace `name` in `dir`. */
+export interface Temp {
+  dir: Dir;
+  name: string;
+  temp: string;
+}
+
+/** Directories whose renames still need an fsync, by node path. */
+export type DirsToSync = Map<string, Dir>;
+
 /**
- * Writes `content` to `target` so that a reader (or a crash at any instant) sees either the old or
- * the new file, never a mix: temp file in the same directory, mode and owner set on it, fsync,
- * rename over the target, fsync of the directory. Parents are created with mode 0755.
+ * Writes the complete file to a new temp file in `dir`: created exclusively, never through a link,
+ * mode 0600 until owner and mode are set on the descriptor (chown before chmod: chown clears
+ * setuid and setgid bits), then fsync. The target is not touched yet.
  */
-export async function writeFileAtomic(
-  target: string,
+export async function writeTempIn(
+  dir: Dir,
+  name: string,
   content: Uint8Array,
   mode: number,
   owner: Ownership | undefined,
-  /** Directories to fsync later in one go; without it the directory is synced now. */
-  dirsToSync?: Set<string>,
-): Promise<void> {
-  await commitTemp(await writeTemp(target, content, mode, owner), target, dirsToSync);
+): Promise<Temp> {
+  for (let attempt = 0; ; attempt++) {
+    const temp = `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`;
+    let handle: FileHandle;
+    try {
+      handle = await open(
+        dir.at(temp),
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        0o600,
+      );
+    } catch (error) {
+      if (errnoOf(error) === 'EEXIST' && attempt < 5) continue; // someone's name: draw again
+      throw error;
+    }
+    try {
+      await handle.writeFile(content);
+      if (owner) await handle.chown(owner.uid, owner.gid);
+      await handle.chmod(mode);
+      await handle.sync();
+    } catch (error) {
+      await handle.close();
+      await unlink(dir.at(temp)).catch(() => undefined);
+      throw error;
+    }
+    await handle.close();
+    return { dir, name, temp };
+  }
 }
 
 /**
- * The first half of writeFileAtomic: the complete file, with owner and mode, durable (fsync) in a
- * temp file next to `target`, which is not touched yet. Returns the temp file's path.
+ * The first half of an atomic write of `path` beneath the root: parents created (0755) as needed,
+ * the complete file in a temp file next to it.
  */
 export async function writeTemp(
-  target: string,
+  beneath: Beneath,
+  path: string,
   content: Uint8Array,
   mode: number,
   owner: Ownership | undefined,
-): Promise<string> {
-  await mkdir(dirname(target), { recursive: true, mode: 0o755 });
-  const temp = tempPathFor(target);
-  const handle = await open(
-    temp,
-    constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC,
-    0o600,
-  );
-  try {
-    await handle.writeFile(content);
-    if (owner) await handle.chown(owner.uid, owner.gid);
-    await handle.chmod(mode); // after chown: chown clears setuid/setgid bits
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  return temp;
+): Promise<Temp> {
+  const where = await beneath.parent(path, true);
+  if (!where) throw new Error(`cannot create the directories of ${path}`);
+  return writeTempIn(where.dir, where.name, content, mode, owner);
 }
 
-/** The second half: the temp file (written by writeTemp) replaces `target` in one rename. */
-export async function commitTemp(
-  temp: string,
-  target: string,
-  dirsToSync?: Set<string>,
-): Promise<void> {
-  await rename(temp, target);
-  const dir = dirname(target);
-  if (dirsToSync) dirsToSync.add(dir);
-  else await syncDir(dir);
-}
-
-/** Removes a file; a file already gone is fine (the action may be resumed after a crash). */
-export async function removeFile(target: string, dirsToSync?: Set<string>): Promise<void> {
+/** The second half: the temp file replaces its target in one rename, by name in its directory. */
+export async function commitTemp(t: Temp, dirsToSync?: DirsToSync): Promise<void> {
   try {
-    await unlink(target);
+    await rename(t.dir.at(t.temp), t.dir.at(t.name));
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    return;
-  }
-  if (dirsToSync) dirsToSync.add(dirname(target));
-  else await syncDir(dirname(target));
-}
-
-export async function syncDir(dir: string): Promise<void> {
-  const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-async function observeOne(
-  target: string,
-): Promise<{ content: Buffer; mode: number; uid: number; gid: number } | undefined> {
-  let st;
-  try {
-    st = await lstat(target);
-  } catch (error) {
-    if (
-      (error as NodeJS.ErrnoException).code === 'ENOENT' ||
-      (error as NodeJS.ErrnoException).code === 'ENOTDIR'
-    ) {
-      return undefined;
+    await discardTemp(t);
+    const code = errnoOf(error);
+    if (code === 'EISDIR' || code === 'ENOTEMPTY' || code === 'EEXIST') {
+      throw new Error(
+        `${join(t.dir.path, t.name)} is a directory where the config declares a file: remove the directory, or change the path`,
+        { cause: error },
+      );
     }
     throw error;
   }
-  if (!st.isFile()) {
-    // a symlink or directory where oscar wants a file: report something that never matches
-    return {
-      content: Buffer.from(`(not a regular file: mode ${st.mode.toString(8)})`),
-      mode: -1,
-      uid: st.uid,
-      gid: st.gid,
-    };
+  if (dirsToSync) dirsToSync.set(t.dir.path, t.dir);
+  else await t.dir.handle.sync();
+}
+
+export async function discardTemp(t: Temp): Promise<void> {
+  await unlink(t.dir.at(t.temp)).catch(() => undefined);
+}
+
+/** writeTemp and commitTemp in one. */
+export async function writeFileAtomic(
+  beneath: Beneath,
+  path: string,
+  content: Uint8Array,
+  mode: number,
+  owner: Ownership | undefined,
+  dirsToSync?: DirsToSync,
+): Promise<void> {
+  await commitTemp(await writeTemp(beneath, path, content, mode, owner), dirsToSync);
+}
+
+/**
+ * Removes a file oscar wrote. Nothing else is removed: a path that is gone is fine (the action may
+ * be resumed after a crash); a directory or a link found where oscar wrote a file, or a path that
+ * now leads through a link, is something oscar did not write and is left alone. Returns why it
+ * was left, or undefined when the file was removed (or already gone).
+ */
+export async function removeFile(
+  beneath: Beneath,
+  path: string,
+  dirsToSync?: DirsToSync,
+): Promise<string | undefined> {
+  let where;
+  try {
+    where = await beneath.parent(path, false);
+  } catch (error) {
+    if (error instanceof SymlinkRefused || error instanceof NotADirectory) {
+      return `not removed: ${error.message}`;
+    }
+    throw error;
   }
-  return { content: await readFile(target), mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
+  if (!where) return undefined;
+  const at = where.dir.at(where.name);
+  const st = await lstat(at).catch((error: unknown) => {
+    if (errnoOf(error) === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (!st) return undefined;
+  if (!st.isFile()) {
+    const what = st.isDirectory()
+      ? 'a directory'
+      : st.isSymbolicLink()
+        ? 'a symbolic link'
+        : 'not a regular file';
+    return `not removed: ${path} is now ${what}, which oscar did not write`;
+  }
+  try {
+    await unlink(at);
+  } catch (error) {
+    if (errnoOf(error) === 'ENOENT') return undefined;
+    throw error;
+  }
+  if (dirsToSync) dirsToSync.set(where.dir.path, where.dir);
+  else await where.dir.handle.sync();
+  return undefined;
+}
+
+export async function syncDirs(dirs: DirsToSync): Promise<void> {
+  await Promise.all([...dirs.values()].map((d) => d.handle.sync()));
+  dirs.clear();
+}
+
+/**
+ * Removes the temp files a killed apply left in the directories it was writing (names only oscar
+ * makes, regular files only; nothing is followed). Returns how many.
+ */
+export async function removeStaleTemps(
+  beneath: Beneath,
+  dirPaths: Iterable<string>,
+): Promise<number> {
+  let removed = 0;
+  for (const path of new Set(dirPaths)) {
+    let dir: Dir | undefined;
+    try {
+      dir = await beneath.dir(path, false);
+    } catch {
+      continue; // a link or a file there now: nothing of oscar's to clean
+    }
+    if (!dir) continue;
+    for (const name of await readdir(dir.at('.'))) {
+      if (!isTempName(name)) continue;
+      const st = await lstat(dir.at(name)).catch(() => undefined);
+      if (!st?.isFile()) continue;
+      await unlink(dir.at(name)).catch(() => undefined);
+      removed++;
+    }
+  }
+  return removed;
+}
+
+interface Seen {
+  /** Undefined: not read, because it cannot match (another size, not a regular file). */
+  content: Buffer | undefined;
+  mode: number;
+  uid: number;
+  gid: number;
+}
+
+/** A path that exists but can never match a declared file (a link, a directory, unreachable). */
+const FOREIGN: Seen = { content: undefined, mode: -1, uid: -1, gid: -1 };
+
+/**
+ * What is at `path`: undefined when nothing is. The content is read only when its size is
+ * `wantSize` (a file of another size cannot match: a huge file planted where oscar writes is
+ * never read into memory), and never through a link or from a FIFO or device.
+ */
+async function observeOne(
+  beneath: Beneath,
+  path: string,
+  wantSize: number | undefined,
+): Promise<Seen | undefined> {
+  let where;
+  try {
+    where = await beneath.parent(path, false);
+  } catch (error) {
+    if (error instanceof SymlinkRefused || error instanceof NotADirectory) return FOREIGN;
+    throw error;
+  }
+  if (!where) return undefined;
+  let handle: FileHandle;
+  try {
+    handle = await open(
+      where.dir.at(where.name),
+      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+    );
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    if (code === 'ELOOP') return FOREIGN; // a link where oscar writes a file
+    throw error;
+  }
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) return { ...FOREIGN, uid: st.uid, gid: st.gid };
+    const seen: Seen = { content: undefined, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
+    if (wantSize !== undefined && st.size === wantSize) {
+      const buf = Buffer.allocUnsafe(wantSize + 1); // one more: a file that grew does not match
+      const { bytesRead } = await handle.read(buf, 0, wantSize + 1, 0);
+      seen.content = buf.subarray(0, bytesRead);
+    }
+    return seen;
+  } finally {
+    await handle.close();
+  }
 }
 
 export interface ObserveOptions {
@@ -194,7 +373,7 @@ export interface ObserveOptions {
  * the planner compares names without knowing about /etc/passwd.
  */
 export async function observe(
-  root: string,
+  beneath: Beneath,
   desired: ResolvedConfig,
   lastApplied: ResolvedConfig | undefined,
   opts: ObserveOptions,
@@ -203,7 +382,9 @@ export async function observe(
   const paths = new Set([...want.keys(), ...entriesOf(lastApplied).keys()]);
   const files = new Map<string, ObservedFile>();
   const list = [...paths];
-  const results = await mapLimit(list, 32, (p) => observeOne(hostPath(root, p)));
+  const results = await mapLimit(list, 32, (p) =>
+    observeOne(beneath, p, want.get(p)?.content.length),
+  );
   list.forEach((path, i) => {
     const seen = results[i];
     if (!seen) return;

@@ -525,6 +525,80 @@ describe('plan: properties', () => {
   });
 });
 
+describe('template units (name@.service)', () => {
+  const template = (extra: Partial<ResolvedUnit> = {}): ResolvedUnit =>
+    unit('worker@.service', {
+      content: '[Service]\nExecStart=/bin/worker %i\n[Install]\nWantedBy=multi-user.target\n',
+      ...extra,
+    });
+  const instance = (extra: Partial<ResolvedUnit> = {}): ResolvedUnit => {
+    const u = unit('worker@a.service', extra);
+    delete u.content;
+    return u;
+  };
+
+  it('a template is written but never enabled without DefaultInstance=, started, stopped or restarted; its instance is', () => {
+    const c = config([template(), instance()]);
+    expect(brief(plan(undefined, c, disk(undefined)))).toEqual([
+      'writeFile /etc/systemd/system/worker@.service',
+      'daemonReload',
+      'enable worker@a.service',
+      'start worker@a.service',
+    ]);
+    // a change to the template restarts its declared instance, not the template
+    const changed = config([
+      template({
+        content: '[Service]\nExecStart=/bin/worker2 %i\n[Install]\nWantedBy=multi-user.target\n',
+      }),
+      instance(),
+    ]);
+    expect(brief(plan(c, changed, disk(c)))).toEqual([
+      'writeFile /etc/systemd/system/worker@.service',
+      'daemonReload',
+      'restart worker@a.service',
+    ]);
+    // command: stop or restart on a template does nothing at run time either
+    const stop = config([template({ command: 'stop' }), instance()]);
+    expect(brief(plan(c, stop, disk(c)))).toEqual([]);
+  });
+
+  it('a template with DefaultInstance= is enabled and disabled, never started or stopped', () => {
+    const withDefault = template({
+      content:
+        '[Service]\nExecStart=/bin/worker %i\n[Install]\nWantedBy=multi-user.target\nDefaultInstance=main\n',
+    });
+    const c = config([withDefault]);
+    expect(brief(plan(undefined, c, disk(undefined)))).toEqual([
+      'writeFile /etc/systemd/system/worker@.service',
+      'daemonReload',
+      'enable worker@.service',
+    ]);
+    expect(brief(plan(c, config([]), disk(c)))).toEqual([
+      'disable worker@.service',
+      'removeFile /etc/systemd/system/worker@.service',
+      'daemonReload',
+    ]);
+    expect(brief(plan(c, config([{ ...withDefault, enable: false }]), disk(c)))).toEqual([
+      'disable worker@.service',
+    ]);
+  });
+
+  it('a template that leaves the config or is masked is not stopped', () => {
+    const c = config([template()]);
+    expect(brief(plan(c, config([]), disk(c)))).toEqual([
+      'removeFile /etc/systemd/system/worker@.service',
+      'daemonReload',
+    ]);
+    const masked = template({ mask: true, enable: false });
+    delete masked.content;
+    expect(brief(plan(c, config([masked]), disk(c)))).toEqual([
+      'removeFile /etc/systemd/system/worker@.service',
+      'daemonReload',
+      'mask worker@.service',
+    ]);
+  });
+});
+
 describe('packages', () => {
   const withPackages = (
     c: ResolvedConfig,
@@ -534,15 +608,40 @@ describe('packages', () => {
     packages,
   });
 
-  it('installs every package first on a first apply, and nothing when they are unchanged', () => {
-    const c = withPackages(base, [{ name: 'chrony' }, { name: 'jq', version: '1.6-2.1' }]);
+  it("installs packages after the root's files and the units, before files owned by other names (cloud-init's order)", () => {
+    const c = withPackages(
+      {
+        ...base,
+        files: [
+          file('/etc/apt/keyrings/repo.gpg', 'key'),
+          file('/etc/apt/sources.list.d/repo.list', 'deb [signed-by=...] file:/repo ./\n'),
+          file('/etc/app/by-id.conf', 'x', { user: '1000', group: '1000' }),
+          file('/etc/app/app.conf', 'x', { user: 'app', group: 'app' }),
+          file('/etc/app/group.conf', 'x', { user: 'root', group: 'app' }),
+        ],
+        units: [unit('app.service')],
+      },
+      [{ name: 'chrony' }, { name: 'jq', version: '1.6-2.1' }],
+    );
     const actions = plan(undefined, c, disk(undefined));
-    expect(actions[0]).toEqual({
+    expect(brief(actions)).toEqual([
+      'writeFile /etc/app/by-id.conf',
+      'writeFile /etc/apt/keyrings/repo.gpg',
+      'writeFile /etc/apt/sources.list.d/repo.list',
+      'writeFile /etc/systemd/system/app.service',
+      'installPackages',
+      'writeFile /etc/app/app.conf',
+      'writeFile /etc/app/group.conf',
+      'daemonReload',
+      'enable app.service',
+      'start app.service',
+    ]);
+    expect(actions[4]).toEqual({
       kind: 'installPackages',
       packages: [{ name: 'chrony' }, { name: 'jq', version: '1.6-2.1' }],
       reason: 'chrony new, jq new',
     });
-    expect(formatPlan(actions)).toContain('  1. install chrony jq=1.6-2.1 — chrony new, jq new');
+    expect(formatPlan(actions)).toContain('  5. install chrony jq=1.6-2.1 — chrony new, jq new');
     expect(plan(c, clone(c), disk(c)).filter((a) => a.kind === 'installPackages')).toEqual([]);
   });
 

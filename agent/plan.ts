@@ -14,16 +14,30 @@
  * - a socket-activated service (x.socket and x.service both declared) is restarted through its
  *   socket: the service is stopped and the socket restarted, so the next connection starts the
  *   new version and no connection is refused;
- * - packages that are new or whose version changed are installed first (files and units may
- *   need what they bring); a package that leaves the config is not removed.
+ * - packages that are new or whose version changed are installed after the files, unit files and
+ *   drop-ins owned by root or by numeric ids (an apt source and its keyring must be in place) and
+ *   before the files owned by other user or group names (a package may create the user): the
+ *   order cloud-init and the rendered script follow too; a package that leaves the config is not
+ *   removed;
+ * - a template unit (name@.service) is written, enabled (only with DefaultInstance=), masked and
+ *   disabled, never started, stopped or restarted — systemd refuses that; its declared instances
+ *   are, and a change to the template counts as a change to each of them.
  */
 import { compare } from '../api/resolve.js';
 import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from '../api/resolved.js';
-import { dropInPath, formatMode, packageSpec, unitPath } from '../api/resolved.js';
+import {
+  dropInPath,
+  formatMode,
+  packageSpec,
+  unitPath,
+  writtenAfterPackages,
+} from '../api/resolved.js';
+import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
 
 /** A file as the observer found it on disk. `user`/`group` undefined: ownership not compared. */
 export interface ObservedFile {
-  content: Buffer;
+  /** Undefined: not read, since it cannot match (another size, a link, not a regular file). */
+  content: Buffer | undefined;
   mode: number;
   user?: string;
   group?: string;
@@ -142,7 +156,7 @@ function writeReason(
     return changes.join(', ');
   }
   if (!seen) return 'drift: missing on disk';
-  const contentDrift = !seen.content.equals(entry.content);
+  const contentDrift = seen.content === undefined || !seen.content.equals(entry.content);
   const ownerDrift =
     (seen.user !== undefined && seen.user !== entry.user) ||
     (seen.group !== undefined && seen.group !== entry.group);
@@ -173,6 +187,32 @@ function socketOf(service: string, desired: ReadonlyMap<string, ResolvedUnit>): 
   if (!service.endsWith('.service') || service.includes('@')) return undefined;
   const socket = `${service.slice(0, -'.service'.length)}.socket`;
   return desired.has(socket) ? socket : undefined;
+}
+
+/** "getty@.service" → true; instances ("getty@tty1.service") and plain units → false. */
+export function isTemplate(name: string): boolean {
+  const at = name.indexOf('@');
+  return at > 0 && name.lastIndexOf('.') === at + 1;
+}
+
+/** "getty@tty1.service" → "getty@.service"; undefined for anything but an instance. */
+export function templateOf(name: string): string | undefined {
+  const at = name.indexOf('@');
+  const dot = name.lastIndexOf('.');
+  if (at <= 0 || dot <= at + 1) return undefined;
+  return `${name.slice(0, at + 1)}${name.slice(dot)}`;
+}
+
+/**
+ * Whether `systemctl enable` can do anything with the unit: a template only through
+ * DefaultInstance= (without it systemctl refuses), and only when oscar writes it.
+ */
+function enablable(u: ResolvedUnit): boolean {
+  if (!isTemplate(u.name)) return true;
+  if (u.content === undefined) return false;
+  return [u.content, ...u.dropIns.map((d) => d.content)].some((text) =>
+    hasKey(parseUnitFile(text), 'Install', 'DefaultInstance'),
+  );
 }
 
 const NONE: readonly string[] = [];
@@ -225,6 +265,7 @@ export function plan(
   // Files first: what is written and removed decides which units changed.
   const writes: Action[] = [];
   const unitWrites: Action[] = [];
+  const deferredWrites: Action[] = []; // owned by names a package may create: after the install
   const removes: Action[] = [];
   const touched = new Set<string>(); // paths written or removed
   const touchedUnits = new Set<string>(); // units whose unit file or drop-ins were touched
@@ -243,7 +284,12 @@ export function plan(
       reason,
     };
     if (entry.unit !== undefined) action.unit = entry.unit;
-    (entry.unit === undefined ? writes : unitWrites).push(action);
+    (entry.unit !== undefined
+      ? unitWrites
+      : writtenAfterPackages(entry)
+        ? deferredWrites
+        : writes
+    ).push(action);
   }
   for (const entry of [...lastEntries.values()].sort((a, b) => compare(a.path, b.path))) {
     if (wantEntries.has(entry.path)) continue;
@@ -277,10 +323,12 @@ export function plan(
         reason: 'no longer in the config (oscar masked it)',
       });
     } else if (lu.content !== undefined) {
-      before.push({ kind: 'stop', unit: lu.name, reason: 'removed from the config' });
-      if (lu.enable)
+      // a template has no unit to stop: its instances are units of their own
+      if (!isTemplate(lu.name))
+        before.push({ kind: 'stop', unit: lu.name, reason: 'removed from the config' });
+      if (lu.enable && enablable(lu))
         before.push({ kind: 'disable', unit: lu.name, reason: 'removed from the config' });
-    } else if (lu.dropIns.length > 0) {
+    } else if (lu.dropIns.length > 0 && !isTemplate(lu.name)) {
       // A unit of the OS that oscar only changed through drop-ins: it goes back to its own config.
       addRuntime(lu.name, {
         kind: 'tryRestart',
@@ -292,7 +340,9 @@ export function plan(
 
   for (const u of [...wantUnits.values()].sort((a, b) => compare(a.name, b.name))) {
     const lu = lastUnits.get(u.name);
-    const contentChanged = touchedUnits.has(u.name);
+    const template = templateOf(u.name);
+    const contentChanged =
+      touchedUnits.has(u.name) || (template !== undefined && touchedUnits.has(template));
     const changedFiles = touched.size === 0 ? NONE : changedFilePaths(u, lu, touched);
     const changed = contentChanged || changedFiles.length > 0;
     const why = contentChanged
@@ -304,19 +354,28 @@ export function plan(
     // Masking and enablement.
     if (u.mask) {
       if (!lu?.mask) {
-        before.push({ kind: 'stop', unit: u.name, reason: 'masked by the config' });
-        if (lu?.enable)
+        if (!isTemplate(u.name))
+          before.push({ kind: 'stop', unit: u.name, reason: 'masked by the config' });
+        if (lu?.enable && enablable(lu))
           before.push({ kind: 'disable', unit: u.name, reason: 'masked by the config' });
         enablement.push({ kind: 'mask', unit: u.name, reason: lu ? 'mask set' : 'new, masked' });
       }
       continue;
     }
     if (lu?.mask) before.push({ kind: 'unmask', unit: u.name, reason: 'mask removed' });
-    if (u.enable && (!lu || !lu.enable || lu.mask)) {
+    const canEnable = enablable(u);
+    const couldEnable = lu !== undefined && enablable(lu);
+    if (u.enable && canEnable && (!lu || !lu.enable || lu.mask || !couldEnable)) {
       enablement.push({ kind: 'enable', unit: u.name, reason: lu ? 'enable set' : 'new' });
-    } else if (!u.enable && lu && lu.enable && !lu.mask) {
-      enablement.push({ kind: 'disable', unit: u.name, reason: 'enable unset' });
+    } else if (lu && lu.enable && !lu.mask && couldEnable && (!u.enable || !canEnable)) {
+      enablement.push({
+        kind: 'disable',
+        unit: u.name,
+        reason: u.enable ? 'DefaultInstance= removed' : 'enable unset',
+      });
     }
+    // A template is never started, stopped or restarted (systemd refuses): its instances are.
+    if (isTemplate(u.name)) continue;
 
     // What happens to the running unit.
     if (u.command === 'stop') {
@@ -416,10 +475,11 @@ export function plan(
     ? [{ kind: 'daemonReload', reason: 'unit files or drop-ins changed' }]
     : [];
   return [
-    ...packageInstall(lastApplied?.packages ?? [], desired.packages),
     ...before,
     ...writes,
     ...unitWrites,
+    ...packageInstall(lastApplied?.packages ?? [], desired.packages),
+    ...deferredWrites,
     ...removes,
     ...reload,
     ...enablement,

@@ -40,7 +40,21 @@ export interface KubeReporterOptions {
 type Status = OperatingSystemConfigNodeStatus;
 
 /** Degraded reasons set by sourceFailed: the source's trouble, not an apply's. */
-const SOURCE_REASONS = new Set(['InvalidSecret', 'SourceUnavailable']);
+const SOURCE_REASONS = new Set(['InvalidSecret', 'InvalidConfig', 'SourceUnavailable']);
+
+/** The Degraded reason for a refused or failed state, by the error's name. */
+function reasonOf(error: Error, otherwise: string): string {
+  switch (error.name) {
+    case 'ReplacementNeeded':
+      return 'ReplacementNeeded';
+    case 'InvalidConfigError':
+      return 'InvalidConfig';
+    case 'CorruptPayloadError':
+      return 'InvalidSecret';
+    default:
+      return otherwise;
+  }
+}
 
 /** Keeps lastTransitionTime when a condition's status did not change (metav1.Condition rules). */
 export function setCondition(
@@ -218,7 +232,7 @@ export class KubeReporter implements Reporter {
     };
     this.cleared.delete('lastError');
     // a state the node cannot take in place says so, for the provider to replace the machine
-    const reason = error.name === 'ReplacementNeeded' ? 'ReplacementNeeded' : 'ApplyFailed';
+    const reason = reasonOf(error, 'ApplyFailed');
     this.condition(
       'Applied',
       'False',
@@ -230,7 +244,6 @@ export class KubeReporter implements Reporter {
   }
 
   sourceFailed(error: Error): void {
-    const refused = error.name === 'CorruptPayloadError';
     this.status.lastError = {
       message: error.message.slice(0, 4000),
       time: this.now()
@@ -241,7 +254,7 @@ export class KubeReporter implements Reporter {
     this.condition(
       'Degraded',
       'True',
-      refused ? 'InvalidSecret' : 'SourceUnavailable',
+      reasonOf(error, 'SourceUnavailable'),
       error.message.slice(0, 4000),
     );
     this.push();

@@ -23,6 +23,8 @@ import {
 } from '../api/secret.js';
 import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../kube/client.js';
 import { errorFields, shortChecksum, silentLogger, type Logger } from '../log/logger.js';
+import { InvalidConfigError } from '../api/validate-config.js';
+import { checkDesired } from './desired-check.js';
 import type { Source, SourceEvents } from './source.js';
 import type { Desired } from './state.js';
 
@@ -178,6 +180,8 @@ export class SecretSource implements Source {
     for (const [k, v] of Object.entries(secret.data ?? {})) data[k] = Buffer.from(v, 'base64');
     try {
       const decoded = decodeConfigData(data, checksum);
+      // intact is not enough: the agent acts only on what oscar validate would let through
+      checkDesired(decoded.config, this.description);
       this.lastChecksum = decoded.checksum;
       this.lastRefusal = undefined;
       this.noteOscRef(oscRefOf(secret, this.opts.namespace));
@@ -187,19 +191,21 @@ export class SecretSource implements Source {
       this.reportedFailure = false;
       events.onDesired(desired);
     } catch (error) {
-      if (!(error instanceof CorruptPayloadError)) throw error;
+      if (!(error instanceof CorruptPayloadError) && !(error instanceof InvalidConfigError)) {
+        throw error;
+      }
       this.secretGood = false;
       const key = `${checksum ?? ''}:${secret.metadata?.resourceVersion ?? ''}`;
       if (key === this.lastRefusal) return; // reported once per bad version
       this.lastRefusal = key;
       this.fail(
         events,
-        new CorruptPayloadError(
-          `${this.description} refused, keeping the last good state: ${error.message}`,
-          {
-            cause: error,
-          },
-        ),
+        error instanceof InvalidConfigError
+          ? error
+          : new CorruptPayloadError(
+              `${this.description} refused, keeping the last good state: ${error.message}`,
+              { cause: error },
+            ),
       );
     }
   }

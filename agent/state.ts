@@ -1,17 +1,21 @@
 /**
- * The agent's state directory (default /var/lib/oscar; under the root in local mode):
+ * The agent's state directory (default /var/lib/oscar; under the root in local mode), opened and
+ * checked by agent/state-dir.ts:
  * - last-applied.json: the canonical text of the config last applied in full (written only after
  *   success, atomically) — the planner's "last applied";
  * - journal.json + journal.log: the apply in progress (agent/journal.ts);
- * - agent.pid: one agent per state directory.
+ * - agent.lock: one agent per state directory (agent/lock.ts).
  */
-import { mkdir, readFile, writeFile, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
 import { parseCanonical, sha256Hex } from '../api/canonical.js';
+import { AGENT_STATE_DIR } from '../api/constants.js';
 import type { ResolvedConfig } from '../api/resolved.js';
-import { writeFileAtomic } from './fs.js';
+import { validateConfig } from '../api/validate-config.js';
+import { formatFieldError } from '../api/field-error.js';
+import { StateDir, StateError } from './state-dir.js';
 
-export const DEFAULT_STATE_DIR = '/var/lib/oscar';
+export { lockStateDir } from './lock.js';
+
+export const DEFAULT_STATE_DIR = AGENT_STATE_DIR;
 
 export interface Desired {
   config: ResolvedConfig;
@@ -23,61 +27,32 @@ export interface Desired {
 const LAST_APPLIED = 'last-applied.json';
 
 export async function readLastApplied(stateDir: string): Promise<Desired | undefined> {
-  let bytes: Buffer;
-  try {
-    bytes = await readFile(join(stateDir, LAST_APPLIED));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-  try {
-    return { config: parseCanonical(bytes), checksum: sha256Hex(bytes), bytes };
-  } catch (error) {
-    // Written atomically, so this is outside damage; planning from nothing rewrites every file
-    // (idempotent) and removes nothing, which is the safe direction.
-    throw new Error(
-      `${join(stateDir, LAST_APPLIED)} is damaged (${(error as Error).message}); remove it to let the agent re-apply everything`,
-      { cause: error },
-    );
-  }
+  return StateDir.with(stateDir, async (state) => {
+    const bytes = await state.read(LAST_APPLIED);
+    if (bytes === undefined) return undefined;
+    // Written atomically by the agent, so anything wrong here is outside damage. Planning from
+    // nothing rewrites every file (idempotent) and removes nothing, which is the safe direction.
+    const fix = `remove it to let the agent re-apply everything (files it wrote that later left the config then stay on the node)`;
+    let config: ResolvedConfig;
+    try {
+      config = parseCanonical(bytes);
+    } catch (error) {
+      throw new StateError(
+        `${state.file(LAST_APPLIED)} is damaged (${(error as Error).message}); ${fix}`,
+        { cause: error },
+      );
+    }
+    // it names the files the agent may remove: it must pass the same rules as a desired state
+    const errors = validateConfig(config);
+    if (errors.length > 0) {
+      throw new StateError(
+        `${state.file(LAST_APPLIED)} holds a config oscar would refuse (${errors.slice(0, 3).map(formatFieldError).join('; ')}); ${fix}`,
+      );
+    }
+    return { config, checksum: sha256Hex(bytes), bytes };
+  });
 }
 
 export async function writeLastApplied(stateDir: string, bytes: Buffer): Promise<void> {
-  await writeFileAtomic(join(stateDir, LAST_APPLIED), bytes, 0o600, undefined);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-/**
- * Takes the state directory for this process: two agents applying into one root would undo each
- * other. A lock left by a killed agent (its pid is gone) is taken over.
- */
-export async function lockStateDir(stateDir: string): Promise<() => Promise<void>> {
-  await mkdir(stateDir, { recursive: true, mode: 0o700 });
-  const path = join(stateDir, 'agent.pid');
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      await writeFile(path, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
-      return async () => {
-        await unlink(path).catch(() => undefined);
-      };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const pid = Number((await readFile(path, 'utf8').catch(() => '')).trim());
-      if (pid > 0 && pid !== process.pid && alive(pid)) {
-        throw new Error(`another oscar agent (pid ${pid}) uses the state directory ${stateDir}`, {
-          cause: error,
-        });
-      }
-      await unlink(path).catch(() => undefined);
-    }
-  }
-  throw new Error(`cannot lock the state directory ${stateDir}`);
+  await StateDir.with(stateDir, (state) => state.write(LAST_APPLIED, bytes));
 }

@@ -77,3 +77,22 @@ export function unitPath(unitName: string): string {
 export function dropInPath(unitName: string, dropInName: string): string {
   return `${UNIT_DIR}/${unitName}.d/${dropInName}`;
 }
+
+/** "1000" and the like: an owner given by id, which needs no lookup. */
+export function isNumericId(part: string): boolean {
+  const c = part.charCodeAt(0);
+  return c >= 0x30 && c <= 0x39 && /^[0-9]+$/.test(part);
+}
+
+/**
+ * A file owned by a user or group *name* other than root is written after spec.packages are
+ * installed, since a package may be what creates that user (cloud-init's `defer: true`); every
+ * other file, unit files and drop-ins included, before them, since a package may need them (an
+ * apt source and its keyring). One rule for the agent, the script and the cloud-config.
+ */
+export function writtenAfterPackages(file: { user: string; group: string }): boolean {
+  return (
+    (file.user !== 'root' && !isNumericId(file.user)) ||
+    (file.group !== 'root' && !isNumericId(file.group))
+  );
+}

@@ -262,7 +262,4 @@ export function modeText(mode: number): string {
 }
 
 /** True when the owner half is a numeric id rather than a name. */
-export function isNumericId(part: string): boolean {
-  const c = part.charCodeAt(0);
-  return c >= 0x30 && c <= 0x39 && /^[0-9]+$/.test(part);
-}
+export { isNumericId } from '../api/resolved.js';

@@ -14,7 +14,7 @@ export function unit(name: string, extra: Partial<ResolvedUnit> = {}): ResolvedU
     mask: false,
     command: 'start',
     onChange: 'restart',
-    content: `[Unit]\nDescription=${name}\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n`,
+    content: `[Unit]\nDescription=${name}\n\n[Service]\nExecStart=/bin/sleep infinity\nExecReload=/bin/true\n\n[Install]\nWantedBy=multi-user.target\n`,
     dropIns: [],
     filePaths: [],
     ...extra,

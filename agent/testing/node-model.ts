@@ -8,7 +8,7 @@ import type { Action, ObservedDisk, ObservedFile } from '../plan.js';
 import { entriesOf } from '../plan.js';
 
 export interface NodeModel {
-  files: Map<string, ObservedFile & { user: string; group: string }>;
+  files: Map<string, ObservedFile & { content: Buffer; user: string; group: string }>;
   enabled: Set<string>;
   masked: Set<string>;
   active: Set<string>;

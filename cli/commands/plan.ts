@@ -54,13 +54,17 @@ export function fileDiff(
   if (action.kind !== 'writeFile' && action.kind !== 'removeFile') return undefined;
   const before = observed.files.get(action.path);
   const after = action.kind === 'writeFile' ? action.content : undefined;
-  if (before && after && before.content.equals(after)) return undefined; // mode or owner only
+  if (before && after && before.content?.equals(after) === true) return undefined; // mode or owner only
   const modes = [before?.mode, action.kind === 'writeFile' ? action.mode : undefined].filter(
     (m): m is number => m !== undefined,
   );
   const hidden = modes.find((m) => !isPublic(m));
   if (hidden !== undefined && options.diffPrivate !== true) {
     return `(content not shown: mode ${formatMode(hidden)} is not world-readable; --diff-private shows it)\n`;
+  }
+  if (before && before.content === undefined) {
+    // the agent never reads a link, a directory, a FIFO or a file too large to be one of oscar's
+    return '(current content not read: not a regular file, or larger than a declared file can be)\n';
   }
   const old = before?.content ?? Buffer.alloc(0);
   const next = after ?? Buffer.alloc(0);

@@ -1,0 +1,37 @@
+/**
+ * Every desired state the agent acts on passes the rules of `oscar validate` first
+ * (api/validate-config.ts), whichever source it came from: the reconcile Secret, a local file
+ * (canonical JSON, or YAML after the OS profile's additions), or the agent's own records. The
+ * source checks it, so a bad state is refused and reported as InvalidConfig there; the executor
+ * checks again whatever it is handed without that mark (a config built in code). A checked config
+ * is frozen, so the mark stays true.
+ */
+import type { ResolvedConfig } from '../api/resolved.js';
+import { assertValidConfig } from '../api/validate-config.js';
+
+const checked = new WeakSet<ResolvedConfig>();
+
+function freeze(config: ResolvedConfig): void {
+  for (const unit of config.units) {
+    for (const d of unit.dropIns) Object.freeze(d);
+    Object.freeze(unit.dropIns);
+    Object.freeze(unit.filePaths);
+    Object.freeze(unit);
+  }
+  for (const file of config.files) Object.freeze(file);
+  for (const p of config.packages) Object.freeze(p);
+  Object.freeze(config.units);
+  Object.freeze(config.files);
+  Object.freeze(config.packages);
+  if (config.cri) Object.freeze(config.cri);
+  Object.freeze(config);
+}
+
+/** Throws InvalidConfigError (naming `origin` and every field) unless `config` passes. */
+export function checkDesired(config: ResolvedConfig, origin: string): ResolvedConfig {
+  if (checked.has(config)) return config;
+  assertValidConfig(config, origin);
+  freeze(config);
+  checked.add(config);
+  return config;
+}

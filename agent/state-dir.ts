@@ -1,0 +1,108 @@
+/**
+ * The agent's state directory, opened and checked before anything in it is trusted: it must be a
+ * real directory (reached without following a link other than an OS link, see agent/beneath.ts),
+ * owned by the agent's own user (root on a node), and writable by nobody else — whoever can write
+ * there can make the agent re-apply, resume or skip whatever they like. Its files are then read
+ * and written by name in the open directory, never through its path again.
+ */
+import { constants } from 'node:fs';
+import { mkdir, open, unlink, type FileHandle } from 'node:fs/promises';
+import { Beneath, NotADirectory, SymlinkRefused, splitPath, type Dir } from './beneath.js';
+import { commitTemp, readFileIn, writeTempIn } from './fs.js';
+import { posix, resolve } from 'node:path';
+
+/** A problem with the state directory or a file in it: names the file and the fix. */
+export class StateError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'StateError';
+  }
+}
+
+export class StateDir {
+  private constructor(
+    readonly path: string,
+    private readonly beneath: Beneath,
+    readonly dir: Dir,
+  ) {}
+
+  /** Opens (creating it 0700 when missing) and checks the state directory at host path `path`. */
+  static async open(path: string): Promise<StateDir> {
+    const absolute = posix.normalize(resolve(path));
+    const beneath = await Beneath.open('/');
+    try {
+      const [parentPath, name] = splitPath(absolute);
+      const parent = await beneath.dir(parentPath, true);
+      if (!parent) throw new StateError(`cannot create ${parentPath}`);
+      await mkdir(parent.at(name), { mode: 0o700 }).catch((error: unknown) => {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      });
+      const dir = await beneath.dir(absolute, false);
+      if (!dir) throw new StateError(`${absolute} vanished while the agent opened it`);
+      const st = await dir.handle.stat();
+      const me = process.geteuid?.() ?? 0;
+      if (st.uid !== me) {
+        throw new StateError(
+          `the state directory ${absolute} is owned by uid ${String(st.uid)}, not by the agent's user (uid ${String(me)}): whoever owns it can steer the agent; fix: chown ${String(me)} ${absolute} (or remove it)`,
+        );
+      }
+      if ((st.mode & 0o022) !== 0) {
+        throw new StateError(
+          `the state directory ${absolute} is writable by ${(st.mode & 0o002) !== 0 ? 'everyone' : 'its group'} (mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}): another user could plant or replace its files; fix: chmod go-w ${absolute}`,
+        );
+      }
+      return new StateDir(absolute, beneath, dir);
+    } catch (error) {
+      await beneath.close();
+      if (error instanceof SymlinkRefused || error instanceof NotADirectory) {
+        throw new StateError(
+          `the state directory ${absolute} is not safe to use: ${error.message}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Opens the state directory, runs `fn` with it, closes it. */
+  static async with<T>(path: string, fn: (state: StateDir) => Promise<T>): Promise<T> {
+    const state = await StateDir.open(path);
+    try {
+      return await fn(state);
+    } finally {
+      await state.close();
+    }
+  }
+
+  /** The file's host path, for messages. */
+  file(name: string): string {
+    return posix.join(this.path, name);
+  }
+
+  /** A regular file's bytes; undefined when it is missing (or is no regular file). */
+  read(name: string): Promise<Buffer | undefined> {
+    return readFileIn(this.dir, name);
+  }
+
+  /** Replaces the file atomically (temp file, fsync, rename, fsync of the directory), mode 0600. */
+  async write(name: string, bytes: Uint8Array): Promise<void> {
+    await commitTemp(await writeTempIn(this.dir, name, bytes, 0o600, undefined));
+  }
+
+  async remove(name: string): Promise<void> {
+    await unlink(this.dir.at(name)).catch((error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    });
+  }
+
+  /** Opens a file in the directory without following a link (O_NOFOLLOW is added). */
+  openFile(name: string, flags: number, mode = 0o600): Promise<FileHandle> {
+    return open(this.dir.at(name), flags | constants.O_NOFOLLOW, mode);
+  }
+
+  async close(): Promise<void> {
+    await this.beneath.close();
+  }
+}
