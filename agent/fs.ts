@@ -30,6 +30,10 @@ export function hostPath(root: string, path: string): string {
 const TEMP_PREFIX = '.oscar-tmp.';
 const TEMP_NAME = /^\.oscar-tmp\.[0-9a-f]{16}$/;
 
+export function randomTempName(): string {
+  return `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`;
+}
+
 export function isTempName(name: string): boolean {
   return TEMP_NAME.test(name);
 }
@@ -146,9 +150,11 @@ export async function writeTempIn(
   content: Uint8Array,
   mode: number,
   owner: Ownership | undefined,
+  /** Draws a temp name (tests pass their own). */
+  draw: () => string = randomTempName,
 ): Promise<Temp> {
   for (let attempt = 0; ; attempt++) {
-    const temp = `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`;
+    const temp = draw();
     let handle: FileHandle;
     try {
       handle = await open(
