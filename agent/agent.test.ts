@@ -67,6 +67,13 @@ describe('Agent', () => {
     source.events?.onDesired(desiredOf(next));
     await agent.idle();
     expect(outcomes.at(-1)).toBe(`applied ${desiredOf(next).checksum.slice(0, 4)}`);
+    // a state oscar's rules refuse (handed over without the source's check) is not retried either
+    const invalid = config([], [file('/etc/x/../../y', 'x\n')]);
+    source.events?.onDesired(desiredOf(invalid));
+    await agent.idle();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(outcomes.slice(-1)).toEqual(['failed InvalidConfigError']);
+    expect(agent.applied).toBe(desiredOf(next).checksum);
     await agent.stop();
   });
 });

@@ -1,8 +1,19 @@
-import { lstat, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import {
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { applyDesired, ApplyError, planFor, ReplacementNeeded } from './apply.js';
+import { InvalidConfigError } from '../api/validate-config.js';
 import { Journal } from './journal.js';
 import { readLastApplied } from './state.js';
 import { LocalSystemd, type Systemd } from './systemd.js';
@@ -295,5 +306,94 @@ describe('a state the node cannot take in place', () => {
     await applyDesired(deps(), desiredOf(v1));
     const added = { ...v1, cri: { name: 'containerd' as const, cgroupDriver: 'systemd' as const } };
     await expect(applyDesired(deps(), desiredOf(added))).resolves.toMatchObject({ resumed: false });
+  });
+});
+
+describe('what the node may contain, and what a config may say (issue 13)', () => {
+  it('a desired state oscar validate would refuse is refused before anything is touched', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    const log = await readFile(join(stateDir, 'would-run.log'), 'utf8');
+    const hostile = config(v1.units, [
+      ...v1.files,
+      file('/../../etc/cron.d/x', '* * * * * root sh\n'),
+    ]);
+    const error = await applyDesired(deps(), desiredOf(hostile)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidConfigError);
+    expect((error as Error).message).toMatch(
+      /spec\.files\[0\]\.path: must not contain "\.\." segments/,
+    );
+    await expect(planFor(deps(), desiredOf(hostile))).rejects.toThrow(InvalidConfigError);
+    expect(await readFile(join(stateDir, 'would-run.log'), 'utf8')).toBe(log);
+    expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(v1).checksum);
+  });
+
+  it('a declared file inside the state directory, when the state directory lives in the root elsewhere', async () => {
+    const custom = { ...deps(), stateDir: join(root, 'etc/oscar-state') };
+    const c = config([], [file('/etc/oscar-state/last-applied.json', '{}')]);
+    await expect(applyDesired(custom, desiredOf(c))).rejects.toThrow(
+      /spec\.files\[0\]\.path: "\/etc\/oscar-state\/last-applied.json" is inside \/etc\/oscar-state, this agent's own state directory/,
+    );
+  });
+
+  it('a directory found where oscar wrote a file that leaves the config: left alone, the apply goes on, later ones too', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    await rm(join(root, 'etc/other'));
+    await mkdir(join(root, 'etc/other/sub'), { recursive: true });
+    const logged: string[] = [];
+    const without = config(v1.units, [file('/etc/a/a.conf', 'a=1\n', { mode: 0o640 })]);
+    await applyDesired({ ...deps(), log: (m) => logged.push(m) }, desiredOf(without));
+    expect(logged).toEqual([
+      expect.stringMatching(/remove \/etc\/other: not removed: \/etc\/other is now a directory/),
+    ]);
+    expect((await stat(join(root, 'etc/other/sub'))).isDirectory()).toBe(true);
+    expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(without).checksum);
+    const next = config(v1.units, [file('/etc/a/a.conf', 'a=2\n', { mode: 0o640 })]);
+    await expect(applyDesired(deps(), desiredOf(next))).resolves.toMatchObject({ resumed: false });
+  });
+
+  it('a file oscar wrote whose parent is now a link: the removal removes nothing through it', async () => {
+    const outside = await mkdtemp(join(tmpdir(), 'oscar-outside-'));
+    try {
+      await writeFile(join(outside, 'a.conf'), 'not oscar\n');
+      await applyDesired(deps(), desiredOf(v1));
+      await rm(join(root, 'etc/a'), { recursive: true });
+      await symlink(outside, join(root, 'etc/a'));
+      const logged: string[] = [];
+      const v2 = config([unit('b.service', { onChange: 'reload' })], [file('/etc/other', 'o\n')]);
+      await applyDesired({ ...deps(), log: (m) => logged.push(m) }, desiredOf(v2));
+      expect(await readFile(join(outside, 'a.conf'), 'utf8')).toBe('not oscar\n');
+      expect(logged.join('\n')).toMatch(
+        /remove \/etc\/a\/a\.conf: not removed: refusing \/etc\/a: \/etc\/a is a symbolic link/,
+      );
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('a write below a link fails naming the path and the link; the last good state stays; without the link it converges', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    const outside = await mkdtemp(join(tmpdir(), 'oscar-outside-'));
+    try {
+      await rm(join(root, 'etc/a'), { recursive: true });
+      await symlink(outside, join(root, 'etc/a'));
+      const v2 = config(v1.units, [
+        file('/etc/a/a.conf', 'a=2\n', { mode: 0o640 }),
+        file('/etc/other', 'o\n'),
+      ]);
+      const error = await applyDesired(deps(), desiredOf(v2)).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ApplyError);
+      expect((error as Error).message).toMatch(
+        new RegExp(
+          `^write /etc/a/a\\.conf .* failed: refusing /etc/a: /etc/a is a symbolic link \\(to ${outside}\\)`,
+        ),
+      );
+      expect(await readdir(outside)).toEqual([]);
+      expect((await readLastApplied(stateDir))?.checksum).toBe(desiredOf(v1).checksum);
+      await rm(join(root, 'etc/a'));
+      await applyDesired(deps(), desiredOf(v2));
+      expect(await readFile(join(root, 'etc/a/a.conf'), 'utf8')).toBe('a=2\n');
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
   });
 });

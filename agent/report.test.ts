@@ -2,6 +2,7 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { KubeHttp, RequestSpec } from '../kube/client.js';
+import { InvalidConfigError } from '../api/validate-config.js';
 import { ReplacementNeeded } from './apply.js';
 import { KubeReporter } from './report.js';
 
@@ -130,6 +131,35 @@ describe('KubeReporter Degraded', () => {
       status: 'False',
       reason: 'ReplacementNeeded',
     });
+  });
+});
+
+describe('KubeReporter InvalidConfig', () => {
+  it('a refused config is Degraded with reason InvalidConfig, from the source or from an apply', async () => {
+    const c1 = '1'.repeat(64);
+    const invalid = new InvalidConfigError('Secret ns/s', [
+      { path: 'spec.files[0].path', message: 'must not contain ".." segments' },
+    ]);
+    for (const report of [
+      (r: KubeReporter) => {
+        r.sourceFailed(invalid);
+      },
+      (r: KubeReporter) => {
+        r.failed(c1, invalid);
+      },
+    ]) {
+      const http = new RecordingHttp();
+      const r = reporter(http);
+      r.desired(c1);
+      report(r);
+      await r.flush();
+      const status = http.patches().at(-1)?.status;
+      const degraded = (
+        status?.conditions as { type: string; reason: string; message: string }[]
+      ).find((c) => c.type === 'Degraded');
+      expect(degraded).toMatchObject({ status: 'True', reason: 'InvalidConfig' });
+      expect(degraded?.message).toMatch(/spec\.files\[0\]\.path: must not contain/);
+    }
   });
 });
 

@@ -18,8 +18,13 @@ interface Secret {
   data: Record<string, string>;
 }
 
-function secretFor(version: string, label: string | undefined, checksum?: string): Secret {
-  const d = desiredOf(config([unit('a.service')], [file('/etc/a.conf', `v${version}\n`)]));
+function secretFor(
+  version: string,
+  label: string | undefined,
+  checksum?: string,
+  path = '/etc/a.conf',
+): Secret {
+  const d = desiredOf(config([unit('a.service')], [file(path, `v${version}\n`)]));
   const data = Object.fromEntries(
     Object.entries(encodeConfigData(d.bytes)).map(([k, v]) => [k, v.toString('base64')]),
   );
@@ -132,6 +137,35 @@ describe('SecretSource oscRef', () => {
     expect(seen).toHaveLength(2);
     expect(seen[1]).toMatch(/^desired /);
     expect(source.oscRef).toBeUndefined();
+  });
+});
+
+describe('SecretSource and what a Secret says', () => {
+  it('an intact Secret whose config oscar validate would refuse is refused as InvalidConfig, naming the field', async () => {
+    const errors: Error[] = [];
+    const http = new FakeHttp(secretFor('1', 'web', undefined, '/../../etc/cron.d/x'));
+    const source = new SecretSource(new KubeConfig(), {
+      namespace: 'ns',
+      name: 's',
+      pollIntervalMs: 3_600_000,
+      http,
+      backoffBaseMs: 1,
+    });
+    sources.push(source);
+    const delivered: string[] = [];
+    await source.start({
+      onDesired: (d) => delivered.push(d.checksum),
+      onError: (e) => errors.push(e),
+    });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(delivered).toEqual([]);
+    expect(errors.map((e) => e.name)).toEqual(['InvalidConfigError']);
+    expect(errors[0]?.message).toMatch(
+      /the config from Secret ns\/s is invalid, so it is not applied .*\n {2}spec\.files\[0\]\.path: must not contain "\.\." segments/,
+    );
+    // a good one afterwards is delivered as usual
+    http.emit(secretFor('2', 'web'));
+    expect(delivered).toHaveLength(1);
   });
 });
 
