@@ -6,6 +6,7 @@ import { canonicalize } from '../api/canonical.js';
 import { desiredFromText } from './desired.js';
 import { FileSource } from './source-file.js';
 import type { Desired } from './state.js';
+import { saveInTwoParts } from './testing/editor.js';
 import { config, file } from './testing/fixtures.js';
 
 const osc = (data: string): string => `apiVersion: oscar.dev/v1alpha1
@@ -90,6 +91,29 @@ describe('FileSource', () => {
       await writeFile(path, osc('three'));
       await new Promise((r) => setTimeout(r, 400));
       expect(got).toHaveLength(3);
+    } finally {
+      await source.stop();
+    }
+  });
+
+  it('a file saved in two writes is delivered whole, never its (valid) first half', async () => {
+    const path = join(dir, 'osc.yaml');
+    const two = (data: string): string =>
+      `${osc(data)}    - path: /etc/y.conf\n      content:\n        inline:\n          data: "y"\n`;
+    await writeFile(path, two('one'));
+    const got: Desired[] = [];
+    const source = new FileSource(path, { debounceMs: 50 });
+    await source.start({ onDesired: (d) => got.push(d), onError: () => undefined });
+    try {
+      const next = two('two');
+      const cut = next.indexOf('    - path: /etc/y.conf');
+      await saveInTwoParts(path, next.slice(0, cut), next.slice(cut), 250);
+      await until(() => (got.length === 2 ? true : undefined));
+      await new Promise((r) => setTimeout(r, 800));
+      expect(got.map((d) => d.config.files.map((f) => f.path).join(' '))).toEqual([
+        '/etc/x.conf /etc/y.conf',
+        '/etc/x.conf /etc/y.conf',
+      ]);
     } finally {
       await source.stop();
     }

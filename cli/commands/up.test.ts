@@ -2,6 +2,8 @@ import { mkdtemp, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { lockStateDir } from '../../agent/lock.js';
+import { saveInTwoParts } from '../../agent/testing/editor.js';
 import { buildProgram } from '../main.js';
 
 let out: string;
@@ -102,5 +104,76 @@ describe('oscar up on SIGTERM', () => {
     expect(await exited, output).toBe(0);
     expect(Date.now() - t0).toBeLessThan(3_000);
     expect(output).toContain('oscar up: stopped');
+  });
+});
+
+describe('oscar up while files are saved', () => {
+  const osc = (units: string[]): string => `apiVersion: oscar.dev/v1alpha1
+kind: OperatingSystemConfig
+metadata:
+  name: half
+spec:
+  type: generic
+  purpose: reconcile
+  units:
+${units.map((u) => `    - name: ${u}\n      content: |\n        [Service]\n        ExecStart=/bin/sleep infinity\n`).join('')}`;
+
+  it('a file saved in two writes is applied whole: the first half (valid, with a unit missing) never is', async () => {
+    const dir = join(out, 'oscs');
+    await mkdir(dir);
+    const path = join(dir, 'half.yaml');
+    const whole = osc(['a.service', 'b.service']);
+    await writeFile(path, whole);
+    // a process of its own: oscar up ends its process on the signal that stops it
+    const { spawn } = await import('node:child_process');
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'cli/oscar.ts', 'up', dir, '--out', join(out, 'sandbox')],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    const chunks: string[] = [];
+    child.stdout.on('data', (d: Buffer) => chunks.push(d.toString()));
+    child.stderr.on('data', (d: Buffer) => chunks.push(d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    try {
+      await vi.waitFor(() => {
+        expect(chunks.join('')).toMatch(/watching/);
+      }, 20_000);
+      // the first part alone is a valid OSC without b.service; the editor pauses 250 ms
+      const changed = whole.replace('ExecStart=/bin/sleep infinity', 'ExecStart=/bin/sleep 1d');
+      const cut = changed.indexOf('    - name: b.service');
+      await saveInTwoParts(path, changed.slice(0, cut), changed.slice(cut), 250);
+      await vi.waitFor(() => {
+        expect(chunks.join('').match(/^● /gm)).toHaveLength(2);
+      }, 10_000);
+      await new Promise((r) => setTimeout(r, 1000)); // nothing else comes
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+    const text = chunks.join('');
+    expect(text.match(/^● /gm)).toHaveLength(2); // the start, and the whole save: not its half
+    expect(text).not.toMatch(/stop b\.service|remove \/etc\/systemd\/system\/b\.service/);
+    expect(
+      await readFile(join(out, 'sandbox/root/half/etc/systemd/system/b.service'), 'utf8'),
+    ).toMatch(/ExecStart/);
+  }, 30_000);
+
+  it('takes the sandbox lock: a sandbox an agent holds is reported, not applied', async () => {
+    const dir = join(out, 'oscs');
+    await mkdir(dir);
+    await writeFile(join(dir, 'a.yaml'), osc(['a.service']));
+    const stateDir = join(out, 'sandbox/root/half/var/lib/oscar');
+    await mkdir(stateDir, { recursive: true, mode: 0o700 });
+    const unlock = await lockStateDir(stateDir);
+    try {
+      const text = await oscar('up', dir, '--once', '--out', join(out, 'sandbox'));
+      expect(process.exitCode).toBe(1);
+      expect(text).toMatch(
+        /✗ .*a\.yaml \(half\): another oscar agent \(pid \d+\) holds .*agent\.lock/,
+      );
+    } finally {
+      await unlock();
+    }
   });
 });

@@ -8,7 +8,9 @@ import { watch } from 'chokidar';
 import { applyDesired, planFor } from '../../agent/apply.js';
 import { desiredFromYaml } from '../../agent/desired.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
+import { lockStateDir } from '../../agent/lock.js';
 import { formatPlan } from '../../agent/plan.js';
+import { AWAIT_WRITE_FINISH, readStableFile } from '../../agent/stable-file.js';
 import { openLogger } from '../../log/logger.js';
 import { onShutdownSignal, parseDuration } from '../shutdown.js';
 
@@ -28,12 +30,15 @@ export interface UpOptions {
   print: (text: string) => void;
 }
 
-/** Applies every OSC of one file to its sandbox; returns false when anything failed. */
-export async function upFile(file: string, opts: UpOptions): Promise<boolean> {
+/**
+ * Applies every OSC of one file to its sandbox; returns false when anything failed. `changed`: the
+ * file was just saved, so it is read once it stands still (an editor may be half-way through).
+ */
+export async function upFile(file: string, opts: UpOptions, changed = false): Promise<boolean> {
   const shown = relative(process.cwd(), file) || file;
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = changed ? (await readStableFile(file)).toString('utf8') : await readFile(file, 'utf8');
   } catch (error) {
     opts.print(`✗ ${shown}: cannot read: ${(error as Error).message}\n`);
     return false;
@@ -52,10 +57,16 @@ export async function upFile(file: string, opts: UpOptions): Promise<boolean> {
     const root = join(opts.out, 'root', desired.name);
     const deps = depsFor({ root });
     try {
-      const actions = await planFor(deps, desired);
-      const header = `● ${shown} → ${relative(process.cwd(), root) || root} (${desired.config.purpose}, ${desired.checksum.slice(0, 12)})`;
-      opts.print(`${header}\n${indent(formatPlan(actions))}`);
-      await applyDesired(deps, desired);
+      // as an agent would: `oscar agent --root` on the same sandbox is refused meanwhile
+      const unlock = await lockStateDir(deps.stateDir);
+      try {
+        const actions = await planFor(deps, desired);
+        const header = `● ${shown} → ${relative(process.cwd(), root) || root} (${desired.config.purpose}, ${desired.checksum.slice(0, 12)})`;
+        opts.print(`${header}\n${indent(formatPlan(actions))}`);
+        await applyDesired(deps, desired);
+      } finally {
+        await unlock();
+      }
     } catch (error) {
       ok = false;
       opts.print(`✗ ${shown} (${desired.name}): ${(error as Error).message}\n`);
@@ -109,7 +120,12 @@ export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
   const timers = new Map<string, NodeJS.Timeout>();
   // one apply at a time, in save order
   let chain = Promise.resolve();
-  const watcher = watch(dir, { ignoreInitial: true, depth: 0, atomic: true });
+  const watcher = watch(dir, {
+    ignoreInitial: true,
+    depth: 0,
+    atomic: true,
+    awaitWriteFinish: AWAIT_WRITE_FINISH,
+  });
   const onChange = (path: string): void => {
     if (!isYaml(path)) return;
     clearTimeout(timers.get(path));
@@ -118,7 +134,7 @@ export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
       setTimeout(() => {
         timers.delete(path);
         chain = chain.then(async () => {
-          await upFile(path, opts);
+          await upFile(path, opts, true);
         });
       }, 150),
     );
