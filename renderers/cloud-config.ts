@@ -13,7 +13,7 @@
  * - `locale: C.UTF-8`: cloud-init otherwise runs update-locale for en_US.UTF-8, which fails on
  *   images without that locale and leaves the boot degraded.
  */
-import type { ResolvedConfig } from '../api/resolved.js';
+import { writtenAfterPackages, type ResolvedConfig } from '../api/resolved.js';
 import type { Purpose } from '../api/schema.js';
 import type { RenderContext } from './types.js';
 import {
@@ -98,7 +98,9 @@ export function renderCloudConfig(
     contentField(file, config.purpose, encodings, out);
     out.text(`    permissions: "${modeText(file.mode)}"\n`);
     const numeric = isNumericId(file.user) || isNumericId(file.group);
-    if (!numeric && (file.user !== 'root' || file.group !== 'root')) {
+    // cloud-init sets owners by name only: a named owner is written deferred, after packages
+    // (writtenAfterPackages); one with an id is written now and chowned in runcmd, after them too
+    if (!numeric && writtenAfterPackages(file)) {
       out.text(`    owner: ${doubleQuoted(`${file.user}:${file.group}`)}\n    defer: true\n`);
     }
     if (numeric) fixups.push(['chown', `${file.user}:${file.group}`, file.path]);

@@ -160,6 +160,46 @@ describe('script specifics', () => {
     expect(decode('script', Buffer.from(generic)).packages).toEqual(c.packages);
   });
 
+  it("writes files and units, then installs packages, then writes the files of other user names (cloud-init's order)", async () => {
+    const c = config({
+      type: 'debian',
+      purpose: 'reconcile',
+      files: [
+        file('/etc/apt/sources.list.d/repo.list', 'deb file:/repo ./\n'),
+        file('/etc/app/app.conf', 'x\n', { user: 'app', group: 'app' }),
+        file('/etc/app/by-id.conf', 'x\n', { user: '1000', group: '1000' }),
+      ],
+      packages: [{ name: 'app' }],
+      units: [
+        {
+          name: 'app.service',
+          enable: true,
+          mask: false,
+          command: 'start',
+          onChange: 'restart',
+          content: '[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n',
+          dropIns: [],
+          filePaths: [],
+        },
+      ],
+    });
+    const text = (await renderOsc(registry, c, { ...opts, format: 'script' })).userData.toString();
+    const at = (s: string): number => {
+      const i = text.indexOf(s);
+      expect(i, s).toBeGreaterThan(0);
+      return i;
+    };
+    const order = [
+      at('oscar_text /etc/app/by-id.conf 0644 1000:1000'),
+      at('oscar_text /etc/apt/sources.list.d/repo.list'),
+      at('oscar_text /etc/systemd/system/app.service'),
+      at('  oscar_packages app\n'),
+      at('oscar_text /etc/app/app.conf 0644 app:app'),
+      at('  systemctl enable app.service'),
+    ];
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+  });
+
   it('quotes shell words exactly', () => {
     expect(shQuote('plain/path.conf')).toBe('plain/path.conf');
     expect(shQuote("it's")).toBe(`'it'\\''s'`);

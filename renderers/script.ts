@@ -2,13 +2,15 @@
  * A POSIX shell script (any systemd Linux) that needs nothing but sh, mkdir, base64, chmod,
  * chown and systemctl (plus the package manager when spec.packages is set). Running it twice
  * gives the same result; a provision script leaves a marker so a reboot does not run it again.
+ * Order, as cloud-init's and the agent's: files and unit files, packages, the files owned by
+ * other user or group names (writtenAfterPackages), then systemctl.
  *
  * ROOT=DIR runs it against a directory instead of the machine: files land below DIR, units are
  * masked and enabled with `systemctl --root=DIR` and nothing is started or installed. That is how
  * the tests apply it, and how an image build can use it.
  */
 import { PACKAGE_COMMANDS } from '../api/constants.js';
-import { packageSpec, type ResolvedConfig } from '../api/resolved.js';
+import { packageSpec, writtenAfterPackages, type ResolvedConfig } from '../api/resolved.js';
 import type { RenderContext } from './types.js';
 import { header, inlineText, isInlineText, modeText, planUnits, type TextFile } from './common.js';
 import { profileFor } from './profiles.js';
@@ -173,15 +175,21 @@ export function renderScript(
       'fi\n',
     );
   }
+  // cloud-init's order, which the agent follows too: files (an apt source and its keyring among
+  // them) and units, then packages, then the files of users a package may create
+  const files = [...config.files, ...plan.files];
+  const early = files.filter((f) => !writtenAfterPackages(f));
+  const late = files.filter(writtenAfterPackages);
+  if (early.length > 0) out.push('\n');
+  for (const file of early) fileCommand(file, encodings, out);
+
   if (config.packages.length > 0) {
     out.push(packageFunction(profileFor(config.type).packageManager));
     const specs = config.packages.map(packageSpec);
     out.push('if [ -z "$ROOT" ]; then\n', `  oscar_packages ${words(specs)}\n`, 'fi\n');
   }
-
-  const files = [...config.files, ...plan.files];
-  if (files.length > 0) out.push('\n');
-  for (const file of files) fileCommand(file, encodings, out);
+  if (late.length > 0) out.push('\n');
+  for (const file of late) fileCommand(file, encodings, out);
 
   const touchesUnits =
     plan.files.length + plan.mask.length + plan.enable.length + plan.commands.length > 0;

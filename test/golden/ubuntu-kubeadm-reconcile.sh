@@ -33,15 +33,6 @@ oscar_b64() {
   oscar_finish "$1" "$2" "$3"
 }
 
-# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
-oscar_packages() {
-  DEBIAN_FRONTEND=noninteractive apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"
-}
-if [ -z "$ROOT" ]; then
-  oscar_packages containerd kubelet=1.31.2-1.1
-fi
-
 oscar_text /etc/containerd/config.toml 0644 root:root '# Written by oscar from spec.cri: the container runtime of this Kubernetes node.
 version = 2
 
@@ -98,6 +89,15 @@ WantedBy=multi-user.target
 oscar_text /etc/systemd/system/kubelet.service.d/20-bootstrap.conf 0644 root:root '[Service]
 Environment=KUBELET_BOOTSTRAP_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf
 '
+
+# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
+oscar_packages() {
+  DEBIAN_FRONTEND=noninteractive apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"
+}
+if [ -z "$ROOT" ]; then
+  oscar_packages containerd kubelet=1.31.2-1.1
+fi
 
 if [ -n "$ROOT" ]; then
   systemctl --root="$ROOT" enable containerd.service kubelet.service systemd-sysctl.service

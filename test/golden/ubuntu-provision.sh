@@ -40,15 +40,6 @@ if [ -e "$marker" ]; then
   exit 0
 fi
 
-# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
-oscar_packages() {
-  DEBIAN_FRONTEND=noninteractive apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"
-}
-if [ -z "$ROOT" ]; then
-  oscar_packages ca-certificates curl
-fi
-
 oscar_text /etc/modules-load.d/k8s.conf 0644 root:root 'overlay
 br_netfilter
 '
@@ -68,6 +59,15 @@ RemainAfterExit=yes
 [Install]
 WantedBy=multi-user.target
 '
+
+# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
+oscar_packages() {
+  DEBIAN_FRONTEND=noninteractive apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"
+}
+if [ -z "$ROOT" ]; then
+  oscar_packages ca-certificates curl
+fi
 
 if [ -n "$ROOT" ]; then
   systemctl --root="$ROOT" enable oscar-first-boot.service
