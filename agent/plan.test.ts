@@ -583,6 +583,20 @@ describe('template units (name@.service)', () => {
     ]);
   });
 
+  it('an instance of a template oscar wrote is stopped and disabled when it leaves the config', () => {
+    const c = config([template(), instance()]);
+    expect(brief(plan(c, config([]), disk(c)))).toEqual([
+      'stop worker@a.service',
+      'disable worker@a.service',
+      'removeFile /etc/systemd/system/worker@.service',
+      'daemonReload',
+    ]);
+    expect(brief(plan(c, config([template()]), disk(c)))).toEqual([
+      'stop worker@a.service',
+      'disable worker@a.service',
+    ]);
+  });
+
   it('a template that leaves the config or is masked is not stopped', () => {
     const c = config([template()]);
     expect(brief(plan(c, config([]), disk(c)))).toEqual([

@@ -313,6 +313,14 @@ export function plan(
     runtime.set(unit, [...(runtime.get(unit) ?? []), action]);
   };
 
+  // An instance (name@x.service) runs from its template's unit file: when oscar wrote that, the
+  // instance is oscar's as much as a unit with content.
+  const fromOscarTemplate = (name: string): boolean => {
+    const template = templateOf(name);
+    const t = template === undefined ? undefined : lastUnits.get(template);
+    return t?.content !== undefined && !t.mask;
+  };
+
   // Units that left the config.
   for (const lu of [...lastUnits.values()].sort((a, b) => compare(a.name, b.name))) {
     if (wantUnits.has(lu.name)) continue;
@@ -322,7 +330,7 @@ export function plan(
         unit: lu.name,
         reason: 'no longer in the config (oscar masked it)',
       });
-    } else if (lu.content !== undefined) {
+    } else if (lu.content !== undefined || fromOscarTemplate(lu.name)) {
       // a template has no unit to stop: its instances are units of their own
       if (!isTemplate(lu.name))
         before.push({ kind: 'stop', unit: lu.name, reason: 'removed from the config' });

@@ -22,6 +22,7 @@ packages=(
   binutils          # strip, for the image's Node.js binary
   curl              # the bootstrap additions' agent install script, run in its unit test
   wget              # … which must also work with wget alone
+  gpg               # signs the file apt repository of the install-order node test
 )
 
 if [[ $(id -u) -ne 0 ]]; then

@@ -2,14 +2,13 @@
 // checkout's CLI, bundled with esbuild, its node_modules and the host's Node.js bound read-only)
 // applies OperatingSystemConfig YAML from a file inside the node, and the test checks with
 // systemctl which units were restarted, reloaded or left alone.
-import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootNode, readNodeFile, uniqueNodeName, type Node } from '../support/nspawn.js';
 import { findTool, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+import { buildAptRepo } from './apt-repo.js';
 
 const REPO_IN_NODE = '/opt/oscar';
 const CONFIG_DIR_IN_NODE = '/etc/oscar-e2e';
@@ -277,7 +276,19 @@ describe('agent on real systemd (nspawn)', () => {
   it('installs spec.packages with apt before the units that need them start; a second apply installs nothing', async (ctx) => {
     if (!node) return ctx.skip(skipReason);
     // a package of our own in a file repository inside the node: the test stays off the network
-    await buildAptRepo(join(hostConfigDir, 'repo'));
+    await buildAptRepo(join(hostConfigDir, 'repo'), [
+      {
+        name: 'oscar-e2e-hello',
+        version: '1.0',
+        description: 'a package the oscar agent e2e test installs',
+        files: {
+          'usr/bin/oscar-e2e-hello': {
+            content: "#!/bin/sh\necho 'hello from a package oscar installed'\n",
+            mode: 0o755,
+          },
+        },
+      },
+    ]);
     await node.execOk([
       'sh',
       '-c',
@@ -297,9 +308,9 @@ describe('agent on real systemd (nspawn)', () => {
       '--file',
       `${CONFIG_DIR_IN_NODE}/config.yaml`,
     ]);
-    // the packages first, before the files and units that may need them
+    // cloud-init's order: the unit file, then the package, then the unit that needs it starts
     expect(planned.stdout).toMatch(
-      /\n {2}1\. install oscar-e2e-hello=1\.0 — oscar-e2e-hello new\n/,
+      /\n +\d+\. write \/etc\/systemd\/system\/hello\.service .*\n +\d+\. install oscar-e2e-hello=1\.0 — oscar-e2e-hello new\n(.*\n)* +\d+\. start hello\.service/,
     );
     const r = await agentApply(withPackage);
     expect(r.code, r.output).toBe(0);
@@ -320,49 +331,3 @@ describe('agent on real systemd (nspawn)', () => {
     expect(again.output).not.toMatch(/"actions":[1-9]/);
   });
 });
-
-/**
- * A flat apt repository with one package, oscar-e2e-hello 1.0 (a script in /usr/bin), built with
- * dpkg-deb; its Packages and Release files are written here (no dpkg-dev needed).
- */
-async function buildAptRepo(dir: string): Promise<void> {
-  const pkg = join(dir, 'build');
-  await mkdir(join(pkg, 'DEBIAN'), { recursive: true });
-  await mkdir(join(pkg, 'usr/bin'), { recursive: true });
-  const control = [
-    'Package: oscar-e2e-hello',
-    'Version: 1.0',
-    'Architecture: all',
-    'Maintainer: oscar e2e <e2e@oscar.invalid>',
-    'Description: a package the oscar agent e2e test installs',
-  ];
-  await writeFile(join(pkg, 'DEBIAN/control'), `${control.join('\n')}\n`);
-  await writeFile(
-    join(pkg, 'usr/bin/oscar-e2e-hello'),
-    "#!/bin/sh\necho 'hello from a package oscar installed'\n",
-    { mode: 0o755 },
-  );
-  const deb = join(dir, 'oscar-e2e-hello_1.0_all.deb');
-  const built = spawnSync('dpkg-deb', ['--root-owner-group', '--build', pkg, deb], {
-    encoding: 'utf8',
-  });
-  if (built.status !== 0) throw new Error(`dpkg-deb failed: ${built.stderr}`);
-  await rm(pkg, { recursive: true });
-  const bytes = await readFile(deb);
-  const packages = [
-    ...control,
-    'Filename: ./oscar-e2e-hello_1.0_all.deb',
-    `Size: ${bytes.length}`,
-    `SHA256: ${createHash('sha256').update(bytes).digest('hex')}`,
-  ].join('\n');
-  await writeFile(join(dir, 'Packages'), `${packages}\n`);
-  const index = await readFile(join(dir, 'Packages'));
-  const release = [
-    'Origin: oscar-e2e',
-    'Label: oscar-e2e',
-    'Architectures: all',
-    'SHA256:',
-    ` ${createHash('sha256').update(index).digest('hex')} ${index.length} Packages`,
-  ];
-  await writeFile(join(dir, 'Release'), `${release.join('\n')}\n`);
-}
