@@ -229,6 +229,24 @@ describe('controller lifecycle (real API server)', () => {
     expect(c2?.status).toBe('False');
     expect(c2?.message).toContain('spec.units[0].content');
 
+    // A file where a directory of another declared file must be: each path is valid, both
+    // together can never be written on a node.
+    const nested = demoSpec('reconcile', 'changed a third time\n');
+    nested.files = [
+      { path: '/etc/demo', content: { inline: { data: 'x' } } },
+      ...(nested.files ?? []),
+    ];
+    await api.applyOsc(ns, 'w', nested);
+    const o3 = await waitFor('generation 4 observed', async () => {
+      const o = await api.getOsc(ns, 'w');
+      return o?.status?.observedGeneration === 4 ? o : undefined;
+    });
+    const c3 = o3.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(c3?.status).toBe('False');
+    expect(c3?.message).toContain(
+      'spec.files[0].path: "/etc/demo" is written as a file, but spec.files[1].path ("/etc/demo/app.conf") needs it to be a directory',
+    );
+
     const after = await api.getSecret(ns, name);
     expect(after?.metadata.resourceVersion).toBe(before?.metadata.resourceVersion);
     expect(after?.data).toEqual(before?.data);
