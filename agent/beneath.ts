@@ -98,6 +98,10 @@ export interface BeneathOptions {
  */
 export class Beneath {
   private readonly dirs = new Map<string, Promise<Dir | undefined>>();
+  /** Directories found, for the common case: a lookup without a promise chain. */
+  private readonly opened = new Map<string, Dir>();
+  /** Every descriptor opened, closed by close() whatever became of its cache entry. */
+  private readonly handles = new Set<FileHandle>();
   private readonly linkOwners: ReadonlySet<number>;
 
   private constructor(
@@ -150,22 +154,26 @@ export class Beneath {
 
   private dirAt(path: string, create: boolean, links: number): Promise<Dir | undefined> {
     if (path === '/') return Promise.resolve(this.root);
+    const opened = this.opened.get(path);
+    if (opened) return Promise.resolve(opened);
     const known = this.dirs.get(path);
-    if (known) {
-      // a directory found missing may have been created since (by a write with create)
-      return create ? known.then((d) => d ?? this.reopen(path, create, links)) : known;
-    }
-    return this.reopen(path, create, links);
-  }
-
-  private reopen(path: string, create: boolean, links: number): Promise<Dir | undefined> {
-    const opening = this.openDir(path, create, links);
-    this.dirs.set(path, opening);
-    // a failure is not cached: the next call tries again (and reports again)
-    opening.catch(() => {
-      if (this.dirs.get(path) === opening) this.dirs.delete(path);
-    });
-    return opening;
+    if (known && !create) return known;
+    // Concurrent callers share one promise per path, so a directory is opened once; one found
+    // missing is looked up again (and created) when a caller asks to create it.
+    const next = known
+      ? known.then((d) => d ?? this.openDir(path, true, links))
+      : this.openDir(path, create, links);
+    this.dirs.set(path, next);
+    // a failure is not kept: the next call tries again (and reports again)
+    next.then(
+      (d) => {
+        if (d) this.opened.set(path, d);
+      },
+      () => {
+        if (this.dirs.get(path) === next) this.dirs.delete(path);
+      },
+    );
+    return next;
   }
 
   private async openDir(path: string, create: boolean, links: number): Promise<Dir | undefined> {
@@ -175,7 +183,9 @@ export class Beneath {
     const at = parent.at(name);
     for (let attempt = 0; ; attempt++) {
       try {
-        return dirOf(path, await open(at, DIR_FLAGS));
+        const handle = await open(at, DIR_FLAGS);
+        this.handles.add(handle);
+        return dirOf(path, handle);
       } catch (error) {
         const code = errnoOf(error);
         if (code === 'ENOENT' && create && attempt < 3) {
@@ -230,12 +240,11 @@ export class Beneath {
 
   /** Closes every directory opened. */
   async close(): Promise<void> {
-    const open = [...this.dirs.values()];
+    await Promise.all([...this.dirs.values()].map((p) => p.catch(() => undefined)));
     this.dirs.clear();
-    const dirs = await Promise.all(open.map((p) => p.catch(() => undefined)));
-    // an OS link's path and its target share one handle
-    const handles = new Set(dirs.flatMap((d) => (d ? [d.handle] : [])));
-    handles.add(this.root.handle);
-    await Promise.all([...handles].map((h) => h.close()));
+    this.opened.clear();
+    const handles = [...this.handles, this.root.handle];
+    this.handles.clear();
+    await Promise.all(handles.map((h) => h.close()));
   }
 }
