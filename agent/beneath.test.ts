@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { readdirSync } from 'node:fs';
 import {
   lchown,
   lstat,
@@ -143,6 +144,25 @@ describe('Beneath: links the agent did not make', () => {
       observe(b, config, undefined, { owners: false, accounts: await Accounts.load(b, root) }),
     );
     expect(disk.files.get('/etc/app/victim')).toEqual({ content: undefined, mode: -1 });
+  });
+});
+
+describe('Beneath: descriptors', () => {
+  it('opens a directory once however many writes create it at the same time, and closes all', async () => {
+    const fds = (): number => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    await withRoot(async (b) => {
+      expect(await b.dir('/etc/new/deeper', false)).toBeUndefined(); // missing: remembered as such
+      await Promise.all(
+        Array.from({ length: 16 }, (_, i) =>
+          writeFileAtomic(b, `/etc/new/deeper/f${i}`, Buffer.from('x'), 0o644, undefined),
+        ),
+      );
+      // the root, /etc, /etc/new, /etc/new/deeper: one descriptor each
+      expect(fds() - before).toBe(4);
+    });
+    expect(fds()).toBe(before);
+    expect((await readdir(join(root, 'etc/new/deeper'))).length).toBe(16);
   });
 });
 
