@@ -15,6 +15,7 @@ import {
   type ObservedDisk,
 } from './plan.js';
 import { isAbsolute, relative } from 'node:path';
+import { LIMITS } from '../api/constants.js';
 import { fieldError } from '../api/field-error.js';
 import { InvalidConfigError } from '../api/validate-config.js';
 import { Beneath, splitPath } from './beneath.js';
@@ -144,7 +145,10 @@ export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action
   return (await observeAndPlan(deps, desired)).actions;
 }
 
-/** The plan and the disk it was made against (`oscar plan` diffs the files it would write). */
+/**
+ * The plan and the disk it was made against (`oscar plan` diffs the files it would write, so a
+ * file of another size is read too, up to the largest file a config can declare).
+ */
 export async function observeAndPlan(
   deps: ApplyDeps,
   desired: Desired,
@@ -158,6 +162,7 @@ export async function observeAndPlan(
     const observed = await observe(beneath, desired.config, last?.config, {
       owners: deps.owners,
       accounts,
+      readOtherSizesUpTo: LIMITS.inlineDataBytes,
     });
     return { actions: plan(last?.config, desired.config, observed), observed };
   } finally {

@@ -325,12 +325,14 @@ const FOREIGN: Seen = { content: undefined, mode: -1, uid: -1, gid: -1 };
 /**
  * What is at `path`: undefined when nothing is. The content is read only when its size is
  * `wantSize` (a file of another size cannot match: a huge file planted where oscar writes is
- * never read into memory), and never through a link or from a FIFO or device.
+ * never read into memory) or at most `otherSizesUpTo`, and never through a link or from a FIFO
+ * or device.
  */
 async function observeOne(
   beneath: Beneath,
   path: string,
   wantSize: number | undefined,
+  otherSizesUpTo: number | undefined,
 ): Promise<Seen | undefined> {
   let where;
   try {
@@ -356,9 +358,11 @@ async function observeOne(
     const st = await handle.stat();
     if (!st.isFile()) return { ...FOREIGN, uid: st.uid, gid: st.gid };
     const seen: Seen = { content: undefined, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
-    if (wantSize !== undefined && st.size === wantSize) {
-      const buf = Buffer.allocUnsafe(wantSize + 1); // one more: a file that grew does not match
-      const { bytesRead } = await handle.read(buf, 0, wantSize + 1, 0);
+    const other = otherSizesUpTo !== undefined && st.size <= otherSizesUpTo;
+    const size = st.size === wantSize || other ? st.size : undefined;
+    if (size !== undefined) {
+      const buf = Buffer.allocUnsafe(size + 1); // one more: a file that grew does not match
+      const { bytesRead } = await handle.read(buf, 0, size + 1, 0);
       seen.content = buf.subarray(0, bytesRead);
     }
     return seen;
@@ -371,6 +375,11 @@ export interface ObserveOptions {
   /** Compare owners (false in a sandbox where oscar cannot chown). */
   owners: boolean;
   accounts: Accounts;
+  /**
+   * Read a file of another size than the declared one too, up to this many bytes (`oscar plan`
+   * shows what a write replaces); the agent does not: such a file differs anyway.
+   */
+  readOtherSizesUpTo?: number;
 }
 
 /**
@@ -389,7 +398,7 @@ export async function observe(
   const files = new Map<string, ObservedFile>();
   const list = [...paths];
   const results = await mapLimit(list, 32, (p) =>
-    observeOne(beneath, p, want.get(p)?.content.length),
+    observeOne(beneath, p, want.get(p)?.content.length, opts.readOtherSizesUpTo),
   );
   list.forEach((path, i) => {
     const seen = results[i];

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -104,6 +104,19 @@ describe('oscar plan', () => {
       ),
     );
     expect(r.out).toContain('(binary content: 4 B → 6 B)');
+  });
+
+  it('never reads through a link at a declared path, nor a file larger than oscar declares', async () => {
+    await mkdir(join(root, 'etc'), { recursive: true });
+    await writeFile(join(dir, 'elsewhere'), 'not-oscars-to-show\n');
+    await symlink(join(dir, 'elsewhere'), join(root, 'etc/linked'));
+    await writeFile(join(root, 'etc/huge'), Buffer.alloc(1024 * 1024 + 1, 'h'));
+    const r = await plan(osc(fileEntry('/etc/linked', 'a\n') + fileEntry('/etc/huge', 'b\n')));
+    expect(r.out).not.toContain('not-oscars-to-show');
+    expect(r.out).not.toContain('hhhh');
+    expect(
+      r.out.match(/\(current content not read: not a regular file, or larger than/g),
+    ).toHaveLength(2);
   });
 
   it('reads -f - from stdin, skips a Secret beside the OSC with a note', async () => {
