@@ -305,6 +305,7 @@ describe('agent on real systemd (nspawn)', () => {
       '/usr/local/bin/node',
       `${REPO_IN_NODE}/${bundleRel}`,
       'plan',
+      '--no-diff',
       '--file',
       `${CONFIG_DIR_IN_NODE}/config.yaml`,
     ]);
