@@ -139,6 +139,22 @@ export interface Temp {
 /** Directories whose renames still need an fsync, by node path. */
 export type DirsToSync = Map<string, Dir>;
 
+/** A file's content: bytes, or a copy written to the new file's descriptor (copyFrom). */
+export type Content = Uint8Array | ((to: FileHandle) => Promise<void>);
+
+/** Copies an open file, 64 KiB at a time: a large file is never held in memory. */
+export function copyFrom(from: FileHandle): (to: FileHandle) => Promise<void> {
+  return async (to) => {
+    const buf = Buffer.allocUnsafe(64 * 1024);
+    for (let position = 0; ;) {
+      const { bytesRead } = await from.read(buf, 0, buf.length, position);
+      if (bytesRead === 0) return;
+      await to.write(buf, 0, bytesRead);
+      position += bytesRead;
+    }
+  };
+}
+
 /**
  * Writes the complete file to a new temp file in `dir`: created exclusively, never through a link,
  * mode 0600 until owner and mode are set on the descriptor (chown before chmod: chown clears
@@ -147,7 +163,7 @@ export type DirsToSync = Map<string, Dir>;
 export async function writeTempIn(
   dir: Dir,
   name: string,
-  content: Uint8Array,
+  content: Content,
   mode: number,
   owner: Ownership | undefined,
   /** Draws a temp name (tests pass their own). */
@@ -167,7 +183,8 @@ export async function writeTempIn(
       throw error;
     }
     try {
-      await handle.writeFile(content);
+      if (typeof content === 'function') await content(handle);
+      else await handle.writeFile(content);
       if (owner) await handle.chown(owner.uid, owner.gid);
       await handle.chmod(mode);
       await handle.sync();

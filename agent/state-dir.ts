@@ -6,7 +6,7 @@
  * and written by name in the open directory, never through its path again.
  */
 import { constants } from 'node:fs';
-import { mkdir, open, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { Beneath, NotADirectory, SymlinkRefused, splitPath, type Dir } from './beneath.js';
 import { commitTemp, readFileIn, writeTempIn } from './fs.js';
 import { posix, resolve } from 'node:path';
@@ -20,6 +20,9 @@ export class StateError extends Error {
 }
 
 export class StateDir {
+  /** Subdirectories opened by subdir(), closed with the state directory. */
+  private readonly subdirs: FileHandle[] = [];
+
   private constructor(
     readonly path: string,
     private readonly beneath: Beneath,
@@ -102,7 +105,43 @@ export class StateDir {
     return open(this.dir.at(name), flags | constants.O_NOFOLLOW, mode);
   }
 
+  /**
+   * A directory in the state directory (created 0700 when `create`), opened by name without
+   * following a link; undefined when it is missing.
+   */
+  async subdir(name: string, create: boolean): Promise<Dir | undefined> {
+    const at = this.dir.at(name);
+    if (create) {
+      await mkdir(at, { mode: 0o700 }).catch((error: unknown) => {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      });
+    }
+    let handle: FileHandle;
+    try {
+      handle = await open(at, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return undefined;
+      if (code === 'ELOOP' || code === 'ENOTDIR') {
+        throw new StateError(
+          `${this.file(name)} is not a directory (a link or a file): remove it and let the agent make it again`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+    this.subdirs.push(handle);
+    const base = `/proc/self/fd/${String(handle.fd)}`;
+    return { path: posix.join(this.path, name), handle, at: (entry) => `${base}/${entry}` };
+  }
+
+  /** Removes a directory of the state directory with everything in it (links are not followed). */
+  async removeTree(name: string): Promise<void> {
+    await rm(this.dir.at(name), { recursive: true, force: true });
+  }
+
   async close(): Promise<void> {
+    await Promise.all(this.subdirs.splice(0).map((h) => h.close()));
     await this.beneath.close();
   }
 }

@@ -11,11 +11,13 @@
  * boot means the machine restarted during an unconfirmed revision, which is reverted.
  */
 import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, readFile, readlink, rm, symlink, unlink, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { constants } from 'node:fs';
+import { lstat, open, readlink, rename, symlink, unlink, type FileHandle } from 'node:fs/promises';
 import { parseCanonical, sha256Hex } from '../../api/canonical.js';
-import { hostPath, writeFileAtomic } from '../fs.js';
+import { Beneath, NotADirectory, SymlinkRefused, type Dir } from '../beneath.js';
+import { commitTemp, copyFrom, randomTempName, readFileIn, writeTempIn } from '../fs.js';
 import { entriesOf } from '../plan.js';
+import { StateDir, StateError } from '../state-dir.js';
 import type { Desired } from '../state.js';
 import type { Grant } from './grant.js';
 
@@ -58,15 +60,6 @@ export interface FailedRecord {
   generation: number;
   reason: string;
   message: string;
-}
-
-async function readOptional(path: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
 }
 
 function isObj(v: unknown): v is Record<string, unknown> {
@@ -138,50 +131,156 @@ function parseTry(bytes: Buffer, file: string): TryRecord {
   };
 }
 
+function errnoOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/**
+ * Backs up what is at node path `path` into `into` as `blob`, read without following a link: a
+ * link is recorded (its target), a regular file copied; nothing when the path is missing, is not
+ * a file or a link, or lies through a link the agent refuses (the apply refuses to write there
+ * too, so nothing is replaced).
+ */
+async function backUp(
+  beneath: Beneath,
+  path: string,
+  into: Dir,
+  blob: string,
+): Promise<Backup | undefined> {
+  let where;
+  try {
+    where = await beneath.parent(path, false);
+  } catch (error) {
+    if (error instanceof SymlinkRefused || error instanceof NotADirectory) return undefined;
+    throw error;
+  }
+  if (!where) return undefined;
+  const at = where.dir.at(where.name);
+  let handle: FileHandle;
+  try {
+    handle = await open(at, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === 'ENOENT') return undefined;
+    if (code !== 'ELOOP') throw error;
+    const st = await lstat(at);
+    const base = { path, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
+    return { ...base, kind: 'symlink', target: await readlink(at) };
+  }
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) return undefined;
+    await commitTemp(await writeTempIn(into, blob, copyFrom(handle), 0o600, undefined));
+    return { path, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid, kind: 'file', blob };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Puts one backup back at its path, by name in its directory: a file atomically, a link by rename. */
+async function restore(
+  beneath: Beneath,
+  from: Dir | undefined,
+  b: Backup,
+  owners: boolean,
+  backups: string,
+): Promise<void> {
+  const where = await beneath.parent(b.path, true);
+  if (!where) throw new Error(`cannot create the directories of ${b.path}`);
+  if (b.kind === 'symlink' && b.target !== undefined) {
+    const temp = randomTempName();
+    await symlink(b.target, where.dir.at(temp));
+    try {
+      await rename(where.dir.at(temp), where.dir.at(where.name));
+    } catch (error) {
+      await unlink(where.dir.at(temp)).catch(() => undefined);
+      throw error;
+    }
+    await where.dir.handle.sync();
+  } else if (b.blob !== undefined) {
+    if (!from) {
+      throw new StateError(
+        `${backups} is missing, so ${b.path} cannot be put back as it was before the try; restore it by hand, then remove try.json`,
+      );
+    }
+    const blob = await open(from.at(b.blob), constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      const owner = owners ? { uid: b.uid, gid: b.gid } : undefined;
+      await commitTemp(await writeTempIn(where.dir, where.name, copyFrom(blob), b.mode, owner));
+    } finally {
+      await blob.close();
+    }
+  }
+}
+
+/**
+ * The try's files, in the checked state directory (agent/state-dir.ts), and the node paths it
+ * backs up and restores, resolved beneath the root without following a link the agent did not
+ * make (agent/beneath.ts) — a rollback runs as root on paths other users may own.
+ */
 export class TryState {
   constructor(
     private readonly stateDir: string,
     private readonly root: string,
-    /** Where the boot token lives (a tmpfs): default ROOT/run/oscar/boot-token. */
-    private readonly bootTokenPath = hostPath(root, '/run/oscar/boot-token'),
+    /** Where the boot token lives, beneath the root (a tmpfs on a node). */
+    private readonly bootTokenPath = '/run/oscar/boot-token',
   ) {}
 
-  /** This boot's token: made by the first agent of the boot, read by the later ones. */
-  async bootToken(): Promise<string> {
-    const existing = await readOptional(this.bootTokenPath);
-    if (existing && /^[0-9a-f]{32}$/.test(existing.toString('utf8').trim())) {
-      return existing.toString('utf8').trim();
-    }
-    const token = randomBytes(16).toString('hex');
-    await mkdir(dirname(this.bootTokenPath), { recursive: true, mode: 0o700 });
-    await writeFile(this.bootTokenPath, `${token}\n`, { mode: 0o600 });
-    return token;
+  private state<T>(fn: (state: StateDir) => Promise<T>): Promise<T> {
+    return StateDir.with(this.stateDir, fn);
   }
 
-  async confirmed(): Promise<Desired | undefined> {
-    const bytes = await readOptional(join(this.stateDir, CONFIRMED));
-    if (!bytes) return undefined;
-    return { config: parseCanonical(bytes), checksum: sha256Hex(bytes), bytes };
+  private async beneath<T>(fn: (beneath: Beneath) => Promise<T>): Promise<T> {
+    const beneath = await Beneath.open(this.root);
+    try {
+      return await fn(beneath);
+    } finally {
+      await beneath.close();
+    }
+  }
+
+  /** This boot's token: made by the first agent of the boot, read by the later ones. */
+  bootToken(): Promise<string> {
+    return this.beneath(async (beneath) => {
+      const where = await beneath.parent(this.bootTokenPath, true);
+      if (!where) throw new Error(`cannot create the directories of ${this.bootTokenPath}`);
+      const existing = (await readFileIn(where.dir, where.name))?.toString('utf8').trim();
+      if (existing !== undefined && /^[0-9a-f]{32}$/.test(existing)) return existing;
+      const token = randomBytes(16).toString('hex');
+      const bytes = Buffer.from(`${token}\n`);
+      await commitTemp(await writeTempIn(where.dir, where.name, bytes, 0o600, undefined));
+      return token;
+    });
+  }
+
+  confirmed(): Promise<Desired | undefined> {
+    return this.state(async (state) => {
+      const bytes = await state.read(CONFIRMED);
+      if (!bytes) return undefined;
+      try {
+        return { config: parseCanonical(bytes), checksum: sha256Hex(bytes), bytes };
+      } catch (error) {
+        throw new StateError(
+          `${state.file(CONFIRMED)} is damaged (${(error as Error).message}); remove it: the last applied state then counts as confirmed`,
+          { cause: error },
+        );
+      }
+    });
   }
 
   async setConfirmed(bytes: Buffer): Promise<void> {
-    await mkdir(this.stateDir, { recursive: true, mode: 0o700 });
-    await writeFileAtomic(join(this.stateDir, CONFIRMED), bytes, 0o600, undefined);
+    await this.state((state) => state.write(CONFIRMED, bytes));
   }
 
-  async current(): Promise<TryRecord | undefined> {
-    const file = join(this.stateDir, TRY);
-    const bytes = await readOptional(file);
-    return bytes ? parseTry(bytes, file) : undefined;
+  current(): Promise<TryRecord | undefined> {
+    return this.state(async (state) => {
+      const bytes = await state.read(TRY);
+      return bytes ? parseTry(bytes, state.file(TRY)) : undefined;
+    });
   }
 
   private async writeTry(record: TryRecord): Promise<void> {
-    await writeFileAtomic(
-      join(this.stateDir, TRY),
-      Buffer.from(JSON.stringify(record)),
-      0o600,
-      undefined,
-    );
+    await this.state((state) => state.write(TRY, Buffer.from(JSON.stringify(record))));
   }
 
   /**
@@ -190,29 +289,21 @@ export class TryState {
    */
   async begin(next: Desired, last: Desired | undefined, grant: Grant): Promise<TryRecord> {
     const owned = entriesOf(last?.config);
-    const dir = join(this.stateDir, BACKUP_DIR);
-    await rm(dir, { recursive: true, force: true });
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    const backups: Backup[] = [];
-    for (const path of entriesOf(next.config).keys()) {
-      if (owned.has(path)) continue;
-      const at = hostPath(this.root, path);
-      let st;
-      try {
-        st = await lstat(at);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
-        throw error;
-      }
-      const base = { path, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
-      if (st.isSymbolicLink()) {
-        backups.push({ ...base, kind: 'symlink', target: await readlink(at) });
-      } else if (st.isFile()) {
-        const blob = String(backups.length);
-        await writeFile(join(dir, blob), await readFile(at), { mode: 0o600 });
-        backups.push({ ...base, kind: 'file', blob });
-      }
-    }
+    const backups = await this.state(async (state) => {
+      await state.removeTree(BACKUP_DIR);
+      const into = await state.subdir(BACKUP_DIR, true);
+      if (!into) throw new StateError(`cannot create ${state.file(BACKUP_DIR)}`);
+      return this.beneath(async (beneath) => {
+        const out: Backup[] = [];
+        for (const path of entriesOf(next.config).keys()) {
+          if (owned.has(path)) continue;
+          const backup = await backUp(beneath, path, into, String(out.length));
+          if (backup) out.push(backup);
+        }
+        await into.handle.sync();
+        return out;
+      });
+    });
     const record: TryRecord = {
       checksum: next.checksum,
       grant,
@@ -234,56 +325,52 @@ export class TryState {
 
   /** Puts back what the try replaced: after the previous revision is applied again. */
   async restoreBackups(record: TryRecord, owners: boolean): Promise<void> {
-    const dir = join(this.stateDir, BACKUP_DIR);
-    for (const b of record.backups) {
-      const at = hostPath(this.root, b.path);
-      if (b.kind === 'symlink' && b.target !== undefined) {
-        await unlink(at).catch(() => undefined);
-        await symlink(b.target, at);
-      } else if (b.blob !== undefined) {
-        const content = await readFile(join(dir, b.blob));
-        await writeFileAtomic(at, content, b.mode, owners ? { uid: b.uid, gid: b.gid } : undefined);
-      }
-    }
+    await this.state(async (state) => {
+      const from = await state.subdir(BACKUP_DIR, false);
+      await this.beneath(async (beneath) => {
+        for (const b of record.backups) {
+          await restore(beneath, from, b, owners, state.file(BACKUP_DIR));
+        }
+      });
+    });
   }
 
   /** The try is over (confirmed, reverted, or superseded): its record and backups go. */
   async end(): Promise<void> {
-    await rm(join(this.stateDir, TRY), { force: true });
-    await rm(join(this.stateDir, BACKUP_DIR), { recursive: true, force: true });
+    await this.state(async (state) => {
+      await state.remove(TRY);
+      await state.removeTree(BACKUP_DIR);
+    });
   }
 
-  async failed(): Promise<FailedRecord | undefined> {
-    const bytes = await readOptional(join(this.stateDir, FAILED));
-    if (!bytes) return undefined;
-    try {
-      const v = JSON.parse(bytes.toString('utf8')) as unknown;
-      if (
-        isObj(v) &&
-        typeof v.checksum === 'string' &&
-        typeof v.generation === 'number' &&
-        typeof v.reason === 'string' &&
-        typeof v.message === 'string'
-      ) {
-        return {
-          checksum: v.checksum,
-          generation: v.generation,
-          reason: v.reason,
-          message: v.message,
-        };
+  failed(): Promise<FailedRecord | undefined> {
+    return this.state(async (state) => {
+      const bytes = await state.read(FAILED);
+      if (!bytes) return undefined;
+      try {
+        const v = JSON.parse(bytes.toString('utf8')) as unknown;
+        if (
+          isObj(v) &&
+          typeof v.checksum === 'string' &&
+          typeof v.generation === 'number' &&
+          typeof v.reason === 'string' &&
+          typeof v.message === 'string'
+        ) {
+          return {
+            checksum: v.checksum,
+            generation: v.generation,
+            reason: v.reason,
+            message: v.message,
+          };
+        }
+      } catch {
+        // a damaged record only means the grant may be tried once more
       }
-    } catch {
-      // a damaged record only means the grant may be tried once more
-    }
-    return undefined;
+      return undefined;
+    });
   }
 
   async setFailed(record: FailedRecord): Promise<void> {
-    await writeFileAtomic(
-      join(this.stateDir, FAILED),
-      Buffer.from(JSON.stringify(record)),
-      0o600,
-      undefined,
-    );
+    await this.state((state) => state.write(FAILED, Buffer.from(JSON.stringify(record))));
   }
 }

@@ -108,7 +108,7 @@ async function main(): Promise<void> {
       applier: new MemoryApplier(),
       health: { run: (c) => Promise.resolve({ name: c.name, ok: true, message: '' }) },
       units: LOCAL_UNIT_PROBE,
-      tryState: new TryState(dir, dir, join(dir, 'boot-token')),
+      tryState: new TryState(dir, dir, '/boot-token'),
       onApplyStart: (grant) => {
         const ms = Date.now() - Date.parse(grant.grantedTime);
         const list = latencies.get(grant.number) ?? [];
