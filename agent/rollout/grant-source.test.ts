@@ -127,6 +127,35 @@ describe('GrantSource', () => {
     await source.stop();
   });
 
+  it("refuses an intact revision that breaks oscar validate's rules, as InvalidConfig, once", async () => {
+    // correctly checksummed, but a path oscar validate refuses: whoever wrote the Secret
+    const bad = desiredOf(config([], [file('/etc/../root/.ssh/authorized_keys', 'k')]));
+    const api = new Api();
+    api.node = nodeObj(10, 1, bad.checksum);
+    api.secrets.set('oscar-w-rev-0', secret(bad.checksum, 'w', bad.bytes));
+    const errors: Error[] = [];
+    const got: GrantedDesired[] = [];
+    const source = new GrantSource({
+      namespace: 'ns',
+      osc: 'w',
+      node: 'n1',
+      http: api,
+      pollIntervalMs: 60_000,
+      backoffBaseMs: 20,
+    });
+    await source.start({ onGrant: (g) => got.push(g), onError: (e) => errors.push(e) });
+    await until(() => errors[0], 'the refusal');
+    await new Promise((r) => setTimeout(r, 200)); // a retry would come within 20-40 ms
+    expect(errors).toHaveLength(1);
+    expect(errors[0]?.name).toBe('InvalidConfigError');
+    expect(errors[0]?.message).toMatch(
+      /the config from revision 1 \(oscar-w-rev-0\) is invalid, so it is not applied[\s\S]*spec\.files\[0\]\.path/,
+    );
+    expect(got).toEqual([]);
+    expect(api.requests.filter((r) => r.includes('/secrets/'))).toHaveLength(1);
+    await source.stop();
+  });
+
   it('refuses a grant for another OSC once, and fetches nothing for it', async () => {
     const api = new Api();
     api.node = {

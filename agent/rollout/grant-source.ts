@@ -21,6 +21,8 @@ import { API_VERSION } from '../../api/constants.js';
 import { ApiError, isNotFound, type KubeHttp } from '../../kube/client.js';
 import type { Desired } from '../state.js';
 import { GrantError, parseGrant, type Grant, type GrantScope } from './grant.js';
+import { checkDesired } from '../desired-check.js';
+import { InvalidConfigError } from '../../api/validate-config.js';
 
 export interface GrantedDesired {
   grant: Grant;
@@ -173,6 +175,12 @@ export class GrantSource {
       events.onGrant({ grant, desired });
     } catch (error) {
       if (this.isStopped() || this.current !== grant) return;
+      if (error instanceof InvalidConfigError) {
+        // refused as it is (reason InvalidConfig), once: fetching it again cannot help; the
+        // next grant is tried afresh
+        events.onError(error);
+        return;
+      }
       this.fetchFailures++;
       const base = this.opts.backoffBaseMs ?? 1000;
       const max = this.opts.backoffMaxMs ?? 30_000;
@@ -322,5 +330,10 @@ export function verifyRevision(secret: SecretObject, grant: Grant, scope: GrantS
   const data: Record<string, Buffer> = {};
   for (const [k, v] of Object.entries(secret.data ?? {})) data[k] = Buffer.from(v, 'base64');
   const decoded = decodeConfigData(data, grant.checksum);
-  return { config: decoded.config, checksum: decoded.checksum, bytes: decoded.bytes };
+  // intact is not enough: the agent acts only on what oscar validate would let through
+  const config = checkDesired(
+    decoded.config,
+    `revision ${String(grant.number)} (${grant.secretName})`,
+  );
+  return { config, checksum: decoded.checksum, bytes: decoded.bytes };
 }

@@ -101,10 +101,10 @@ interface Setup {
   read(path: string): Promise<string>;
 }
 
-async function setup(): Promise<Setup> {
+async function setup(stateRel = 'var/lib/oscar'): Promise<Setup> {
   const root = await mkdtemp(join(tmpdir(), 'oscar-granted-'));
   cleanups.push(() => rm(root, { recursive: true, force: true }));
-  const stateDir = join(root, 'var/lib/oscar');
+  const stateDir = join(root, stateRel);
   await mkdir(stateDir, { recursive: true });
   const feed = new Feed();
   const reporter = new Reporter();
@@ -212,6 +212,32 @@ describe('GrantedAgent', () => {
     expect(r.reason).toBe('Applied');
     expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
     expect(await s.read('var/lib/oscar/confirmed.json')).toBe(version('1').bytes.toString());
+  });
+
+  it('a granted revision that oscar validate would refuse is reported InvalidConfig, touches nothing, is not retried', async () => {
+    const s = await setup();
+    await onV1(s);
+    s.feed.grant(grantOf(version('2', [file('/etc/app/../../root/.profile', 'x')])));
+    const r = await s.reporter.until('Failed');
+    expect(r.reason).toBe('InvalidConfig');
+    expect(r.message).toMatch(/is invalid, so it is not applied[\s\S]*spec\.files\[\d\]\.path/);
+    await new Promise((res) => setTimeout(res, 300)); // retries would come every 50-100 ms
+    expect(s.reporter.phases()).toEqual(['Failed InvalidConfig']);
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+  });
+
+  it('a try writing into its own --state-dir is refused before anything is touched: no revert, the try ends', async () => {
+    const s = await setup('opt/oscar-state');
+    await onV1(s);
+    s.feed.grant(grantOf(version('2', [file('/opt/oscar-state/last-applied.json', '{}')])));
+    const r = await s.reporter.until('Failed');
+    expect(r.reason).toBe('InvalidConfig');
+    expect(r.message).toMatch(/this agent's own state directory/);
+    await new Promise((res) => setTimeout(res, 300));
+    expect(s.reporter.phases()).toEqual(['Failed InvalidConfig']);
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    expect(await s.read('opt/oscar-state/last-applied.json')).toBe(version('1').bytes.toString());
+    await expect(stat(join(s.stateDir, 'try.json'))).rejects.toThrow(/ENOENT/);
   });
 
   it('try mode: healthy for the soak time and the API reached → confirmed', async () => {

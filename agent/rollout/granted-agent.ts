@@ -26,6 +26,8 @@ import type { Grant } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
 import { judgeUnit, type CheckResult, type HealthProbe, type UnitProbe } from './health.js';
 import type { TryRecord, TryState, WatchedUnit } from './try-state.js';
+import { InvalidConfigError } from '../../api/validate-config.js';
+import { checkDesired } from '../desired-check.js';
 
 /** What the loop needs of the grant source. */
 export interface GrantFeed {
@@ -214,10 +216,13 @@ export class GrantedAgent {
             ? 'ApplyFailed'
             : e.name === 'ReplacementNeeded'
               ? 'ReplacementNeeded'
-              : 'Error';
+              : e.name === 'InvalidConfigError'
+                ? 'InvalidConfig'
+                : 'Error';
         this.report(grant, 'Failed', reason, e.message);
-        // a state the node cannot take in place: retrying cannot help; wait for another grant
-        if (reason !== 'ReplacementNeeded') this.retryLater(item);
+        // a state the node cannot take in place, or one oscar's rules refuse: retrying cannot
+        // help; wait for another grant
+        if (reason !== 'ReplacementNeeded' && reason !== 'InvalidConfig') this.retryLater(item);
       } finally {
         this.active = undefined;
       }
@@ -280,6 +285,8 @@ export class GrantedAgent {
 
   private async process({ grant, desired }: GrantedDesired): Promise<void> {
     const { tryState, reporter } = this.o;
+    // before any try starts: a revision oscar's rules refuse is never applied, so never reverted
+    checkDesired(desired.config, `revision ${String(grant.number)} (${grant.secretName})`);
     const failed = await tryState.failed();
     if (failed?.checksum === grant.checksum && failed.generation === grant.generation) {
       // tried here before and reverted: say so again (the report may be new), do not retry
@@ -326,6 +333,12 @@ export class GrantedAgent {
     try {
       result = await this.apply(desired, grant);
     } catch (error) {
+      if (error instanceof InvalidConfigError) {
+        // refused before anything was touched (a file in this agent's own state directory):
+        // nothing to revert, and the revision must not count as applied
+        await tryState.end();
+        throw error;
+      }
       const message = `the apply failed: ${(error as Error).message}`;
       reporter.failed(desired.checksum, error as Error);
       // Its changes are partly on disk: count it applied so the revert undoes all of them.
