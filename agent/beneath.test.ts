@@ -337,8 +337,9 @@ describe('Beneath: random trees (property)', () => {
       ),
       { numRuns: 300 },
     );
-    // the runs must cover both: paths through links, and writes that went through
-    expect(viaLink).toBeGreaterThan(30);
-    expect(written).toBeGreaterThan(30);
+    // the runs must cover both: paths through links, and writes that went through (25-47 and
+    // 51-62 of 300 runs, measured; a floor of 10 catches a generator that stopped making them, not bad luck)
+    expect(viaLink).toBeGreaterThan(10);
+    expect(written).toBeGreaterThan(10);
   });
 });
