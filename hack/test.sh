@@ -25,6 +25,9 @@ bash hack/node-root/build.sh
 step "build (tsc)"
 npm run -s build
 
+step "the agent's single executable (npm run build:agent; the node e2e downloads it)"
+npm run -s build:agent >/dev/null
+
 step "lint (eslint, prettier)"
 npx eslint .
 npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }

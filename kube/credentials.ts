@@ -209,7 +209,17 @@ async function parseFile(path: string): Promise<unknown> {
 
 /** client-node's KubeConfig for what this module does not handle (loaded only then). */
 async function viaClientNode(path: string | undefined): Promise<KubeCredentials> {
-  const { KubeConfig } = await import('@kubernetes/client-node');
+  let lib: typeof import('@kubernetes/client-node');
+  try {
+    lib = await import('@kubernetes/client-node');
+  } catch (error) {
+    // The agent's single executable (hack/agent/build.ts) leaves the library out.
+    throw new KubeconfigError(
+      `the kubeconfig needs an exec plugin, an auth provider or several merged files, which only @kubernetes/client-node reads, and it is not available here (${(error as Error).message.split('\n')[0] ?? ''}); give the agent a kubeconfig with a client certificate or a token (what oscar's bootstrap writes), or run the agent from the npm package`,
+      { cause: error },
+    );
+  }
+  const { KubeConfig } = lib;
   const kc = new KubeConfig();
   if (path !== undefined) kc.loadFromFile(path);
   else kc.loadFromDefault();

@@ -14,53 +14,26 @@
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { tuneHeapForLongRunning } from '../memory.js';
-import type { AgentFlags } from './agent.js';
 import type { ControllerOptions } from './controller.js';
 import type { PlaceholderFlags } from './placeholders.js';
-import type { PlanOptions } from './plan.js';
 import type { RenderCommandOptions } from './render.js';
 import type { RolloutFlags } from './rollout.js';
 import type { ServeOptions } from './renderer.js';
 import type { UpFlags } from './up.js';
 import type { UserDataOptions } from './user-data.js';
 import type { ValidateOptions } from './validate.js';
+import { examples, longRunning, outputOption } from './help.js';
+import {
+  registerAgentCommand,
+  registerPlanCommand,
+  registerVersionCommand,
+} from './node-commands.js';
 
 /** The formats of api/schema.ts FORMATS, spelled out so help does not load the schema. */
 export const FORMATS_HELP = 'cloud-config, ignition, script';
 /** renderers/webhook/server.ts RENDER_PATH, spelled out so help does not load express. */
 export const RENDER_PATH_HELP = '/render';
-/** How long SIGTERM may take before the process ends anyway (cli/shutdown.ts). */
-export const DEFAULT_SHUTDOWN_TIMEOUT = '15s';
-
-/** The examples block of a command's help. */
-function examples(command: Command, lines: string[]): Command {
-  return command.addHelpText('after', `\nExamples:\n${lines.map((l) => `  ${l}`).join('\n')}\n`);
-}
-
-function outputOption(what: string): Option {
-  return new Option('-o, --output <format>', `print ${what} as data`).choices(['json', 'yaml']);
-}
-
-/** The flags of every long-running command: how it logs and how long it may take to stop. */
-function longRunning(command: Command): Command {
-  return command
-    .addOption(
-      new Option(
-        '--log-format <format>',
-        'json, or text for a person (default: json in a pod and when stderr is not a terminal, else text)',
-      ).choices(['json', 'text']),
-    )
-    .addOption(
-      new Option('--log-level <level>', 'how much to log (default: $OSCAR_LOG_LEVEL, else info)')
-        .choices(['trace', 'debug', 'info', 'warn', 'error', 'silent'])
-        .default(undefined),
-    )
-    .option(
-      '--shutdown-timeout <duration>',
-      'longest time from SIGTERM to exit: work in flight finishes or is cut off (the agent journals it)',
-      DEFAULT_SHUTDOWN_TIMEOUT,
-    );
-}
+export { DEFAULT_SHUTDOWN_TIMEOUT } from './help.js';
 
 export function registerCommands(program: Command): void {
   examples(
@@ -289,94 +262,9 @@ export function registerCommands(program: Command): void {
     ],
   );
 
-  examples(
-    longRunning(
-      program
-        .command('agent')
-        .description(
-          'run the node agent: apply the revisions the controller grants (--osc), the latest reconcile Secret (--secret) or a local file (--file) in place; report per node',
-        )
-        .option(
-          '--file <file>',
-          'follow a local file (OSC YAML or canonical JSON) instead of a Secret ("-": read stdin once)',
-        )
-        .option(
-          '--kubeconfig <path>',
-          'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
-        )
-        .option('--namespace <ns>', 'namespace of the OSC and its Secrets')
-        .option(
-          '--osc <name>',
-          'grant mode: apply the revisions of this reconcile OSC that the controller grants this node, in try mode (docs/rollouts.md)',
-        )
-        .option(
-          '--secret <name>',
-          'follow the latest reconcile Secret with this name (no rollout gate)',
-        )
-        .option(
-          '--node <name>',
-          "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
-        )
-        .option(
-          '--poll-interval <seconds>',
-          'metadata-only poll of the Secret, the safety net under the watch',
-          '120',
-        )
-        .option(
-          '--root <dir>',
-          'root to apply into: "/" is this machine; a directory is local mode',
-          '/',
-        )
-        .option('--state-dir <dir>', 'state directory (default /var/lib/oscar under the root)')
-        .option(
-          '--metrics-addr <host:port>',
-          'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)',
-        )
-        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)'),
-    ).action(async (flags: AgentFlags) => {
-      tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
-      await (await import('./agent.js')).agentCommand(flags);
-    }),
-    [
-      'oscar agent --namespace kube-system --osc worker --node "$(hostname)"   # grant mode',
-      'oscar agent --namespace kube-system --secret oscar-worker-reconcile --node "$(hostname)"',
-      'oscar agent --file osc.yaml --root /tmp/node           # local mode, no cluster',
-      'cat osc.yaml | oscar agent --file - --once --root /tmp/node',
-    ],
-  );
+  registerAgentCommand(program);
 
-  examples(
-    program
-      .command('plan')
-      .description(
-        'dry run of the agent: what applying a config (OSC YAML or canonical JSON) to a root would do, with reasons and diffs',
-      )
-      .requiredOption(
-        '-f, --file <file>',
-        'the desired config: OperatingSystemConfig YAML or canonical JSON ("-" reads stdin)',
-      )
-      .option('--root <dir>', 'root to compare against ("/" is this machine)', '/')
-      .option('--state-dir <dir>', 'agent state directory (default /var/lib/oscar under the root)')
-      .addOption(outputOption('the plan'))
-      .option(
-        '--detailed-exitcode',
-        'exit 0 when there is nothing to do, 2 when there are changes, 1 on an error',
-      )
-      .option('--no-diff', 'no unified diffs of the files that would change')
-      .option(
-        '--diff-private',
-        'also diff files that are not world-readable (their content may be a credential)',
-      )
-      .action(async (opts: PlanOptions) => {
-        await (await import('./plan.js')).planCommand(opts);
-      }),
-    [
-      'oscar plan -f examples/generic.yaml --root .oscar/root/generic-edge',
-      'oscar plan -f osc.yaml --detailed-exitcode; echo $?   # 0 nothing to do, 2 changes, 1 error',
-      'kubectl get secret oscar-worker-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
-      'oscar plan -f osc.yaml -o json',
-    ],
-  );
+  registerPlanCommand(program);
 
   const rollout = program
     .command('rollout')
@@ -460,13 +348,5 @@ export function registerCommands(program: Command): void {
     ],
   );
 
-  examples(
-    program
-      .command('version')
-      .description('print the oscar version and the API version it serves')
-      .action(async () => {
-        (await import('./version.js')).versionCommand();
-      }),
-    ['oscar version'],
-  );
+  registerVersionCommand(program);
 }

@@ -1,0 +1,116 @@
+/**
+ * The commands a node runs — agent, plan, version — registered apart from the rest of the command
+ * table, so the agent's single executable (cli/agent-main.ts, hack/agent/build.ts) carries only
+ * them: no controller, renderers, express or Kubernetes client library. ./index.ts registers them
+ * too, for the full `oscar`. Only type imports from the implementations here.
+ */
+import type { Command } from 'commander';
+import { tuneHeapForLongRunning } from '../memory.js';
+import type { AgentFlags } from './agent.js';
+import { examples, longRunning, outputOption } from './help.js';
+import type { PlanOptions } from './plan.js';
+
+export function registerAgentCommand(program: Command): void {
+  examples(
+    longRunning(
+      program
+        .command('agent')
+        .description(
+          'run the node agent: apply the revisions the controller grants (--osc), the latest reconcile Secret (--secret) or a local file (--file) in place; report per node',
+        )
+        .option(
+          '--file <file>',
+          'follow a local file (OSC YAML or canonical JSON) instead of a Secret ("-": read stdin once)',
+        )
+        .option(
+          '--kubeconfig <path>',
+          'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
+        )
+        .option('--namespace <ns>', 'namespace of the OSC and its Secrets')
+        .option(
+          '--osc <name>',
+          'grant mode: apply the revisions of this reconcile OSC that the controller grants this node, in try mode (docs/rollouts.md)',
+        )
+        .option(
+          '--secret <name>',
+          'follow the latest reconcile Secret with this name (no rollout gate)',
+        )
+        .option(
+          '--node <name>',
+          "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
+        )
+        .option(
+          '--poll-interval <seconds>',
+          'metadata-only poll of the Secret, the safety net under the watch',
+          '120',
+        )
+        .option(
+          '--root <dir>',
+          'root to apply into: "/" is this machine; a directory is local mode',
+          '/',
+        )
+        .option('--state-dir <dir>', 'state directory (default /var/lib/oscar under the root)')
+        .option(
+          '--metrics-addr <host:port>',
+          'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)',
+        )
+        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)'),
+    ).action(async (flags: AgentFlags) => {
+      tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
+      await (await import('./agent.js')).agentCommand(flags);
+    }),
+    [
+      'oscar agent --namespace kube-system --osc worker --node "$(hostname)"   # grant mode',
+      'oscar agent --namespace kube-system --secret oscar-worker-reconcile --node "$(hostname)"',
+      'oscar agent --file osc.yaml --root /tmp/node           # local mode, no cluster',
+      'cat osc.yaml | oscar agent --file - --once --root /tmp/node',
+    ],
+  );
+}
+
+export function registerPlanCommand(program: Command): void {
+  examples(
+    program
+      .command('plan')
+      .description(
+        'dry run of the agent: what applying a config (OSC YAML or canonical JSON) to a root would do, with reasons and diffs',
+      )
+      .requiredOption(
+        '-f, --file <file>',
+        'the desired config: OperatingSystemConfig YAML or canonical JSON ("-" reads stdin)',
+      )
+      .option('--root <dir>', 'root to compare against ("/" is this machine)', '/')
+      .option('--state-dir <dir>', 'agent state directory (default /var/lib/oscar under the root)')
+      .addOption(outputOption('the plan'))
+      .option(
+        '--detailed-exitcode',
+        'exit 0 when there is nothing to do, 2 when there are changes, 1 on an error',
+      )
+      .option('--no-diff', 'no unified diffs of the files that would change')
+      .option(
+        '--diff-private',
+        'also diff files that are not world-readable (their content may be a credential)',
+      )
+      .action(async (opts: PlanOptions) => {
+        await (await import('./plan.js')).planCommand(opts);
+      }),
+    [
+      'oscar plan -f examples/generic.yaml --root .oscar/root/generic-edge',
+      'oscar plan -f osc.yaml --detailed-exitcode; echo $?   # 0 nothing to do, 2 changes, 1 error',
+      'kubectl get secret oscar-worker-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
+      'oscar plan -f osc.yaml -o json',
+    ],
+  );
+}
+
+export function registerVersionCommand(program: Command): void {
+  examples(
+    program
+      .command('version')
+      .description('print the oscar version and the API version it serves')
+      .action(async () => {
+        (await import('./version.js')).versionCommand();
+      }),
+    ['oscar version'],
+  );
+}
