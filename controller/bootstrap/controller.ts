@@ -34,6 +34,8 @@ import {
   type BootstrapCaches,
   type BootstrapSettings,
   type BootstrapWriter,
+  consumedStatus,
+  type TokenConsumed,
   type TokenState,
 } from './reconcile.js';
 import {
@@ -113,6 +115,8 @@ class Index {
 export class BootstrapController implements BootstrapCaches {
   readonly queue: WorkQueue;
   readonly tokens = new Map<string, TokenState>();
+  /** Tokens the identity approver consumed (controller/identity/), by config key. */
+  readonly consumed = new Map<string, TokenConsumed>();
   private readonly sets = new Map<string, Informers>();
   /** OSC (ns/name) → configs that use it; machine name → configs of that machine. */
   private readonly byOsc = new Index();
@@ -199,6 +203,7 @@ export class BootstrapController implements BootstrapCaches {
           this.byOsc.remove(k);
           this.byMachineName.remove(k);
           this.statusOverlay.delete(k);
+          this.consumed.delete(k);
           // Remember its token so the delete pass can remove it, also after a restart.
           const id = c.status?.bootstrapTokenID;
           const live =
@@ -358,6 +363,7 @@ export class BootstrapController implements BootstrapCaches {
         writer: this.writer,
         settings: this.o.settings,
         tokens: this.tokens,
+        consumed: this.consumed,
         now: () => new Date(),
       });
       metrics.reconciles.inc({ result: `bootstrap-${out.result}` });
@@ -377,6 +383,31 @@ export class BootstrapController implements BootstrapCaches {
     } finally {
       end();
     }
+  }
+
+  /** The config whose current bootstrap token has this id (its status names it), if any. */
+  configForToken(id: string): ConfigObject | undefined {
+    for (const set of this.sets.values()) {
+      for (const c of set.configs.list()) {
+        if (c.status?.bootstrapTokenID === id && !c.metadata.deletionTimestamp) return c;
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The identity approver used this config's token: say so in its status (before the token is
+   * deleted), and never refresh or re-issue it from now on, whatever a stale cache says.
+   */
+  async tokenConsumed(key: string, consumed: TokenConsumed): Promise<void> {
+    this.consumed.set(key, consumed);
+    const { namespace, name } = {
+      namespace: key.split('/')[0] ?? '',
+      name: key.split('/')[1] ?? '',
+    };
+    const config = this.config(namespace, name);
+    if (!config) throw new Error(`OscarConfig ${key} is not in the cache`);
+    await this.writer.patchStatus(namespace, name, consumedStatus(config, consumed, new Date()));
   }
 
   /** Read-your-writes: a pass before the watch delivers our write must not write again. */

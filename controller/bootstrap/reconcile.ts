@@ -112,11 +112,19 @@ export interface TokenState {
   reissue?: boolean;
 }
 
+/** Who used a machine's token, told in-process (controller/identity/): never refresh or re-issue it. */
+export interface TokenConsumed {
+  reason: string;
+  message: string;
+}
+
 export interface BootstrapDeps {
   caches: BootstrapCaches;
   writer: BootstrapWriter;
   settings: BootstrapSettings;
   tokens: Map<string, TokenState>;
+  /** Configs whose token the identity approver consumed (until their status says so). */
+  consumed?: Map<string, TokenConsumed>;
   now: () => Date;
 }
 
@@ -430,6 +438,22 @@ function statusWith(
   return status;
 }
 
+/**
+ * The status that says the token was consumed (by the identity approver), written before the
+ * token is deleted so the token's absence is never read as "expired unused".
+ */
+export function consumedStatus(
+  config: ConfigObject,
+  consumed: TokenConsumed,
+  now: Date,
+): OscarConfigStatus {
+  return statusWith(
+    config,
+    [{ type: 'BootstrapTokenAvailable', status: 'False', ...consumed }],
+    now,
+  );
+}
+
 async function writeStatus(
   config: ConfigObject,
   status: OscarConfigStatus,
@@ -501,7 +525,8 @@ async function upkeep(
   // Consumed: whoever used the token says so in the status before deleting it (the agent's CSR
   // approver, next issue), so a token gone before the node reports is not mistaken for one that
   // expired unused.
-  const consumed = tokenCondition?.status === 'False';
+  const consumedBy = deps.consumed?.get(key);
+  const consumed = tokenCondition?.status === 'False' || consumedBy !== undefined;
   if (joined(t, deps.caches) || consumed) {
     let writes = 0;
     if (!consumed && id) {
@@ -514,19 +539,21 @@ async function upkeep(
       [
         ...base,
         secretAvailable,
-        tokenCondition && consumed
-          ? {
-              type: 'BootstrapTokenAvailable',
-              status: 'False',
-              reason: tokenCondition.reason,
-              message: tokenCondition.message,
-            }
-          : {
-              type: 'BootstrapTokenAvailable',
-              status: 'False',
-              reason: 'MachineJoined',
-              message: 'The machine joined; its bootstrap token was deleted.',
-            },
+        consumedBy
+          ? { type: 'BootstrapTokenAvailable', status: 'False', ...consumedBy }
+          : tokenCondition && consumed
+            ? {
+                type: 'BootstrapTokenAvailable',
+                status: 'False',
+                reason: tokenCondition.reason,
+                message: tokenCondition.message,
+              }
+            : {
+                type: 'BootstrapTokenAvailable',
+                status: 'False',
+                reason: 'MachineJoined',
+                message: 'The machine joined; its bootstrap token was deleted.',
+              },
       ],
       now,
       fields,

@@ -1,0 +1,212 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { certificateRequest, newNodeKey } from '../../agent/identity/csr.js';
+import { decide, type CsrObject, type DecideContext, type TokenMachine } from './decide.js';
+import { parseRequest } from './request.js';
+
+const key = newNodeKey();
+const goodPem = certificateRequest(key, {
+  commonName: 'oscar:node:m1',
+  organizations: ['oscar:nodes'],
+});
+
+function csr(over: Partial<CsrObject['spec']> = {}, name = 'oscar-m1-abc'): CsrObject {
+  return {
+    metadata: { name },
+    spec: {
+      request: Buffer.from(goodPem).toString('base64'),
+      signerName: 'kubernetes.io/kube-apiserver-client',
+      expirationSeconds: 3600,
+      usages: ['digital signature', 'client auth'],
+      username: 'system:bootstrap:abc123',
+      groups: ['system:bootstrappers', 'system:bootstrappers:oscar', 'system:authenticated'],
+      ...over,
+    },
+  };
+}
+
+const m1: TokenMachine = { config: 'default/m1', machine: 'm1', tokenAvailable: true };
+function ctx(token: TokenMachine | undefined = m1): DecideContext {
+  return {
+    tokenMachine: (id) => (id === 'abc123' ? token : undefined),
+    machineConfig: (machine) => (machine === 'm1' ? 'default/m1' : undefined),
+    maxExpirationSeconds: 7 * 24 * 3600,
+  };
+}
+
+function run(c: CsrObject, context = ctx()) {
+  return decide(c, parseRequest(Buffer.from(c.spec.request, 'base64')), context);
+}
+
+function pemFor(cn: string, orgs: string[]): string {
+  return Buffer.from(
+    certificateRequest(newNodeKey(), { commonName: cn, organizations: orgs }),
+  ).toString('base64');
+}
+
+describe('decide: approvals', () => {
+  it("approves the machine's first identity from its unused token", () => {
+    expect(run(csr())).toEqual({
+      action: 'approve',
+      kind: 'bootstrap',
+      machine: 'm1',
+      config: 'default/m1',
+      tokenId: 'abc123',
+    });
+  });
+
+  it('approves key encipherment too', () => {
+    const d = run(csr({ usages: ['digital signature', 'key encipherment', 'client auth'] }));
+    expect(d.action).toBe('approve');
+  });
+
+  it('approves a renewal requested by the node itself', () => {
+    const d = run(
+      csr({ username: 'oscar:node:m1', groups: ['oscar:nodes', 'system:authenticated'] }),
+    );
+    expect(d).toMatchObject({ action: 'approve', kind: 'renewal', machine: 'm1' });
+  });
+
+  it('approves the same CSR again after it consumed the token (a retried approval)', () => {
+    const d = run(csr(), ctx({ ...m1, tokenAvailable: false, consumedBy: 'oscar-m1-abc' }));
+    expect(d.action).toBe('approve');
+  });
+});
+
+describe('decide: ignores what is not oscar’s', () => {
+  it('a CSR from another user', () => {
+    expect(run(csr({ username: 'alice', groups: ['system:authenticated'] })).action).toBe('ignore');
+  });
+  it('a bootstrap token of another group (kubeadm’s)', () => {
+    expect(
+      run(
+        csr({
+          groups: ['system:bootstrappers', 'system:bootstrappers:kubeadm:default-node-token'],
+        }),
+      ).action,
+    ).toBe('ignore');
+  });
+  it('a CSR already decided', () => {
+    const c = csr();
+    c.status = { conditions: [{ type: 'Approved', status: 'True' }] };
+    expect(run(c).action).toBe('ignore');
+  });
+});
+
+describe('decide: every refusal, one by one', () => {
+  const denied = (c: CsrObject, reason: string, context = ctx()) => {
+    const d = run(c, context);
+    expect(d).toMatchObject({ action: 'deny', reason });
+    return d.action === 'deny' ? d.message : '';
+  };
+
+  it("another machine's name", () => {
+    expect(
+      denied(csr({ request: pemFor('oscar:node:m2', ['oscar:nodes']) }), 'WrongSubject'),
+    ).toMatch(/CN=oscar:node:m1, O=oscar:nodes.*CN=oscar:node:m2/);
+  });
+  it('system:masters', () => {
+    expect(
+      denied(csr({ request: pemFor('oscar:node:m1', ['system:masters']) }), 'WrongSubject'),
+    ).toMatch(/O=system:masters/);
+  });
+  it('an extra organisation', () => {
+    denied(
+      csr({ request: pemFor('oscar:node:m1', ['oscar:nodes', 'system:masters']) }),
+      'WrongSubject',
+    );
+  });
+  it('no organisation', () => {
+    denied(csr({ request: pemFor('oscar:node:m1', []) }), 'WrongSubject');
+  });
+  it('subject alternative names (an extension request, made by openssl)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'oscar-csr-'));
+    try {
+      const keyFile = join(dir, 'k.pem');
+      const out = join(dir, 'r.pem');
+      execFileSync('openssl', [
+        'ecparam',
+        '-name',
+        'prime256v1',
+        '-genkey',
+        '-noout',
+        '-out',
+        keyFile,
+      ]);
+      execFileSync('openssl', [
+        'req',
+        '-new',
+        '-key',
+        keyFile,
+        '-out',
+        out,
+        '-subj',
+        '/O=oscar:nodes/CN=oscar:node:m1',
+        '-addext',
+        'subjectAltName=DNS:kubernetes.default',
+      ]);
+      const request = readFileSync(out).toString('base64');
+      expect(denied(csr({ request }), 'AttributesNotAllowed')).toMatch(
+        /1\.2\.840\.113549\.1\.9\.14/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it('server auth usage', () => {
+    denied(csr({ usages: ['digital signature', 'client auth', 'server auth'] }), 'WrongUsages');
+  });
+  it('no client auth usage', () => {
+    denied(csr({ usages: ['digital signature'] }), 'WrongUsages');
+  });
+  it('an expirationSeconds above the cap', () => {
+    denied(csr({ expirationSeconds: 7 * 24 * 3600 + 1 }), 'LifetimeTooLong');
+  });
+  it('no expirationSeconds (the signer default would be a year)', () => {
+    const c = csr();
+    delete c.spec.expirationSeconds;
+    denied(c, 'LifetimeTooLong');
+  });
+  it('a reused token (its CSR was approved before)', () => {
+    expect(
+      denied(
+        csr({}, 'oscar-m1-other'),
+        'TokenAlreadyUsed',
+        ctx({ ...m1, tokenAvailable: false, consumedBy: 'oscar-m1-abc' }),
+      ),
+    ).toMatch(/oscar-m1-abc/);
+  });
+  it('a token that is no machine’s current token', () => {
+    denied(csr({ username: 'system:bootstrap:zzz999' }), 'UnknownToken');
+  });
+  it('a renewal whose requester is not the subject', () => {
+    denied(
+      csr({
+        username: 'oscar:node:m1',
+        groups: ['oscar:nodes'],
+        request: pemFor('oscar:node:m2', ['oscar:nodes']),
+      }),
+      'RenewalSubjectMismatch',
+    );
+  });
+  it('a renewal for a machine that is gone', () => {
+    denied(csr({ username: 'oscar:node:m9', groups: ['oscar:nodes'] }), 'MachineGone');
+  });
+  it('a signer other than kube-apiserver-client', () => {
+    denied(csr({ signerName: 'kubernetes.io/kubelet-serving' }), 'WrongSigner');
+  });
+  it('a request that is not PKCS#10', () => {
+    denied(csr({ request: Buffer.from('hello').toString('base64') }), 'InvalidRequest');
+  });
+  it('a request whose signature does not verify', () => {
+    const der = Buffer.from(
+      /-----BEGIN CERTIFICATE REQUEST-----([\s\S]+?)-----END/.exec(goodPem)?.[1] ?? '',
+      'base64',
+    );
+    der.writeUInt8((der.at(-3) ?? 0) ^ 0xff, der.length - 3); // inside the signature
+    denied(csr({ request: der.toString('base64') }), 'InvalidRequest');
+  });
+});

@@ -1,0 +1,206 @@
+/**
+ * The approver's decision on one CertificateSigningRequest (docs/identity.md): pure, so every
+ * refusal is a unit test. oscar decides only requests that come from its own identities — a
+ * machine's bootstrap token (group system:bootstrappers:oscar) or a node's certificate (group
+ * oscar:nodes) — and ignores every other CSR in the cluster. Its own it approves only when exact:
+ *
+ * - signer kubernetes.io/kube-apiserver-client;
+ * - the subject is exactly CN=oscar:node:<machine>, O=oscar:nodes, where the machine is the one
+ *   the bootstrap token was issued for (first identity), or the requester itself (renewal);
+ * - no attributes (so no extension request: no SANs);
+ * - usages ⊆ {digital signature, key encipherment, client auth}, client auth among them;
+ * - expirationSeconds given and at most the cap;
+ * - a first identity only while the machine's token is unused (one identity per token).
+ *
+ * kube-controller-manager signs whatever is approved for this signer: this is the boundary.
+ */
+import {
+  ALLOWED_USAGES,
+  NODE_SIGNER,
+  NODES_GROUP,
+  machineOfUser,
+  nodeUser,
+} from '../../api/identity.js';
+import { BOOTSTRAP_TOKEN_GROUP } from '../../api/bootstrap/constants.js';
+import { OID_COMMON_NAME, OID_ORGANIZATION, type ParsedRequest } from './request.js';
+
+export interface CsrObject {
+  metadata: { name: string; uid?: string; resourceVersion?: string };
+  spec: {
+    request: string;
+    signerName: string;
+    expirationSeconds?: number;
+    usages?: string[];
+    username?: string;
+    groups?: string[];
+  };
+  status?: { conditions?: { type: string; status?: string }[]; certificate?: string };
+}
+
+/** The machine a bootstrap token was issued for, as its OscarConfig says. */
+export interface TokenMachine {
+  /** The OscarConfig (namespace/name). */
+  config: string;
+  machine: string;
+  /** The token is still unused (BootstrapTokenAvailable is not False). */
+  tokenAvailable: boolean;
+  /** The CSR that consumed it, when one did (a retry of that approval is still allowed). */
+  consumedBy?: string;
+}
+
+export interface DecideContext {
+  /** The machine a token id belongs to, if oscar issued it. */
+  tokenMachine(id: string): TokenMachine | undefined;
+  /** The OscarConfig of a machine, if there still is one (a deleted machine renews nothing). */
+  machineConfig(machine: string): string | undefined;
+  maxExpirationSeconds: number;
+}
+
+export type Decision =
+  | { action: 'ignore'; why: string }
+  | { action: 'deny'; reason: string; message: string; config?: string }
+  | {
+      action: 'approve';
+      kind: 'bootstrap' | 'renewal';
+      machine: string;
+      config: string;
+      /** Set for a first identity: the token to consume. */
+      tokenId?: string;
+    };
+
+const BOOTSTRAP_USER_PREFIX = 'system:bootstrap:';
+
+export function decided(csr: CsrObject): boolean {
+  return (csr.status?.conditions ?? []).some((c) =>
+    ['Approved', 'Denied', 'Failed'].includes(c.type),
+  );
+}
+
+type Requester =
+  { kind: 'bootstrap'; tokenId: string } | { kind: 'node'; machine: string } | undefined;
+
+function requesterOf(csr: CsrObject): Requester {
+  const user = csr.spec.username ?? '';
+  const groups = csr.spec.groups ?? [];
+  if (user.startsWith(BOOTSTRAP_USER_PREFIX) && groups.includes(BOOTSTRAP_TOKEN_GROUP)) {
+    return { kind: 'bootstrap', tokenId: user.slice(BOOTSTRAP_USER_PREFIX.length) };
+  }
+  const machine = machineOfUser(user);
+  if (machine !== undefined && groups.includes(NODES_GROUP)) return { kind: 'node', machine };
+  return undefined;
+}
+
+function describe(subject: ParsedRequest['subject']): string {
+  const names: Record<string, string> = { [OID_COMMON_NAME]: 'CN', [OID_ORGANIZATION]: 'O' };
+  return subject.map((a) => `${names[a.type] ?? a.type}=${a.value}`).join(', ') || '(empty)';
+}
+
+/** Why the subject is not exactly CN=oscar:node:<machine>, O=oscar:nodes; undefined when it is. */
+export function subjectProblem(
+  subject: ParsedRequest['subject'],
+  machine: string,
+): string | undefined {
+  const want = [`${OID_COMMON_NAME}=${nodeUser(machine)}`, `${OID_ORGANIZATION}=${NODES_GROUP}`];
+  const got = subject.map((a) => `${a.type}=${a.value}`);
+  if (got.length === 2 && want.every((w) => got.includes(w))) return undefined;
+  return `the subject must be exactly CN=${nodeUser(machine)}, O=${NODES_GROUP}; the request asks for ${describe(subject)}`;
+}
+
+export function decide(
+  csr: CsrObject,
+  parsed: ParsedRequest | Error,
+  ctx: DecideContext,
+): Decision {
+  if (decided(csr)) return { action: 'ignore', why: 'already decided' };
+  const requester = requesterOf(csr);
+  if (!requester) return { action: 'ignore', why: 'not requested by an oscar identity' };
+
+  let machine: string;
+  let config: string;
+  let tokenId: string | undefined;
+  if (requester.kind === 'bootstrap') {
+    const found = ctx.tokenMachine(requester.tokenId);
+    if (!found) {
+      return {
+        action: 'deny',
+        reason: 'UnknownToken',
+        message: `bootstrap token ${requester.tokenId} is not the current token of any OscarConfig`,
+      };
+    }
+    ({ machine, config } = found);
+    if (!found.tokenAvailable && found.consumedBy !== csr.metadata.name) {
+      return {
+        action: 'deny',
+        reason: 'TokenAlreadyUsed',
+        message: `bootstrap token ${requester.tokenId} of machine ${machine} was already used${found.consumedBy ? ` (by CSR ${found.consumedBy})` : ''}: one identity per token; renewals are requested with the node's certificate`,
+        config,
+      };
+    }
+    tokenId = requester.tokenId;
+  } else {
+    machine = requester.machine;
+    const found = ctx.machineConfig(machine);
+    if (found === undefined) {
+      return {
+        action: 'deny',
+        reason: 'MachineGone',
+        message: `no OscarConfig names machine ${machine}: a deleted machine's identity is not renewed`,
+      };
+    }
+    config = found;
+  }
+  const deny = (reason: string, message: string): Decision => ({
+    action: 'deny',
+    reason,
+    message,
+    config,
+  });
+
+  if (csr.spec.signerName !== NODE_SIGNER) {
+    return deny(
+      'WrongSigner',
+      `spec.signerName is ${csr.spec.signerName}; an oscar node asks only ${NODE_SIGNER}`,
+    );
+  }
+  if (parsed instanceof Error) return deny('InvalidRequest', `spec.request: ${parsed.message}`);
+  if (!parsed.signatureValid) {
+    return deny('InvalidRequest', 'spec.request: its signature does not verify with its own key');
+  }
+  const subject = subjectProblem(parsed.subject, machine);
+  if (subject !== undefined) {
+    return deny(
+      requester.kind === 'node' ? 'RenewalSubjectMismatch' : 'WrongSubject',
+      requester.kind === 'node'
+        ? `a renewal names its requester: ${subject}`
+        : `bootstrap token of machine ${machine}: ${subject}`,
+    );
+  }
+  if (parsed.attributes.length > 0) {
+    return deny(
+      'AttributesNotAllowed',
+      `spec.request carries attributes (${parsed.attributes.join(', ')}): no extensions, no subject alternative names`,
+    );
+  }
+  const usages = csr.spec.usages ?? [];
+  const extra = usages.filter((u) => !ALLOWED_USAGES.includes(u));
+  if (extra.length > 0 || !usages.includes('client auth')) {
+    return deny(
+      'WrongUsages',
+      `spec.usages must be within ${ALLOWED_USAGES.join(', ')} and include client auth; got ${usages.join(', ') || '(none)'}`,
+    );
+  }
+  const seconds = csr.spec.expirationSeconds;
+  if (seconds === undefined || seconds > ctx.maxExpirationSeconds) {
+    return deny(
+      'LifetimeTooLong',
+      `spec.expirationSeconds must be set and at most ${String(ctx.maxExpirationSeconds)}; got ${seconds === undefined ? '(unset: the signer default)' : String(seconds)}`,
+    );
+  }
+  return {
+    action: 'approve',
+    kind: requester.kind === 'bootstrap' ? 'bootstrap' : 'renewal',
+    machine,
+    config,
+    ...(tokenId !== undefined ? { tokenId } : {}),
+  };
+}
