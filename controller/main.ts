@@ -22,6 +22,9 @@ import { createMetrics, type ControllerMetrics } from './metrics.js';
 import { registryPipeline, type Pipeline } from './osc/pipeline.js';
 import { BootstrapController } from './bootstrap/controller.js';
 import { HttpBootstrapWriter } from './bootstrap/writer.js';
+import { IdentityController } from './identity/controller.js';
+import { HttpIdentityWriter } from './identity/writer.js';
+import { DEFAULT_MAX_CERTIFICATE_SECONDS } from '../api/identity.js';
 import { defaultRegistry, type RendererRegistry } from '../renderers/registry.js';
 
 /** Per-machine bootstrap (OscarConfigs): on unless disabled. */
@@ -37,6 +40,8 @@ export interface BootstrapConfig {
   clusterName?: string;
   /** Bootstrap token lifetime; refreshed at half of it until the machine joins. Default 20 min. */
   tokenTtlMs?: number;
+  /** The longest certificate the identity approver allows (default 7 days). */
+  nodeCertificateMaxSeconds?: number;
 }
 
 export const DEFAULT_TOKEN_TTL_MS = 20 * 60_000;
@@ -173,6 +178,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
 
   let controller: Controller | undefined;
   let bootstrapController: BootstrapController | undefined;
+  let identityController: IdentityController | undefined;
   let rollouts: RolloutController | undefined;
   let elector: LeaderElector | undefined;
   let stopping = false;
@@ -211,6 +217,22 @@ export async function runController(config: ControllerConfig): Promise<Controlle
           })
         : undefined;
     bootstrapController = b;
+    // The identity approver reads the bootstrap controller's caches (which token is whose).
+    const ident = b
+      ? new IdentityController({
+          http,
+          writer: new HttpIdentityWriter(http),
+          bootstrap: b,
+          maxExpirationSeconds:
+            bootstrap.nodeCertificateMaxSeconds ?? DEFAULT_MAX_CERTIFICATE_SECONDS,
+          log,
+          metrics,
+          ...(config.watchTimeoutSeconds === undefined
+            ? {}
+            : { watchTimeoutSeconds: config.watchTimeoutSeconds }),
+        })
+      : undefined;
+    identityController = ident;
     const c = new Controller({
       // The owner references' garbage collection deletes an OSC's Secrets; the finalizer only
       // adds a write per new OSC (and one at deletion), so it is opt-in (docs/controller.md).
@@ -257,7 +279,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
       .then(() => {
         if (stopping) return;
         r.start();
-        return b?.start();
+        return b?.start().then(() => (stopping ? undefined : ident?.start()));
       })
       .catch((error: unknown) => {
         log.error(errorFields(error), 'controller failed to start');
@@ -335,6 +357,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
             rollouts?.stop(),
             controller?.stop(),
             bootstrapController?.stop(),
+            identityController?.stop(),
           ]).finally(() => {
             resolveDone('lost-lease');
           });
@@ -358,6 +381,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
       rollouts?.stop(),
       controller?.stop(),
       bootstrapController?.stop(),
+      identityController?.stop(),
     ]);
     if (!(await settledWithin(inFlight, deadline - Date.now() - reserve))) {
       log.warn('reconciles still in flight at the shutdown deadline; the next leader redoes them');

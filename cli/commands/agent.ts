@@ -23,6 +23,53 @@ export interface AgentFlags {
   logFormat?: string;
   logLevel?: string;
   shutdownTimeout: string;
+  bootstrapKubeconfig?: string;
+  certDir?: string;
+  certificateLifetime?: string;
+}
+
+export const DEFAULT_CERT_DIR = '/var/lib/oscar/pki';
+
+/**
+ * The agent's credentials: --kubeconfig (or the defaults), or, with --bootstrap-kubeconfig, the
+ * node's own certificate (agent/identity/): the stored one, else one obtained with the bootstrap
+ * token; renewed in the background for as long as the agent runs.
+ */
+export async function agentCredentials(
+  flags: AgentFlags,
+  node: string,
+  log: Logger,
+  closers: (() => unknown)[],
+): Promise<import('../../kube/credentials.js').KubeCredentials> {
+  const kube = await import('../../kube/credentials.js');
+  if (flags.bootstrapKubeconfig === undefined) return kube.loadKubeCredentials(flags.kubeconfig);
+  if (flags.kubeconfig !== undefined) {
+    throw new Error('use --kubeconfig or --bootstrap-kubeconfig, not both');
+  }
+  const [{ NodeIdentity }, { CertificateStore }, { DEFAULT_CERTIFICATE_SECONDS }] =
+    await Promise.all([
+      import('../../agent/identity/identity.js'),
+      import('../../agent/identity/store.js'),
+      import('../../api/identity.js'),
+    ]);
+  const lifetimeSeconds =
+    flags.certificateLifetime === undefined
+      ? DEFAULT_CERTIFICATE_SECONDS
+      : Math.floor(parseDuration(flags.certificateLifetime, '--certificate-lifetime') / 1000);
+  const identity = new NodeIdentity({
+    machine: node,
+    store: new CertificateStore(flags.certDir ?? DEFAULT_CERT_DIR),
+    bootstrap: await kube.loadKubeCredentials(flags.bootstrapKubeconfig),
+    httpFor: (c) => kube.kubeHttp(c, { userAgent: userAgent('agent') }),
+    lifetimeSeconds,
+    log,
+  });
+  await identity.ensure();
+  identity.startRenewal();
+  closers.push(() => {
+    identity.stop();
+  });
+  return identity;
 }
 
 export function seconds(value: string, flag: string): number {
@@ -210,7 +257,7 @@ async function grantMode(
     import('../../kube/credentials.js'),
     import('../../agent/rollout/follow-grants.js'),
   ]);
-  const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
+  const credentials = await agentCredentials(flags, node, log, closers);
   log.info(
     { credentials: credentials.origin, node, osc: `${namespace}/${osc}` },
     'connecting to the API server (grant mode)',
@@ -268,7 +315,7 @@ async function secretWiring(
     import('../../kube/credentials.js'),
     import('../../agent/follow-secret.js'),
   ]);
-  const credentials = await kube.loadKubeCredentials(flags.kubeconfig);
+  const credentials = await agentCredentials(flags, node, log, closers);
   log.info(
     { credentials: credentials.origin, node, pollIntervalSeconds: pollIntervalMs / 1000 },
     'connecting to the API server',

@@ -29,6 +29,7 @@ export interface ControllerOptions {
   agentSha256?: string;
   clusterName?: string;
   bootstrapTokenTtl: string;
+  nodeCertificateMaxLifetime: string;
 }
 
 /** `oscar controller` (flags in ./index.ts). Its errors reach the caller (cli/main.ts prints them). */
@@ -60,8 +61,13 @@ export async function controllerCommand(program: Command, opts: ControllerOption
     fail((error as Error).message);
   }
   let tokenTtlMs = 0;
+  let nodeCertificateMaxMs = 0;
   try {
     tokenTtlMs = parseDuration(opts.bootstrapTokenTtl, '--bootstrap-token-ttl');
+    nodeCertificateMaxMs = parseDuration(
+      opts.nodeCertificateMaxLifetime,
+      '--node-certificate-max-lifetime',
+    );
   } catch (error) {
     fail((error as Error).message);
   }
@@ -109,6 +115,7 @@ export async function controllerCommand(program: Command, opts: ControllerOption
     bootstrap: {
       enabled: opts.bootstrap,
       tokenTtlMs,
+      nodeCertificateMaxSeconds: Math.floor(nodeCertificateMaxMs / 1000),
       ...(opts.bootstrapApiServer ? { apiServerUrl: opts.bootstrapApiServer } : {}),
       ...(caPem ? { caPem } : {}),
       ...(opts.agentUrl ? { agentUrl: opts.agentUrl } : {}),

@@ -250,6 +250,11 @@ export function registerCommands(program: Command): void {
           '--bootstrap-token-ttl <duration>',
           "a bootstrap token's lifetime; refreshed at half of it until the machine joins",
           '20m',
+        )
+        .option(
+          '--node-certificate-max-lifetime <duration>',
+          "the longest client certificate the approver lets a node's agent ask for (docs/identity.md)",
+          '168h',
         ),
     ).action(async (opts: ControllerOptions) => {
       tuneHeapForLongRunning(); // before the controller's modules load

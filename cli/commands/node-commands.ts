@@ -26,6 +26,20 @@ export function registerAgentCommand(program: Command): void {
           '--kubeconfig <path>',
           'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
         )
+        .option(
+          '--bootstrap-kubeconfig <path>',
+          "the machine's bootstrap kubeconfig (docs/identity.md): the agent trades its token for a certificate of its own, kept in --cert-dir and renewed",
+        )
+        .option(
+          '--cert-dir <dir>',
+          "where the node's key and certificate live",
+          '/var/lib/oscar/pki',
+        )
+        .option(
+          '--certificate-lifetime <duration>',
+          "the node certificate's lifetime to ask for (at most the controller's --node-certificate-max-lifetime)",
+          '168h',
+        )
         .option('--namespace <ns>', 'namespace of the OSC and its Secrets')
         .option(
           '--osc <name>',

@@ -84,9 +84,10 @@ Description=oscar agent
 Requires=${AGENT_INSTALL_UNIT}
 After=${AGENT_INSTALL_UNIT}
 [Service]
-ExecStart=${AGENT_BINARY_PATH} agent --kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --secret ${inputs.reconcileSecret} --node ${inputs.machine.name}
+ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --secret ${inputs.reconcileSecret} --node ${inputs.machine.name}
 Restart=always
 RestartSec=5
+TimeoutStopSec=20
 [Install]
 WantedBy=multi-user.target
 `;

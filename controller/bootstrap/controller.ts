@@ -35,6 +35,7 @@ import {
   type BootstrapSettings,
   type BootstrapWriter,
   consumedStatus,
+  type BootstrapEvent,
   type TokenConsumed,
   type TokenState,
 } from './reconcile.js';
@@ -395,6 +396,16 @@ export class BootstrapController implements BootstrapCaches {
     return undefined;
   }
 
+  /** The live config of a machine (its Machine's name, or the config's own), if any. */
+  configForMachine(machine: string): ConfigObject | undefined {
+    for (const k of this.byMachineName.get(machine)) {
+      const [namespace = '', name = ''] = k.split('/');
+      const c = this.config(namespace, name);
+      if (c && !c.metadata.deletionTimestamp) return c;
+    }
+    return undefined;
+  }
+
   /**
    * The identity approver used this config's token: say so in its status (before the token is
    * deleted), and never refresh or re-issue it from now on, whatever a stale cache says.
@@ -408,6 +419,11 @@ export class BootstrapController implements BootstrapCaches {
     const config = this.config(namespace, name);
     if (!config) throw new Error(`OscarConfig ${key} is not in the cache`);
     await this.writer.patchStatus(namespace, name, consumedStatus(config, consumed, new Date()));
+  }
+
+  /** An Event on a config (the identity approver's decisions). */
+  event(config: ConfigObject, e: BootstrapEvent): Promise<void> {
+    return this.writer.event(config, e);
   }
 
   /** Read-your-writes: a pass before the watch delivers our write must not write again. */

@@ -1,0 +1,222 @@
+/**
+ * The identity approver (docs/identity.md): watches CertificateSigningRequests (cluster-wide; it
+ * reads only spec and conditions, never keys) and decides oscar's own with decide.ts. For a first
+ * identity it writes, in this order: the OscarConfig's BootstrapTokenAvailable=False (so the
+ * bootstrap controller never reads the missing token as expired), the machine's Role and
+ * RoleBinding, the approval, the token's deletion, an Event. A refusal is the CSR's Denied
+ * condition with the reason and a Warning Event on the machine's OscarConfig. Any step that fails
+ * is retried from the top: each is idempotent, and decide() lets the CSR that consumed a token
+ * finish its approval.
+ */
+import type { KubeHttp } from '../../kube/client.js';
+import { errorFields, type Logger } from '../../log/logger.js';
+import { dropManagedFields, httpSource, Informer } from '../kube/informer.js';
+import type { ControllerMetrics } from '../metrics.js';
+import { WorkQueue, type HandlerResult } from '../queue.js';
+import { machineOwner, type BootstrapEvent, type TokenConsumed } from '../bootstrap/reconcile.js';
+import type { ConfigObject } from '../bootstrap/types.js';
+import { decide, decided, type CsrObject, type Decision, type TokenMachine } from './decide.js';
+import { nodeRole, nodeRoleBinding } from './rbac.js';
+import { parseRequest } from './request.js';
+import { CSR_PATH, type IdentityWriter } from './writer.js';
+
+/** What the approver needs of the bootstrap controller (same process, its caches). */
+export interface BootstrapLink {
+  configForToken(id: string): ConfigObject | undefined;
+  configForMachine(machine: string): ConfigObject | undefined;
+  config(namespace: string, name: string): ConfigObject | undefined;
+  readonly consumed: ReadonlyMap<string, TokenConsumed>;
+  tokenConsumed(key: string, consumed: TokenConsumed): Promise<void>;
+  event(config: ConfigObject, e: BootstrapEvent): Promise<void>;
+}
+
+export interface IdentityControllerOptions {
+  http: KubeHttp;
+  writer: IdentityWriter;
+  bootstrap: BootstrapLink;
+  maxExpirationSeconds: number;
+  log: Logger;
+  metrics: ControllerMetrics;
+  watchTimeoutSeconds?: number;
+}
+
+export const REASON_IDENTITY_ISSUED = 'IdentityIssued';
+const CONSUMED_BY = /certificate request (\S+) /;
+
+function keyOf(config: ConfigObject): string {
+  return `${config.metadata.namespace ?? ''}/${config.metadata.name}`;
+}
+
+function machineOf(config: ConfigObject): string {
+  return machineOwner(config)?.name ?? config.metadata.name;
+}
+
+export class IdentityController {
+  readonly queue = new WorkQueue({ concurrency: 4, baseDelayMs: 200, maxDelayMs: 30_000 });
+  private readonly csrs: Informer<CsrObject>;
+
+  constructor(private readonly o: IdentityControllerOptions) {
+    const touch = (c: CsrObject): void => {
+      if (!decided(c)) this.queue.add(c.metadata.name);
+    };
+    this.csrs = new Informer<CsrObject>(
+      httpSource(o.http, {
+        path: CSR_PATH,
+        ...(o.watchTimeoutSeconds === undefined
+          ? {}
+          : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
+      }),
+      {
+        onAdd: touch,
+        onUpdate: (_, c) => {
+          touch(c);
+        },
+      },
+      {
+        name: 'certificatesigningrequests',
+        transform: dropManagedFields,
+        onError: (error, attempt) => {
+          o.log.warn({ attempt, ...errorFields(error) }, 'CSR watch failed; retrying');
+        },
+      },
+    );
+  }
+
+  get synced(): boolean {
+    return this.csrs.synced;
+  }
+
+  async start(): Promise<void> {
+    this.csrs.start();
+    await this.csrs.waitForSync();
+    this.queue.start((name) => this.handle(name));
+  }
+
+  async stop(): Promise<void> {
+    await this.queue.shutdown();
+    await this.csrs.stop();
+  }
+
+  private tokenMachine(id: string): TokenMachine | undefined {
+    const config = this.o.bootstrap.configForToken(id);
+    if (!config) return undefined;
+    const key = keyOf(config);
+    const condition = config.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable');
+    const consumed = this.o.bootstrap.consumed.get(key);
+    const issuedBy =
+      consumed?.message ??
+      (condition?.status === 'False' && condition.reason === REASON_IDENTITY_ISSUED
+        ? condition.message
+        : undefined);
+    const consumedBy = issuedBy === undefined ? undefined : CONSUMED_BY.exec(issuedBy)?.[1];
+    return {
+      config: key,
+      machine: machineOf(config),
+      tokenAvailable: consumed === undefined && condition?.status !== 'False',
+      ...(consumedBy !== undefined ? { consumedBy } : {}),
+    };
+  }
+
+  decision(csr: CsrObject): Decision {
+    return decide(csr, parseRequest(Buffer.from(csr.spec.request, 'base64')), {
+      tokenMachine: (id) => this.tokenMachine(id),
+      machineConfig: (machine) => {
+        const c = this.o.bootstrap.configForMachine(machine);
+        return c ? keyOf(c) : undefined;
+      },
+      maxExpirationSeconds: this.o.maxExpirationSeconds,
+    });
+  }
+
+  private configAt(key: string): ConfigObject | undefined {
+    const [namespace = '', name = ''] = key.split('/');
+    return this.o.bootstrap.config(namespace, name);
+  }
+
+  private async handle(name: string): Promise<HandlerResult | undefined> {
+    const { log, metrics, writer, bootstrap } = this.o;
+    const csr = this.csrs.get('', name);
+    if (!csr) return undefined;
+    const d = this.decision(csr);
+    if (d.action === 'ignore') return undefined;
+    const count = (resource: string, verb: string): void => {
+      metrics.writes.inc({ resource, verb });
+    };
+    const configOf = (key: string | undefined, tokenId?: string): ConfigObject | undefined =>
+      key === undefined
+        ? undefined
+        : ((tokenId !== undefined ? bootstrap.configForToken(tokenId) : undefined) ??
+          this.configAt(key));
+    try {
+      if (d.action === 'deny') {
+        await writer.decideCsr(csr, { type: 'Denied', reason: d.reason, message: d.message });
+        count('certificatesigningrequests/approval', 'update');
+        metrics.reconciles.inc({ result: 'identity-denied' });
+        log.warn(
+          { csr: name, config: d.config, reason: d.reason, message: d.message },
+          'denied a certificate request',
+        );
+        const requester = csr.spec.username?.startsWith('system:bootstrap:')
+          ? bootstrap.configForToken(csr.spec.username.slice('system:bootstrap:'.length))
+          : undefined;
+        const config = requester ?? configOf(d.config);
+        if (config) {
+          await bootstrap.event(config, {
+            type: 'Warning',
+            reason: 'IdentityDenied',
+            message: `Certificate request ${name} denied (${d.reason}): ${d.message}`,
+          });
+          count('events', 'create');
+        }
+        return undefined;
+      }
+      const config = configOf(d.config, d.tokenId);
+      if (!config) throw new Error(`OscarConfig ${d.config} is not in the cache`);
+      if (d.tokenId !== undefined) {
+        await bootstrap.tokenConsumed(keyOf(config), {
+          reason: REASON_IDENTITY_ISSUED,
+          message: `Token consumed by the agent's certificate request ${name} (user oscar:node:${d.machine}); renewals use the certificate.`,
+        });
+        count('oscarconfigs/status', 'apply');
+      }
+      const grant = {
+        machine: d.machine,
+        namespace: config.metadata.namespace ?? '',
+        osc: config.spec.reconcileRef.name,
+        config: { name: config.metadata.name, uid: config.metadata.uid ?? '' },
+      };
+      await writer.apply(nodeRole(grant));
+      await writer.apply(nodeRoleBinding(grant));
+      count('roles', 'apply');
+      count('rolebindings', 'apply');
+      await writer.decideCsr(csr, {
+        type: 'Approved',
+        reason: d.kind === 'bootstrap' ? 'OscarNodeIdentity' : 'OscarNodeRenewal',
+        message: `oscar approved the identity of machine ${d.machine} (${d.kind === 'bootstrap' ? 'its bootstrap token' : 'a renewal by the node itself'})`,
+      });
+      count('certificatesigningrequests/approval', 'update');
+      if (d.tokenId !== undefined) {
+        await writer.deleteToken(d.tokenId);
+        count('secrets', 'delete');
+      }
+      await bootstrap.event(config, {
+        type: 'Normal',
+        reason: d.kind === 'bootstrap' ? 'IdentityIssued' : 'IdentityRenewed',
+        message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId !== undefined ? `; bootstrap token ${d.tokenId} deleted` : ''}.`,
+      });
+      count('events', 'create');
+      metrics.reconciles.inc({
+        result: `identity-${d.kind === 'bootstrap' ? 'issued' : 'renewed'}`,
+      });
+      log.info(
+        { csr: name, machine: d.machine, kind: d.kind, config: keyOf(config) },
+        'approved a node identity',
+      );
+      return undefined;
+    } catch (error) {
+      metrics.reconciles.inc({ result: 'identity-error' });
+      log.warn({ csr: name, ...errorFields(error) }, 'certificate request: will retry');
+      throw error;
+    }
+  }
+}

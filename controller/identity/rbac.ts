@@ -1,0 +1,80 @@
+/**
+ * What one machine's certificate may read, as RBAC objects the approver writes when it issues
+ * the identity (docs/identity.md): a Role in the machine's namespace naming only the Secrets of
+ * the reconcile OSC it follows (the latest reconcile Secret and the five revision slots), bound
+ * to the user oscar:node:<machine> alone. Both are owned by the machine's OscarConfig, so the
+ * garbage collector removes them with the machine. What it may write (its own
+ * OperatingSystemConfigNode) is the shared ClusterRole oscar:node and the
+ * ValidatingAdmissionPolicy oscar-node-own-object in deploy/identity/.
+ */
+import { BOOTSTRAP_API_VERSION, OSCAR_CONFIG_KIND } from '../../api/bootstrap/constants.js';
+import { ROLLOUT_LIMITS } from '../../api/constants.js';
+import { nodeUser } from '../../api/identity.js';
+import { revisionSecretName, secretNameFor } from '../../api/secret.js';
+
+export const RBAC_API_VERSION = 'rbac.authorization.k8s.io/v1';
+
+export function nodeRoleName(machine: string): string {
+  return `oscar-node-${machine}`;
+}
+
+export interface MachineGrant {
+  machine: string;
+  namespace: string;
+  /** The reconcile OSC the machine follows. */
+  osc: string;
+  config: { name: string; uid: string };
+}
+
+function owner(g: MachineGrant): Record<string, unknown> {
+  return {
+    apiVersion: BOOTSTRAP_API_VERSION,
+    kind: OSCAR_CONFIG_KIND,
+    name: g.config.name,
+    uid: g.config.uid,
+  };
+}
+
+export function nodeRole(g: MachineGrant): Record<string, unknown> {
+  const revisions: string[] = [];
+  for (let slot = 0; slot < ROLLOUT_LIMITS.revisionSlots; slot++) {
+    revisions.push(revisionSecretName(g.osc, slot));
+  }
+  return {
+    apiVersion: RBAC_API_VERSION,
+    kind: 'Role',
+    metadata: {
+      name: nodeRoleName(g.machine),
+      namespace: g.namespace,
+      labels: { 'app.kubernetes.io/managed-by': 'oscar-controller' },
+      ownerReferences: [owner(g)],
+    },
+    rules: [
+      // --secret mode: get, and list+watch with fieldSelector metadata.name (RBAC matches
+      // resourceNames against that selector).
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: [secretNameFor(g.osc, 'reconcile')],
+        verbs: ['get', 'list', 'watch'],
+      },
+      // grant mode: the granted revision Secret, by name.
+      { apiGroups: [''], resources: ['secrets'], resourceNames: revisions, verbs: ['get'] },
+    ],
+  };
+}
+
+export function nodeRoleBinding(g: MachineGrant): Record<string, unknown> {
+  return {
+    apiVersion: RBAC_API_VERSION,
+    kind: 'RoleBinding',
+    metadata: {
+      name: nodeRoleName(g.machine),
+      namespace: g.namespace,
+      labels: { 'app.kubernetes.io/managed-by': 'oscar-controller' },
+      ownerReferences: [owner(g)],
+    },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: nodeRoleName(g.machine) },
+    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: nodeUser(g.machine) }],
+  };
+}

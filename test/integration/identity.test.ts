@@ -1,0 +1,472 @@
+// The node's own identity against the real API server and kube-controller-manager's signer:
+// oscar's controller (the approver in it) and the agent's identity module, in this process. A
+// machine's bootstrap token buys one certificate, CN=oscar:node:<machine>, O=oscar:nodes; the
+// token is gone afterwards; the certificate (the agent's own key, signed by the test CA) can do
+// exactly what docs/identity.md says and nothing else — shown with real requests made with it;
+// each refusal of the approver that a client can provoke here is a Denied CSR and an Event.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { parse } from 'yaml';
+import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
+import {
+  ApiError,
+  CONTENT_APPLY_PATCH,
+  CONTENT_MERGE_PATCH,
+  isNotFound,
+  type KubeHttp,
+} from '../../kube/client.js';
+import { kubeHttp, loadKubeCredentials, type KubeCredentials } from '../../kube/credentials.js';
+import type { DataObject, KubeObject } from '../../controller/kube/types.js';
+import type { ConfigObject } from '../../controller/bootstrap/types.js';
+import { NodeIdentity } from '../../agent/identity/identity.js';
+import { certificateRequest, newNodeKey } from '../../agent/identity/csr.js';
+import { CertificateStore } from '../../agent/identity/store.js';
+import { createLogger } from '../../log/logger.js';
+import { Api, demoSpec, startController, waitFor } from './controller-support.js';
+import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+
+const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+const CSRS = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
+const api = clusterUnavailable === null ? new Api() : undefined;
+let stopController: (() => Promise<void>) | undefined;
+let ns = '';
+let other = '';
+let dir = '';
+
+function http(): KubeHttp {
+  if (!api) throw new Error('no cluster');
+  return api.http;
+}
+
+async function get<T>(path: string): Promise<T | undefined> {
+  try {
+    return await http().request<T>('GET', path);
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+async function apply(path: string, body: Record<string, unknown>): Promise<void> {
+  await http().request('PATCH', path, {
+    query: { fieldManager: 'test', force: true },
+    contentType: CONTENT_APPLY_PATCH,
+    body,
+  });
+}
+
+const configPath = (name: string): string =>
+  `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${name}`;
+
+async function createConfig(name: string): Promise<void> {
+  await apply(configPath(name), {
+    apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+    kind: 'OscarConfig',
+    metadata: { name, namespace: ns },
+    spec: { provisionRef: { name: 'prov' }, reconcileRef: { name: 'rec' } },
+  });
+}
+
+/** The machine's user data (cloud-config) → a bootstrap kubeconfig file with its token. */
+async function bootstrapKubeconfig(machine: string): Promise<{ path: string; tokenId: string }> {
+  const secret = await waitFor(`user data of ${machine}`, () =>
+    get<DataObject>(`/api/v1/namespaces/${ns}/secrets/${machine}`),
+  );
+  const doc = parse(Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8')) as {
+    write_files: { path: string; content: string }[];
+  };
+  const kc = parse(
+    doc.write_files.find((f) => f.path === '/etc/oscar/bootstrap-kubeconfig')?.content ?? '',
+  ) as { users: { user: { token: string } }[] };
+  const token = kc.users[0]?.user.token ?? '';
+  const info = testEnvInfo();
+  const path = join(dir, `${machine}.bootstrap-kubeconfig`);
+  await writeFile(
+    path,
+    renderKubeconfig({
+      name: 'oscar',
+      server: info.server,
+      caPem: await readFile(info.caPath, 'utf8'),
+      credentials: { kind: 'token', token },
+    }),
+    { mode: 0o600 },
+  );
+  return { path, tokenId: token.split('.')[0] ?? '' };
+}
+
+function logger(lines: string[]) {
+  return createLogger({
+    component: 'agent',
+    level: 'debug',
+    destination: new Writable({
+      write(chunk: Buffer, _e, cb) {
+        lines.push(chunk.toString('utf8'));
+        cb();
+      },
+    }),
+  });
+}
+
+async function identityFor(machine: string, bootstrapPath: string, lines: string[] = []) {
+  const identity = new NodeIdentity({
+    machine,
+    store: new CertificateStore(join(dir, `${machine}-pki`)),
+    bootstrap: await loadKubeCredentials(bootstrapPath),
+    httpFor: (c: KubeCredentials) => kubeHttp(c),
+    lifetimeSeconds: 600,
+    log: logger(lines),
+    pollMs: 200,
+    waitMs: 60_000,
+  });
+  return identity;
+}
+
+/** The HTTP status of a request (200 family → 200). */
+async function status(h: KubeHttp, method: string, path: string, body?: unknown, extra = {}) {
+  try {
+    await h.request(method, path, { ...(body === undefined ? {} : { body }), ...extra });
+    return 200;
+  } catch (error) {
+    if (error instanceof ApiError) return error.status;
+    throw error;
+  }
+}
+
+interface Csr {
+  status?: { conditions?: { type: string; reason?: string; message?: string }[] };
+}
+
+async function csrAs(
+  h: KubeHttp,
+  name: string,
+  subject: { commonName: string; organizations: string[] },
+): Promise<{ type: string; reason?: string; message?: string }> {
+  const pem = certificateRequest(newNodeKey(), subject);
+  await h.request('POST', CSRS, {
+    body: {
+      apiVersion: 'certificates.k8s.io/v1',
+      kind: 'CertificateSigningRequest',
+      metadata: { name },
+      spec: {
+        request: Buffer.from(pem).toString('base64'),
+        signerName: 'kubernetes.io/kube-apiserver-client',
+        usages: ['digital signature', 'client auth'],
+        expirationSeconds: 600,
+      },
+    },
+  });
+  const csr = await waitFor(`CSR ${name} decided`, async () => {
+    const c = await get<Csr>(`${CSRS}/${name}`);
+    return c?.status?.conditions?.length ? c : undefined;
+  });
+  return csr.status?.conditions?.[0] ?? { type: 'none' };
+}
+
+beforeAll(async () => {
+  if (clusterUnavailable !== null) return;
+  dir = await mkdtemp(join(tmpdir(), 'oscar-identity-'));
+  ns = uniqueName('identity');
+  other = uniqueName('identity-other');
+  for (const n of [ns, other]) {
+    await apply(`/api/v1/namespaces/${n}`, {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: n },
+    });
+  }
+  const applied = await kubectl(['apply', '-k', 'deploy/identity']);
+  if (applied.code !== 0) throw new Error(applied.stderr);
+  await api?.applyOsc(ns, 'prov', { ...demoSpec('provision'), type: 'ubuntu' });
+  await api?.applyOsc(ns, 'rec', demoSpec('reconcile'));
+  await api?.applyOsc(ns, 'other', demoSpec('reconcile'));
+  await api?.putSecret(other, 'oscar-rec-reconcile', { x: 'not yours' });
+  const started = await startController([ns], {
+    bootstrap: {
+      enabled: true,
+      agentUrl: 'http://127.0.0.1:9/oscar-agent',
+      agentSha256: AGENT_SHA,
+      nodeCertificateMaxSeconds: 3600,
+    },
+  });
+  stopController = started.stop;
+  await api?.waitReady(ns, 'rec');
+  await api?.waitReady(ns, 'other');
+}, 300_000);
+
+afterAll(async () => {
+  await stopController?.();
+  if (ns) {
+    for (const n of [ns, other]) await kubectl(['delete', 'namespace', n, '--wait=false']);
+    await kubectl([
+      'delete',
+      'operatingsystemconfignode',
+      `${ns}-m1`,
+      `${ns}-m2`,
+      '--ignore-not-found',
+    ]);
+  }
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe.skipIf(clusterUnavailable !== null)('node identity (real API server and signer)', () => {
+  let m1: NodeIdentity;
+  let m1Http: KubeHttp;
+  let m1Bootstrap = { path: '', tokenId: '' };
+  const machine = (): string => `${ns}-m1`;
+
+  it('a machine trades its bootstrap token for its own certificate, once', async () => {
+    // machine names are cluster-wide (OperatingSystemConfigNodes are): the config's name here
+    await createConfig(machine());
+    m1Bootstrap = await bootstrapKubeconfig(machine());
+    const lines: string[] = [];
+    m1 = await identityFor(machine(), m1Bootstrap.path, lines);
+    const cert = await m1.ensure();
+    expect(cert.cert.subject.split('\n').sort()).toEqual([
+      `CN=oscar:node:${machine()}`,
+      'O=oscar:nodes',
+    ]);
+    expect(cert.cert.issuer).toBe(
+      new (await import('node:crypto')).X509Certificate(await readFile(testEnvInfo().caPath))
+        .subject,
+    );
+    const lifetime =
+      new Date(cert.cert.validTo).getTime() - new Date(cert.cert.validFrom).getTime();
+    expect(lifetime).toBeLessThanOrEqual(600_000 + 300_000); // the signer backdates 5 min at most
+    // the token is gone, and the config says why (before it went)
+    await waitFor('token deleted', async () =>
+      (await get(
+        `/api/v1/namespaces/kube-system/secrets/bootstrap-token-${m1Bootstrap.tokenId}`,
+      )) === undefined
+        ? true
+        : undefined,
+    );
+    const config = await get<ConfigObject>(configPath(machine()));
+    const cond = config?.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable');
+    expect(cond).toMatchObject({ status: 'False', reason: 'IdentityIssued' });
+    // the per-machine Role and RoleBinding, owned by the config
+    const role = await get<KubeObject>(
+      `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles/oscar-node-${machine()}`,
+    );
+    expect(role?.metadata.ownerReferences?.[0]).toMatchObject({
+      kind: 'OscarConfig',
+      name: machine(),
+    });
+    const events = await api?.listEvents(ns);
+    expect(events?.some((e) => e.reason === 'IdentityIssued')).toBe(true);
+    m1Http = kubeHttp(m1);
+  }, 120_000);
+
+  it('a second start uses the stored certificate: no token needed', async () => {
+    const again = await identityFor(machine(), m1Bootstrap.path);
+    const cert = await again.ensure();
+    expect(cert.cert.serialNumber).toBe(m1.certificate?.cert.serialNumber);
+  });
+
+  it("the used token authenticates no more (a second machine presenting m1's token)", async () => {
+    const h = kubeHttp(await loadKubeCredentials(m1Bootstrap.path));
+    // The token authenticator reads Secrets from a cache: the deletion reaches it shortly.
+    await waitFor(
+      'the deleted token to be refused',
+      async () => (await status(h, 'GET', `${CSRS}/none`)) === 401,
+      15_000,
+    );
+  });
+
+  it('the certificate can do exactly what docs/identity.md lists (real requests with it)', async () => {
+    const h = m1Http;
+    const secrets = `/api/v1/namespaces/${ns}/secrets`;
+    const me = machine();
+    const nodes = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+    const nodeBody = (name: string, spec?: unknown) => ({
+      apiVersion: 'oscar.dev/v1alpha1',
+      kind: 'OperatingSystemConfigNode',
+      metadata: { name },
+      ...(spec ? { spec } : {}),
+    });
+    // someone else's node object, made by the admin
+    await http().request('POST', nodes, { body: nodeBody(`${ns}-m9`) });
+    const byName = { query: { fieldSelector: `metadata.name=oscar-rec-reconcile` } };
+    const rows: [string, number][] = [
+      ['get its reconcile Secret', await status(h, 'GET', `${secrets}/oscar-rec-reconcile`)],
+      ['list its reconcile Secret by name', await status(h, 'GET', secrets, undefined, byName)],
+      [
+        'get a revision slot of its OSC (absent: 404, not 403)',
+        await status(h, 'GET', `${secrets}/oscar-rec-rev-0`),
+      ],
+      ['get another OSC’s Secret', await status(h, 'GET', `${secrets}/oscar-other-reconcile`)],
+      ['get its user data Secret', await status(h, 'GET', `${secrets}/${me}`)],
+      ['list all Secrets', await status(h, 'GET', secrets)],
+      [
+        'get the same name in another namespace',
+        await status(h, 'GET', `/api/v1/namespaces/${other}/secrets/oscar-rec-reconcile`),
+      ],
+      [
+        'update its reconcile Secret',
+        await status(
+          h,
+          'PATCH',
+          `${secrets}/oscar-rec-reconcile`,
+          {},
+          { contentType: CONTENT_MERGE_PATCH },
+        ),
+      ],
+      [
+        'create its node object with spec.revision (grant itself)',
+        await status(
+          h,
+          'POST',
+          nodes,
+          nodeBody(me, {
+            revision: {
+              namespace: ns,
+              osc: 'rec',
+              number: 1,
+              secretName: 'x',
+              checksum: 'a'.repeat(64),
+              grantedTime: '2026-01-01T00:00:00Z',
+            },
+          }),
+        ),
+      ],
+      ['create its node object', await status(h, 'POST', nodes, nodeBody(me))],
+      ['create another node’s object', await status(h, 'POST', nodes, nodeBody(`${ns}-m3`))],
+      ['get its node object', await status(h, 'GET', `${nodes}/${me}`)],
+      [
+        'patch its node status',
+        await status(
+          h,
+          'PATCH',
+          `${nodes}/${me}/status`,
+          { status: { observedGeneration: 1 } },
+          { contentType: CONTENT_MERGE_PATCH },
+        ),
+      ],
+      [
+        'patch another node’s status',
+        await status(
+          h,
+          'PATCH',
+          `${nodes}/${ns}-m9/status`,
+          { status: { observedGeneration: 1 } },
+          { contentType: CONTENT_MERGE_PATCH },
+        ),
+      ],
+      [
+        'patch its node spec (grant itself)',
+        await status(
+          h,
+          'PATCH',
+          `${nodes}/${me}`,
+          { spec: {} },
+          { contentType: CONTENT_MERGE_PATCH },
+        ),
+      ],
+      ['delete its node object', await status(h, 'DELETE', `${nodes}/${me}`)],
+      ['list CSRs', await status(h, 'GET', CSRS)],
+      [
+        'read OSCs',
+        await status(h, 'GET', `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs`),
+      ],
+      [
+        'read OscarConfigs',
+        await status(h, 'GET', `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs`),
+      ],
+      ['read ConfigMaps', await status(h, 'GET', `/api/v1/namespaces/${ns}/configmaps`)],
+      [
+        'read the bootstrap tokens',
+        await status(h, 'GET', '/api/v1/namespaces/kube-system/secrets'),
+      ],
+    ];
+    expect(Object.fromEntries(rows)).toEqual({
+      'get its reconcile Secret': 200,
+      'list its reconcile Secret by name': 200,
+      'get a revision slot of its OSC (absent: 404, not 403)': 404,
+      'get another OSC’s Secret': 403,
+      'get its user data Secret': 403,
+      'list all Secrets': 403,
+      'get the same name in another namespace': 403,
+      'update its reconcile Secret': 403,
+      'create its node object with spec.revision (grant itself)': 403,
+      'create its node object': 200,
+      'create another node’s object': 403,
+      'get its node object': 200,
+      'patch its node status': 200,
+      'patch another node’s status': 403,
+      'patch its node spec (grant itself)': 403,
+      'delete its node object': 403,
+      'list CSRs': 403,
+      'read OSCs': 403,
+      'read OscarConfigs': 403,
+      'read ConfigMaps': 403,
+      'read the bootstrap tokens': 403,
+    });
+  }, 60_000);
+
+  it('renews with its own certificate (requester == subject); the new one works', async () => {
+    const before = m1.certificate?.cert.serialNumber;
+    const renewed = await m1.renewNow();
+    expect(renewed.cert.serialNumber).not.toBe(before);
+    expect(
+      await status(m1Http, 'GET', `/api/v1/namespaces/${ns}/secrets/oscar-rec-reconcile`),
+    ).toBe(200);
+    const events = await api?.listEvents(ns);
+    expect(events?.some((e) => e.reason === 'IdentityRenewed')).toBe(true);
+  }, 60_000);
+
+  it('refuses a renewal that names another machine, with a reason', async () => {
+    const c = await csrAs(m1Http, uniqueName('renew-other'), {
+      commonName: `oscar:node:${ns}-m2`,
+      organizations: ['oscar:nodes'],
+    });
+    expect(c).toMatchObject({ type: 'Denied', reason: 'RenewalSubjectMismatch' });
+  }, 60_000);
+
+  describe('with an unused token of machine m2', () => {
+    let h: KubeHttp;
+    const m2 = (): string => `${ns}-m2`;
+    beforeAll(async () => {
+      await createConfig(m2());
+      h = kubeHttp(await loadKubeCredentials((await bootstrapKubeconfig(m2())).path));
+    }, 60_000);
+
+    it("refuses a CSR for another machine's name, with a reason and an Event", async () => {
+      const c = await csrAs(h, uniqueName('m2-as-m1'), {
+        commonName: `oscar:node:${machine()}`,
+        organizations: ['oscar:nodes'],
+      });
+      expect(c).toMatchObject({ type: 'Denied', reason: 'WrongSubject' });
+      expect(c.message).toContain(`oscar:node:${machine()}`);
+      await waitFor('IdentityDenied Event on m2', async () =>
+        (await api?.listEvents(ns))?.some(
+          (e) => e.reason === 'IdentityDenied' && e.involvedObject.name === m2(),
+        ),
+      );
+    }, 60_000);
+
+    it('refuses system:masters (the API server already refuses it for this signer)', async () => {
+      await expect(
+        csrAs(h, uniqueName('m2-masters'), {
+          commonName: `oscar:node:${m2()}`,
+          organizations: ['system:masters'],
+        }),
+      ).rejects.toThrow(/system:masters group is not allowed/);
+    }, 60_000);
+
+    it('refuses an extra organisation', async () => {
+      const c = await csrAs(h, uniqueName('m2-extra-o'), {
+        commonName: `oscar:node:${m2()}`,
+        organizations: ['oscar:nodes', 'ops'],
+      });
+      expect(c).toMatchObject({ type: 'Denied', reason: 'WrongSubject' });
+    }, 60_000);
+
+    it('the token is still unused after refusals: its exact request is approved', async () => {
+      const identity = await identityFor(m2(), (await bootstrapKubeconfig(m2())).path);
+      const cert = await identity.ensure();
+      expect(cert.cert.subject).toContain(`oscar:node:${m2()}`);
+    }, 60_000);
+  });
+});
