@@ -1,0 +1,389 @@
+// From a blank machine to a self-updating node, on real parts (docs/identity.md, "Proof"): the
+// cached Debian root, with no Node.js and no oscar file in it, boots in systemd-nspawn with
+// cloud-init's NoCloud seed = the `value` of its OscarConfig's Secret. Real cloud-init runs it:
+// the agent's single executable is downloaded from a loopback HTTP server the test starts,
+// checked against its sha256 and started; it trades the machine's bootstrap token for its own
+// certificate (the approver in the real controller, in this process; kube-controller-manager's
+// signer), follows the reconcile Secret and reports Applied=True with the OSC's checksum. A change
+// of the OSC restarts only the unit it changes; a reboot brings the agent back on its stored
+// certificate (the token is gone) without applying anything again. A second machine whose user
+// data names a wrong sha256 never installs the agent, and says why on its console and journal.
+// The node shares the host's network (the API server and the HTTP server are on loopback).
+import { createServer, type Server } from 'node:http';
+import { createReadStream } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OperatingSystemConfigSpec } from '../../api/schema.js';
+import { runController, type ControllerHandle } from '../../controller/main.js';
+import { createLogger } from '../../log/logger.js';
+import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
+import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
+import {
+  attachTestEnv,
+  startTestEnv,
+  ToolMissingError,
+  type TestEnv,
+} from '../../hack/testenv/testenv.js';
+import { run } from '../support/exec.js';
+import { bootNode, persistentRoot, type Node } from '../support/nspawn.js';
+import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+
+const OSCS = (ns: string): string =>
+  `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs`;
+const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+
+let skipReason: string | undefined;
+let env: TestEnv | undefined;
+let ownEnv = false;
+let admin: KubeHttp | undefined;
+let controller: ControllerHandle | undefined;
+let server: Server | undefined;
+let agent: BuiltAgent | undefined;
+let agentUrl = '';
+let ns = '';
+const disks: { cleanup: () => Promise<void> }[] = [];
+const nodes: Node[] = [];
+
+function api(): KubeHttp {
+  if (!admin) throw new Error('no API server');
+  return admin;
+}
+
+async function get<T>(path: string): Promise<T | undefined> {
+  try {
+    return await api().request<T>('GET', path);
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+async function apply(path: string, body: Record<string, unknown>): Promise<void> {
+  await api().request('PATCH', path, {
+    query: { fieldManager: 'e2e', force: true },
+    contentType: CONTENT_APPLY_PATCH,
+    body,
+  });
+}
+
+const unit = (name: string, conf: string): string => `[Unit]
+Description=${name}: reads ${conf}
+[Service]
+ExecStart=/bin/sh -c 'cat ${conf}; exec sleep infinity'
+[Install]
+WantedBy=multi-user.target
+`;
+
+function reconcileSpec(a: string, b: string): OperatingSystemConfigSpec {
+  return {
+    type: 'debian',
+    purpose: 'reconcile',
+    files: [
+      { path: '/etc/app/a.conf', content: { inline: { data: a } } },
+      { path: '/etc/app/b.conf', content: { inline: { data: b } } },
+    ],
+    units: [
+      {
+        name: 'app-a.service',
+        filePaths: ['/etc/app/a.conf'],
+        content: unit('a', '/etc/app/a.conf'),
+      },
+      {
+        name: 'app-b.service',
+        filePaths: ['/etc/app/b.conf'],
+        content: unit('b', '/etc/app/b.conf'),
+      },
+    ],
+  };
+}
+
+async function applyOsc(name: string, spec: OperatingSystemConfigSpec): Promise<void> {
+  await apply(`${OSCS(ns)}/${name}`, {
+    apiVersion: 'oscar.dev/v1alpha1',
+    kind: 'OperatingSystemConfig',
+    metadata: { name, namespace: ns },
+    spec,
+  });
+}
+
+async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  timeoutMs: number,
+  onTimeout?: () => Promise<string>,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${onTimeout ? `\n${await onTimeout()}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+async function userData(
+  machine: string,
+  agentOverride?: { url: string; sha256: string },
+): Promise<string> {
+  await apply(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`, {
+    apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+    kind: 'OscarConfig',
+    metadata: { name: machine, namespace: ns },
+    spec: {
+      provisionRef: { name: 'prov' },
+      reconcileRef: { name: 'rec' },
+      ...(agentOverride ? { agent: agentOverride } : {}),
+    },
+  });
+  const secret = await waitFor(
+    `user data of ${machine}`,
+    () => get<{ data?: { value?: string } }>(`/api/v1/namespaces/${ns}/secrets/${machine}`),
+    60_000,
+  );
+  return Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8');
+}
+
+async function boot(name: string, root: string, seed: string): Promise<Node> {
+  const node = await bootNode({ root, name, volatile: false, seed: { userData: seed } });
+  nodes.push(node);
+  return node;
+}
+
+interface NodeReport {
+  status?: { appliedChecksum?: string; conditions?: { type: string; status: string }[] };
+}
+
+async function appliedWith(machine: string, checksum: string, node: Node, timeoutMs = 240_000) {
+  return waitFor(
+    `${machine} Applied=True with ${checksum.slice(0, 12)}`,
+    async () => {
+      const r = await get<NodeReport>(`${NODES}/${machine}`);
+      const applied = r?.status?.conditions?.find((c) => c.type === 'Applied');
+      return applied?.status === 'True' && r?.status?.appliedChecksum === checksum ? r : undefined;
+    },
+    timeoutMs,
+    async () =>
+      [
+        '--- oscar-agent-install.service',
+        (await node.journal('oscar-agent-install.service')).split('\n').slice(-20).join('\n'),
+        '--- oscar-agent.service',
+        (await node.journal('oscar-agent.service')).split('\n').slice(-40).join('\n'),
+        '--- cloud-init',
+        (await node.journal('cloud-final.service')).split('\n').slice(-20).join('\n'),
+      ].join('\n'),
+  );
+}
+
+async function oscChecksum(name: string, previous?: string): Promise<string> {
+  return waitFor(
+    `${name} rendered`,
+    async () => {
+      const o = await get<{ status?: { checksum?: string } }>(`${OSCS(ns)}/${name}`);
+      const c = o?.status?.checksum;
+      return c && c !== previous ? c : undefined;
+    },
+    60_000,
+  );
+}
+
+beforeAll(async () => {
+  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep', 'mount'])) {
+    skipReason = 'systemd-nspawn, nsenter, pgrep or mount missing (run hack/deps.sh)';
+    return;
+  }
+  const lower = nodeRoot();
+  if (lower === undefined) {
+    skipReason = 'no node root (see the printed reason)';
+    return;
+  }
+  try {
+    const attach = process.env.OSCAR_TESTENV_STATE;
+    if (attach) env = await attachTestEnv(attach);
+    else {
+      env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
+      ownEnv = true;
+    }
+  } catch (error) {
+    if (error instanceof ToolMissingError) {
+      skipReason = 'no test API server';
+      missing('the test API server', error.message);
+      return;
+    }
+    throw error;
+  }
+  admin = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
+  const applied = await run(env.info.kubectlPath, [
+    '--kubeconfig',
+    env.kubeconfigPath,
+    'apply',
+    '-k',
+    join(repoRoot, 'deploy', 'identity'),
+  ]);
+  if (applied.code !== 0) throw new Error(applied.stderr);
+  // the agent as machines get it: one executable, served over loopback HTTP
+  agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
+  const path = agent.path;
+  server = createServer((req, res) => {
+    if (req.url !== '/oscar-agent') {
+      res.writeHead(404).end();
+      return;
+    }
+    void stat(path).then((st) => {
+      res.writeHead(200, { 'content-length': st.size });
+      createReadStream(path).pipe(res);
+    });
+  });
+  await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r));
+  agentUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/oscar-agent`;
+  ns = `e2e-bn-${process.pid.toString(36)}`;
+  await apply(`/api/v1/namespaces/${ns}`, {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: ns },
+  });
+  await applyOsc('prov', { type: 'debian', purpose: 'provision' });
+  await applyOsc('rec', reconcileSpec('a1\n', 'b1\n'));
+  controller = await runController({
+    kubeconfig: env.kubeconfigPath,
+    namespaces: [ns],
+    metricsAddr: '',
+    leaderElect: false,
+    leaseDurationMs: 15_000,
+    log: createLogger({ component: 'controller', level: 'warn' }),
+    bootstrap: {
+      enabled: true,
+      apiServerUrl: env.info.server,
+      caPem: await readFile(env.info.caPath, 'utf8'),
+      agentUrl,
+      agentSha256: agent.sha256,
+    },
+  });
+}, 900_000);
+
+afterAll(async () => {
+  for (const n of nodes) await n.stop().catch(() => undefined);
+  for (const d of disks) await d.cleanup().catch(() => undefined);
+  await controller?.stop();
+  await new Promise((r) => (server ? server.close(r) : r(undefined)));
+  if (ns && env) {
+    await run(env.info.kubectlPath, [
+      '--kubeconfig',
+      env.kubeconfigPath,
+      'delete',
+      'namespace',
+      ns,
+      '--wait=false',
+    ]);
+  }
+  if (ownEnv) await env?.stop();
+}, 120_000);
+
+describe('a blank machine bootstraps itself into a node that follows its OSC', () => {
+  it('boots, installs the agent, gets its identity, applies, updates in place, survives a reboot', async (ctx) => {
+    if (skipReason) {
+      ctx.skip(skipReason);
+      return;
+    }
+    const lower = nodeRoot() ?? '';
+    // the root has no Node.js and no oscar file
+    for (const p of ['usr/bin/node', 'usr/local/bin/node', 'opt/oscar', 'etc/oscar']) {
+      await expect(stat(join(lower, p))).rejects.toThrow();
+    }
+    const machine = `bn-${process.pid.toString(36)}`;
+    const seed = await userData(machine);
+    const disk = await persistentRoot(lower);
+    disks.push(disk);
+    const t0 = Date.now();
+    let node = await boot(machine, disk.root, seed);
+    const checksum1 = await oscChecksum('rec');
+    await appliedWith(machine, checksum1, node);
+    process.stderr.write(`[e2e] boot → Applied=True: ${String(Date.now() - t0)} ms\n`);
+
+    // its identity: the token is gone, the config says so, the agent runs on its certificate
+    const config = await get<{
+      status?: {
+        bootstrapTokenID?: string;
+        conditions?: { type: string; status: string; reason: string }[];
+      };
+    }>(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`);
+    expect(
+      config?.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable'),
+    ).toMatchObject({
+      status: 'False',
+      reason: 'IdentityIssued',
+    });
+    expect(
+      await get(
+        `/api/v1/namespaces/kube-system/secrets/bootstrap-token-${config?.status?.bootstrapTokenID ?? ''}`,
+      ),
+    ).toBeUndefined();
+    const pem = await readFile(node.hostPath('/var/lib/oscar/pki/node.pem'), 'utf8');
+    expect(pem).toContain('BEGIN CERTIFICATE');
+    expect((await stat(node.hostPath('/var/lib/oscar/pki/node.pem'))).mode & 0o777).toBe(0o600);
+    expect(await readFile(node.hostPath('/etc/app/a.conf'), 'utf8')).toBe('a1\n');
+
+    // a change is applied in place: only the unit whose file changed restarts
+    const pidA = (await node.show('app-a.service', ['MainPID'])).MainPID;
+    const pidB = (await node.show('app-b.service', ['MainPID'])).MainPID;
+    await applyOsc('rec', reconcileSpec('a2\n', 'b1\n'));
+    const checksum2 = await oscChecksum('rec', checksum1);
+    await appliedWith(machine, checksum2, node, 120_000);
+    expect(await readFile(node.hostPath('/etc/app/a.conf'), 'utf8')).toBe('a2\n');
+    expect((await node.show('app-a.service', ['MainPID'])).MainPID).not.toBe(pidA);
+    expect((await node.show('app-b.service', ['MainPID'])).MainPID).toBe(pidB);
+
+    // reboot: the agent comes back on its stored certificate and applies nothing
+    const mtime = (await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs;
+    await node.stop();
+    node = await boot(machine, disk.root, seed);
+    await node.waitRunning(120_000).catch(() => 'degraded');
+    const journal = await waitFor(
+      'the agent to restore its state after the reboot',
+      async () => {
+        const j = await node.journal('oscar-agent.service');
+        const thisBoot =
+          j.split('using the stored node certificate').length - 1 >= 2 ? j : undefined;
+        return thisBoot && /restored from the state directory[\s\S]*$/.test(thisBoot)
+          ? thisBoot
+          : undefined;
+      },
+      120_000,
+      () => node.journal('oscar-agent.service'),
+    );
+    const afterReboot = journal.slice(journal.lastIndexOf('using the stored node certificate'));
+    expect(afterReboot).not.toMatch(/requested a node certificate/);
+    expect(afterReboot).not.toMatch(/"msg":"applied"|\bapplied\b.*checksum/);
+    expect((await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs).toBe(mtime);
+    await appliedWith(machine, checksum2, node, 60_000);
+  }, 900_000);
+
+  it('a machine whose user data names a wrong sha256 never runs the agent, and says why', async (ctx) => {
+    if (skipReason) {
+      ctx.skip(skipReason);
+      return;
+    }
+    const machine = `bad-${process.pid.toString(36)}`;
+    const seed = await userData(machine, { url: agentUrl, sha256: '0'.repeat(64) });
+    const disk = await persistentRoot(nodeRoot() ?? '');
+    disks.push(disk);
+    const node = await boot(machine, disk.root, seed);
+    const journal = await waitFor(
+      'the install unit to refuse the download',
+      async () => {
+        const j = await node.journal('oscar-agent-install.service');
+        return /is not sha256/.test(j) ? j : undefined;
+      },
+      240_000,
+      () => node.journal('oscar-agent-install.service'),
+    );
+    expect(journal).toContain(`${agentUrl} is not sha256 ${'0'.repeat(64)}`);
+    await expect(stat(node.hostPath('/opt/oscar/bin/oscar-agent'))).rejects.toThrow();
+    await expect(stat(node.hostPath('/opt/oscar/bin/oscar-agent.new'))).rejects.toThrow();
+    expect(await get(`${NODES}/${machine}`)).toBeUndefined();
+  }, 600_000);
+});
