@@ -13,7 +13,6 @@ import { constants } from 'node:fs';
 import { lstat, mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { join } from 'node:path';
-import { syncDir } from '../fs.js';
 
 export const NODE_PEM = 'node.pem';
 export const PENDING_KEY = 'pending.key';
@@ -60,6 +59,16 @@ async function readNoFollow(path: string): Promise<{ text: string; mtime: Date }
     if (!st.isFile()) throw new CertificateFileError(`${path} is not a regular file`);
     if (st.size > 64 * 1024) throw new CertificateFileError(`${path} is larger than 64 KiB`);
     return { text: await handle.readFile('utf8'), mtime: st.mtime };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** fsync of a directory: a rename in it survives a crash. */
+async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await handle.sync();
   } finally {
     await handle.close();
   }
