@@ -286,7 +286,9 @@ export async function runController(config: ControllerConfig): Promise<Controlle
       });
   };
 
-  const bootstrapReady = (): boolean => !bootstrapController || bootstrapController.synced;
+  const bootstrapReady = (): boolean =>
+    (!bootstrapController || bootstrapController.synced) &&
+    (!identityController || identityController.synced);
   // Health and metrics.
   let server: Server | undefined;
   let metricsAddress: string | undefined;
