@@ -396,14 +396,18 @@ export class BootstrapController implements BootstrapCaches {
     return undefined;
   }
 
-  /** The live config of a machine (its Machine's name, or the config's own), if any. */
-  configForMachine(machine: string): ConfigObject | undefined {
+  /**
+   * The live configs that name a machine (its Machine's name, or the config's own): one, unless
+   * configs in two namespaces name the same machine (the approver then issues no identity).
+   */
+  configsForMachine(machine: string): ConfigObject[] {
+    const out: ConfigObject[] = [];
     for (const k of this.byMachineName.get(machine)) {
       const [namespace = '', name = ''] = k.split('/');
       const c = this.config(namespace, name);
-      if (c && !c.metadata.deletionTimestamp) return c;
+      if (c && !c.metadata.deletionTimestamp) out.push(c);
     }
-    return undefined;
+    return out;
   }
 
   /**

@@ -23,7 +23,7 @@ import { CSR_PATH, type IdentityWriter } from './writer.js';
 /** What the approver needs of the bootstrap controller (same process, its caches). */
 export interface BootstrapLink {
   configForToken(id: string): ConfigObject | undefined;
-  configForMachine(machine: string): ConfigObject | undefined;
+  configsForMachine(machine: string): ConfigObject[];
   config(namespace: string, name: string): ConfigObject | undefined;
   readonly consumed: ReadonlyMap<string, TokenConsumed>;
   tokenConsumed(key: string, consumed: TokenConsumed): Promise<void>;
@@ -120,10 +120,7 @@ export class IdentityController {
   decision(csr: CsrObject): Decision {
     return decide(csr, parseRequest(Buffer.from(csr.spec.request, 'base64')), {
       tokenMachine: (id) => this.tokenMachine(id),
-      machineConfig: (machine) => {
-        const c = this.o.bootstrap.configForMachine(machine);
-        return c ? keyOf(c) : undefined;
-      },
+      machineConfigs: (machine) => this.o.bootstrap.configsForMachine(machine).map(keyOf),
       maxExpirationSeconds: this.o.maxExpirationSeconds,
     });
   }

@@ -29,10 +29,10 @@ function csr(over: Partial<CsrObject['spec']> = {}, name = 'oscar-m1-abc'): CsrO
 }
 
 const m1: TokenMachine = { config: 'default/m1', machine: 'm1', tokenAvailable: true };
-function ctx(token: TokenMachine | undefined = m1): DecideContext {
+function ctx(token: TokenMachine | undefined = m1, m1Configs = ['default/m1']): DecideContext {
   return {
     tokenMachine: (id) => (id === 'abc123' ? token : undefined),
-    machineConfig: (machine) => (machine === 'm1' ? 'default/m1' : undefined),
+    machineConfigs: (machine) => (machine === 'm1' ? m1Configs : []),
     maxExpirationSeconds: 7 * 24 * 3600,
   };
 }
@@ -190,6 +190,18 @@ describe('decide: every refusal, one by one', () => {
         request: pemFor('oscar:node:m2', ['oscar:nodes']),
       }),
       'RenewalSubjectMismatch',
+    );
+  });
+  it('a machine name that a config in another namespace uses too (first identity)', () => {
+    expect(denied(csr(), 'MachineNameTaken', ctx(m1, ['default/m1', 'team-b/m1']))).toMatch(
+      /team-b\/m1/,
+    );
+  });
+  it('a machine name that two configs use (renewal)', () => {
+    denied(
+      csr({ username: 'oscar:node:m1', groups: ['oscar:nodes'] }),
+      'MachineNameTaken',
+      ctx(m1, ['default/m1', 'team-b/m1']),
     );
   });
   it('a renewal for a machine that is gone', () => {

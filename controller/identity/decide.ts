@@ -51,8 +51,12 @@ export interface TokenMachine {
 export interface DecideContext {
   /** The machine a token id belongs to, if oscar issued it. */
   tokenMachine(id: string): TokenMachine | undefined;
-  /** The OscarConfig of a machine, if there still is one (a deleted machine renews nothing). */
-  machineConfig(machine: string): string | undefined;
+  /**
+   * The OscarConfigs (namespace/name) that name a machine: one normally; none once it is deleted
+   * (a deleted machine renews nothing); two when configs in two namespaces name the same machine
+   * (its user, oscar:node:<machine>, would be both: no identity is issued).
+   */
+  machineConfigs(machine: string): string[];
   maxExpirationSeconds: number;
 }
 
@@ -128,6 +132,15 @@ export function decide(
       };
     }
     ({ machine, config } = found);
+    const others = ctx.machineConfigs(machine).filter((c) => c !== found.config);
+    if (others.length > 0) {
+      return {
+        action: 'deny',
+        reason: 'MachineNameTaken',
+        message: `machine ${machine} is also named by OscarConfig ${others.join(', ')}: node identities are cluster-wide (oscar:node:${machine}); rename one machine`,
+        config,
+      };
+    }
     if (!found.tokenAvailable && found.consumedBy !== csr.metadata.name) {
       return {
         action: 'deny',
@@ -139,7 +152,15 @@ export function decide(
     tokenId = requester.tokenId;
   } else {
     machine = requester.machine;
-    const found = ctx.machineConfig(machine);
+    const configs = ctx.machineConfigs(machine);
+    const found = configs[0];
+    if (configs.length > 1) {
+      return {
+        action: 'deny',
+        reason: 'MachineNameTaken',
+        message: `machine ${machine} is named by OscarConfigs ${configs.join(', ')}: node identities are cluster-wide; rename one machine`,
+      };
+    }
     if (found === undefined) {
       return {
         action: 'deny',
