@@ -11,6 +11,7 @@ export type ConditionType =
   // OscarConfig (controller/bootstrap)
   | 'DataSecretAvailable'
   | 'BootstrapTokenAvailable'
+  | 'NodeIdentity'
   | 'Paused';
 
 export interface ConditionInput {

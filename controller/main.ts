@@ -40,11 +40,14 @@ export interface BootstrapConfig {
   clusterName?: string;
   /** Bootstrap token lifetime; refreshed at half of it until the machine joins. Default 20 min. */
   tokenTtlMs?: number;
+  /** How long a machine may go without asking for its identity before its config says so (default 10 min). */
+  identityWaitMs?: number;
   /** The longest certificate the identity approver allows (default 7 days). */
   nodeCertificateMaxSeconds?: number;
 }
 
 export const DEFAULT_TOKEN_TTL_MS = 20 * 60_000;
+export const DEFAULT_IDENTITY_WAIT_MS = 10 * 60_000;
 
 export interface ControllerConfig {
   /** Path of a kubeconfig; empty: in-cluster, else $KUBECONFIG / ~/.kube/config. */
@@ -206,6 +209,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
               },
               ...(bootstrap.clusterName ? { clusterName: bootstrap.clusterName } : {}),
               tokenTtlMs: bootstrap.tokenTtlMs ?? DEFAULT_TOKEN_TTL_MS,
+              identityWaitMs: bootstrap.identityWaitMs ?? DEFAULT_IDENTITY_WAIT_MS,
             },
             namespaces: config.namespaces,
             log,

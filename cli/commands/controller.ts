@@ -30,6 +30,7 @@ export interface ControllerOptions {
   clusterName?: string;
   bootstrapTokenTtl: string;
   nodeCertificateMaxLifetime: string;
+  nodeIdentityTimeout: string;
 }
 
 /** `oscar controller` (flags in ./index.ts). Its errors reach the caller (cli/main.ts prints them). */
@@ -62,8 +63,10 @@ export async function controllerCommand(program: Command, opts: ControllerOption
   }
   let tokenTtlMs = 0;
   let nodeCertificateMaxMs = 0;
+  let identityWaitMs = 0;
   try {
     tokenTtlMs = parseDuration(opts.bootstrapTokenTtl, '--bootstrap-token-ttl');
+    identityWaitMs = parseDuration(opts.nodeIdentityTimeout, '--node-identity-timeout');
     nodeCertificateMaxMs = parseDuration(
       opts.nodeCertificateMaxLifetime,
       '--node-certificate-max-lifetime',
@@ -116,6 +119,7 @@ export async function controllerCommand(program: Command, opts: ControllerOption
       enabled: opts.bootstrap,
       tokenTtlMs,
       nodeCertificateMaxSeconds: Math.floor(nodeCertificateMaxMs / 1000),
+      identityWaitMs,
       ...(opts.bootstrapApiServer ? { apiServerUrl: opts.bootstrapApiServer } : {}),
       ...(caPem ? { caPem } : {}),
       ...(opts.agentUrl ? { agentUrl: opts.agentUrl } : {}),

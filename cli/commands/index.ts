@@ -252,6 +252,11 @@ export function registerCommands(program: Command): void {
           '20m',
         )
         .option(
+          '--node-identity-timeout <duration>',
+          'how long a machine may go without asking for its certificate before its OscarConfig says so (NodeIdentity=False, an Event)',
+          '10m',
+        )
+        .option(
           '--node-certificate-max-lifetime <duration>',
           "the longest client certificate the approver lets a node's agent ask for (docs/identity.md)",
           '168h',

@@ -79,6 +79,7 @@ class World implements BootstrapCaches {
       createDataSecret: (body) => {
         const meta = body.metadata as KubeObject['metadata'];
         this.calls.push(`createDataSecret ${meta.name}`);
+        meta.creationTimestamp ??= '2026-12-03T10:00:00Z';
         this.secrets.set(meta.name, { metadata: meta });
         return Promise.resolve({ metadata: meta });
       },
@@ -130,6 +131,29 @@ function setup(now = new Date('2026-12-03T10:00:00Z')) {
 }
 
 describe('reconcileBootstrap', () => {
+  it('a machine that never asks for its identity: NodeIdentity=False and one Warning Event, once', async () => {
+    const t0 = new Date('2026-12-03T10:00:00Z');
+    let now = t0;
+    const { world, deps, add } = setup(t0);
+    deps.now = () => now;
+    deps.settings.identityWaitMs = 10 * 60_000;
+    deps.settings.tokenTtlMs = 60 * 60_000;
+    add('m1');
+    await reconcileBootstrap(`${NS}/m1`, deps); // created
+    const upkeep = await reconcileBootstrap(`${NS}/m1`, deps); // (the Secret's watch event)
+    expect(upkeep.requeueAfterMs).toBe(10 * 60_000); // looks again when the wait is over
+    now = new Date(t0.getTime() + 10 * 60_000);
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual(['patchStatus m1', 'event IdentityNotRequested']);
+    const c = world.configs.get('m1')?.status?.conditions?.find((x) => x.type === 'NodeIdentity');
+    expect(c).toMatchObject({ status: 'False', reason: 'NotRequested' });
+    expect(c?.message).toMatch(/journalctl -u oscar-agent-install/);
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual([]);
+  });
+
   it('a new machine costs three writes: token, Secret, status — and a second pass none', async () => {
     const { world, deps, add } = setup();
     add('m1');

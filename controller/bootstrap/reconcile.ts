@@ -101,6 +101,12 @@ export interface BootstrapSettings {
   clusterName?: string;
   tokenTtlMs: number;
   newTokenSecret?: () => string;
+  /**
+   * How long after its user data was written a machine may go without asking for its identity
+   * before the config says so (NodeIdentity=False, NotRequested, and a Warning Event): the
+   * agent's download, checksum or start failed on a machine nobody can see. Unset: never.
+   */
+  identityWaitMs?: number;
 }
 
 /** What the controller remembers of a config's token between passes (not persisted). */
@@ -449,9 +455,22 @@ export function consumedStatus(
 ): OscarConfigStatus {
   return statusWith(
     config,
-    [{ type: 'BootstrapTokenAvailable', status: 'False', ...consumed }],
+    [
+      { type: 'BootstrapTokenAvailable', status: 'False', ...consumed },
+      { type: 'NodeIdentity', status: 'True', reason: 'Issued', message: consumed.message },
+    ],
     now,
   );
+}
+
+/** NodeIdentity=False: the machine has not asked for its identity in time (see identityWaitMs). */
+function notRequested(waitedMs: number): ConditionInput {
+  return {
+    type: 'NodeIdentity',
+    status: 'False',
+    reason: 'NotRequested',
+    message: `The machine's agent has not asked for its certificate ${String(Math.round(waitedMs / 60_000))} min after the user data was written: the agent's download, sha256 check or start probably failed. On the machine: journalctl -u oscar-agent-install -u oscar-agent.`,
+  };
 }
 
 async function writeStatus(
@@ -582,6 +601,14 @@ async function upkeep(
       return { result: 'waiting', writes, requeueAfterMs: 0 };
     }
   }
+  // A machine that never asks for its identity cannot say why (no agent runs): say it here.
+  const waitMs = deps.settings.identityWaitMs;
+  const written = Date.parse(secret?.metadata.creationTimestamp ?? '');
+  const waited = now.getTime() - written;
+  const late = waitMs !== undefined && Number.isFinite(written) && waited >= waitMs;
+  const wasLate = config.status?.conditions?.some(
+    (c) => c.type === 'NodeIdentity' && c.reason === 'NotRequested',
+  );
   const status = statusWith(
     config,
     [
@@ -593,12 +620,24 @@ async function upkeep(
         reason: 'Issued',
         message: `Token ${id} is refreshed until the machine joins.`,
       },
+      ...(late && !wasLate ? [notRequested(waited)] : []),
     ],
     now,
     fields,
   );
   writes += await writeStatus(config, status, deps);
-  const due = refreshDueAt(state.expiresAt, ttl).getTime() - now.getTime();
+  if (late && !wasLate) {
+    await deps.writer.event(config, {
+      type: 'Warning',
+      reason: 'IdentityNotRequested',
+      message: notRequested(waited).message,
+    });
+    writes++;
+  }
+  let due = refreshDueAt(state.expiresAt, ttl).getTime() - now.getTime();
+  if (waitMs !== undefined && Number.isFinite(written) && !late) {
+    due = Math.min(due, written + waitMs - now.getTime());
+  }
   return { result, writes, requeueAfterMs: Math.max(1000, due) };
 }
 

@@ -34,6 +34,8 @@ import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
 const OSCS = (ns: string): string =>
   `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs`;
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+/** Long enough for a machine that works (p50 5 s to its certificate), short for one that fails. */
+const IDENTITY_WAIT_MS = 40_000;
 
 let skipReason: string | undefined;
 let env: TestEnv | undefined;
@@ -261,6 +263,7 @@ beforeAll(async () => {
       caPem: await readFile(env.info.caPath, 'utf8'),
       agentUrl,
       agentSha256: agent.sha256,
+      identityWaitMs: IDENTITY_WAIT_MS,
     },
   });
 }, 900_000);
@@ -322,6 +325,9 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     ).toMatchObject({
       status: 'False',
       reason: 'IdentityIssued',
+    });
+    expect(config?.status?.conditions?.find((c) => c.type === 'NodeIdentity')).toMatchObject({
+      status: 'True',
     });
     expect(
       await get(
@@ -391,5 +397,30 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     await expect(stat(node.hostPath('/opt/oscar/bin/oscar-agent'))).rejects.toThrow();
     await expect(stat(node.hostPath('/opt/oscar/bin/oscar-agent.new'))).rejects.toThrow();
     expect(await get(`${NODES}/${machine}`)).toBeUndefined();
+    // …and the cluster says so: the config's NodeIdentity=False and a Warning Event
+    const config = `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`;
+    const said = await waitFor(
+      'NodeIdentity=False on the config',
+      async () => {
+        const c = await get<{
+          status?: {
+            conditions?: { type: string; status: string; reason: string; message: string }[];
+          };
+        }>(config);
+        return c?.status?.conditions?.find(
+          (x) => x.type === 'NodeIdentity' && x.status === 'False',
+        );
+      },
+      IDENTITY_WAIT_MS + 60_000,
+    );
+    expect(said.reason).toBe('NotRequested');
+    const events = await get<{ items: { reason: string; involvedObject: { name: string } }[] }>(
+      `/api/v1/namespaces/${ns}/events`,
+    );
+    expect(
+      events?.items.some(
+        (e) => e.reason === 'IdentityNotRequested' && e.involvedObject.name === machine,
+      ),
+    ).toBe(true);
   }, 600_000);
 });
