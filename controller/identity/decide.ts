@@ -12,6 +12,9 @@
  * - expirationSeconds given and at most the cap;
  * - a first identity only while the machine's token is unused (one identity per token).
  *
+ * A token or a renewing machine that no config of this controller names is left alone (never
+ * approved): it may be another oscar controller's, one per set of namespaces.
+ *
  * kube-controller-manager signs whatever is approved for this signer: this is the boundary.
  */
 import {
@@ -125,10 +128,11 @@ export function decide(
   if (requester.kind === 'bootstrap') {
     const found = ctx.tokenMachine(requester.tokenId);
     if (!found) {
+      // Not a token of a config this controller watches: another oscar controller's (one per
+      // namespace set), or a token no config holds any more. Only approvals matter: leave it.
       return {
-        action: 'deny',
-        reason: 'UnknownToken',
-        message: `bootstrap token ${requester.tokenId} is not the current token of any OscarConfig`,
+        action: 'ignore',
+        why: `bootstrap token ${requester.tokenId} is not the current token of an OscarConfig this controller watches`,
       };
     }
     ({ machine, config } = found);
@@ -162,10 +166,10 @@ export function decide(
       };
     }
     if (found === undefined) {
+      // No config here names it: a deleted machine (never renewed) or another controller's.
       return {
-        action: 'deny',
-        reason: 'MachineGone',
-        message: `no OscarConfig names machine ${machine}: a deleted machine's identity is not renewed`,
+        action: 'ignore',
+        why: `no OscarConfig this controller watches names machine ${machine}: not renewed here`,
       };
     }
     config = found;
