@@ -403,6 +403,29 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       'read ConfigMaps': 403,
       'read the bootstrap tokens': 403,
     });
+    // RBAC alone lets every node create any node object (it cannot name objects not yet made):
+    // the 403s for another node's object above are the admission policy's.
+    const review = await http().request<{ status?: { allowed?: boolean } }>(
+      'POST',
+      '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+      {
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SubjectAccessReview',
+          spec: {
+            user: `oscar:node:${me}`,
+            groups: ['oscar:nodes', 'system:authenticated'],
+            resourceAttributes: {
+              group: 'oscar.dev',
+              resource: 'operatingsystemconfignodes',
+              verb: 'create',
+              name: `${ns}-m3`,
+            },
+          },
+        },
+      },
+    );
+    expect(review.status?.allowed).toBe(true);
   }, 60_000);
 
   it('renews with its own certificate (requester == subject); the new one works', async () => {
