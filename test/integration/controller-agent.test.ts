@@ -80,7 +80,7 @@ describe('controller and agent (real API server)', () => {
     const { ns, node, osc, secret, api } = await chain('chain');
     await api.applyOsc(ns, osc, demoSpec('reconcile', 'v1\n'));
     const v1 = await api.waitReady(ns, osc);
-    expect(v1.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0 });
+    expect(v1.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0, drifted: 0 });
 
     // The agent, wired by the same followSecret as `oscar agent --secret`.
     const kc = await kubeConfigFor(agentIdentity(ns, node));
@@ -152,7 +152,7 @@ describe('controller and agent (real API server)', () => {
     ]);
     expect(st2.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
     const after = await nodesCount(c2, { updated: 1, degraded: 0 });
-    expect(after.status?.nodes).toEqual({ total: 1, updated: 1, degraded: 0 });
+    expect(after.status?.nodes).toEqual({ total: 1, updated: 1, degraded: 0, drifted: 0 });
 
     // A change this node cannot apply (a directory sits where a new file must go): the node
     // reports Degraded and keeps v2 as applied; the OSC counts it degraded and not updated.
@@ -213,7 +213,7 @@ describe('controller and agent (real API server)', () => {
       const o = await api.getOsc(ns, osc);
       return o?.status?.nodes?.updated === 1 ? o.status.nodes : undefined;
     });
-    expect(counted).toEqual({ total: 1, updated: 1, degraded: 0 });
+    expect(counted).toEqual({ total: 1, updated: 1, degraded: 0, drifted: 0 });
 
     // What an operator sees: the rollout counts and short checksums in kubectl's columns.
     const columns = async (args: string[]): Promise<Record<string, string>> => {
