@@ -43,9 +43,9 @@ export function policiesOf(config: ResolvedConfig | undefined): Policies {
 /** Which drift a plan may repair (agent/plan.ts reads it; default: all of it). */
 export interface DriftRepair {
   /** A file, unit file or drop-in that differs on disk from what was applied. */
-  path(path: string): boolean;
+  readonly path: (path: string) => boolean;
   /** A unit's state: stopped, failed, disabled, masked or unmasked. */
-  unit(name: string): boolean;
+  readonly unit: (name: string) => boolean;
 }
 
 /** An apply of a desired state, or a revert of drift to the state last applied. */
