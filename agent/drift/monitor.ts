@@ -353,7 +353,8 @@ export class DriftMonitor implements DriftHooks {
       return p !== undefined && (p.reason !== i.reason || p.found !== i.found);
     });
     this.items = new Map([...next].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    if (added.length === 0 && resolved.length === 0 && !changed) return;
+    // the start says where things stand even when nothing drifted (Drifted=False, NoDrift)
+    if (added.length === 0 && resolved.length === 0 && !changed && trigger !== 'start') return;
     for (const i of added) this.opts.log.warn({ trigger, ...itemFields(i) }, 'drift');
     for (const i of resolved)
       this.opts.log.info(

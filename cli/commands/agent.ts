@@ -1,4 +1,6 @@
 import { Agent, logReporter, type Reporter } from '../../agent/agent.js';
+import type { ApplyDeps } from '../../agent/apply.js';
+import type { DriftHooks, DriftTrigger } from '../../agent/drift/monitor.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
@@ -23,6 +25,9 @@ export interface AgentFlags {
   logFormat?: string;
   logLevel?: string;
   shutdownTimeout: string;
+  /** false with --no-drift. */
+  drift?: boolean;
+  driftAuditInterval?: string;
 }
 
 export function seconds(value: string, flag: string): number {
@@ -133,7 +138,13 @@ async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
     source = await secretWiring(flags, log, metrics, reporters, closers);
   }
   const unlock = await lockStateDir(deps.stateDir);
-  const agent = new Agent({ source, deps, reporters, log });
+  const late: { agent?: Agent } = {}; // the monitor asks the agent for reverts; the agent runs it
+  const drift =
+    flags.once === true || flags.drift === false
+      ? undefined
+      : await driftMonitor(flags, deps, reporters, metrics, log, () => late.agent?.revert());
+  const agent = new Agent({ source, deps, reporters, log, ...(drift ? { drift } : {}) });
+  late.agent = agent;
   const server =
     served && metrics && flags.metricsAddr !== undefined
       ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
@@ -249,6 +260,44 @@ async function grantMode(
   closers.push(unlock);
   await agent.start();
   return { agent, reporters: [...reporters, reporter], closers };
+}
+
+/** The drift monitor (agent/drift/): reports to the agent's reporters, reverts through it. */
+async function driftMonitor(
+  flags: AgentFlags,
+  deps: ApplyDeps,
+  reporters: Reporter[],
+  metrics: AgentMetrics | undefined,
+  log: Logger,
+  revert: () => void,
+): Promise<DriftHooks> {
+  const auditSeconds = Number(flags.driftAuditInterval ?? '300');
+  if (!Number.isFinite(auditSeconds) || auditSeconds < 0) {
+    throw new Error(
+      `--drift-audit-interval must be a number of seconds (0: only at start and before applies), got "${flags.driftAuditInterval ?? ''}"`,
+    );
+  }
+  const { DriftMonitor } = await import('../../agent/drift/monitor.js');
+  // the audit also runs at start and before every apply; 0 leaves only those
+  log.info({ auditIntervalSeconds: auditSeconds }, 'watching for drift');
+  return new DriftMonitor({
+    root: deps.root,
+    owners: deps.owners,
+    ...(deps.unitStates ? { units: deps.unitStates } : {}),
+    auditIntervalMs: auditSeconds * 1000,
+    report: (report) => {
+      for (const r of reporters) r.drift?.(report);
+    },
+    ...(metrics
+      ? {
+          checked: (trigger: DriftTrigger, ms: number) => {
+            metrics.driftChecked(trigger, ms);
+          },
+        }
+      : {}),
+    requestRevert: revert,
+    log,
+  });
 }
 
 async function secretWiring(

@@ -332,7 +332,13 @@ export function registerCommands(program: Command): void {
           '--metrics-addr <host:port>',
           'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)',
         )
-        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)'),
+        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)')
+        .option(
+          '--drift-audit-interval <seconds>',
+          'full drift audit (hashes, modes, owners, unit states) this often; inotify reports in between (0: only at start and before applies)',
+          '300',
+        )
+        .option('--no-drift', 'do not watch for drift (files or units changed by someone else)'),
     ).action(async (flags: AgentFlags) => {
       tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
       await (await import('./agent.js')).agentCommand(flags);

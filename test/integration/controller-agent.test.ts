@@ -255,5 +255,18 @@ describe('controller and agent (real API server)', () => {
       REASON: 'Applied',
       SECRET: secret,
     });
+
+    // Someone edits the file on the node: the agent (drift detection on by default) reports
+    // Drifted=True, and the OSC counts the node as drifted; put back by hand, it counts 0 again.
+    const drifted = (n: number) =>
+      waitFor(`${ns}/${osc} status.nodes.drifted ${String(n)}`, async () => {
+        const o = await api.getOsc(ns, osc);
+        return o?.status?.nodes?.drifted === n ? o.status.nodes : undefined;
+      });
+    await writeFile(join(root, 'etc/demo/app.conf'), 'edited by hand\n');
+    expect(await drifted(1)).toEqual({ total: 1, updated: 1, degraded: 0, drifted: 1 });
+    expect((await nodeStatus(api, node))?.drift?.items?.[0]?.path).toBe('/etc/demo/app.conf');
+    await writeFile(join(root, 'etc/demo/app.conf'), 'cli\n');
+    await drifted(0);
   });
 });
