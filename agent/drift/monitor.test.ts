@@ -193,6 +193,8 @@ describe('DriftMonitor on a real file system', () => {
     lay(applied);
     const h = harness();
     await h.monitor.start(applied);
+    expect(h.reports).toMatchObject([{ trigger: 'start', items: [] }]); // where things stand
+    h.reports.length = 0;
     writeFileSync(join(root, '/etc/app/a.conf'), 'tampered\n');
     chmodSync(join(root, '/opt/x/y/c.conf'), 0o644);
     rmSync(join(root, '/etc/app/b.conf'));
@@ -256,6 +258,7 @@ describe('DriftMonitor on a real file system', () => {
     lay(applied);
     const h = harness();
     await h.monitor.start(applied);
+    h.reports.length = 0;
     await h.monitor.beforeApply('apply');
     const next = config(
       [],
@@ -310,6 +313,7 @@ describe('DriftMonitor on a real file system', () => {
       backoff: new RevertBackoff({ baseMs: 60_000, maxMs: 60_000 }),
     });
     await h.monitor.start(c);
+    h.reports.length = 0;
     writeFileSync(join(root, '/etc/app/b.conf'), 'tuned by hand\n');
     await settle(h.monitor);
     expect(h.reports).toEqual([]);
