@@ -28,6 +28,7 @@ export interface AgentFlags {
   /** false with --no-drift. */
   drift?: boolean;
   driftAuditInterval?: string;
+  driftRevertBackoff?: string;
 }
 
 export function seconds(value: string, flag: string): number {
@@ -277,7 +278,11 @@ async function driftMonitor(
       `--drift-audit-interval must be a number of seconds (0: only at start and before applies), got "${flags.driftAuditInterval ?? ''}"`,
     );
   }
-  const { DriftMonitor } = await import('../../agent/drift/monitor.js');
+  const backoffSeconds = seconds(flags.driftRevertBackoff ?? '1', '--drift-revert-backoff');
+  const [{ DriftMonitor }, { RevertBackoff }] = await Promise.all([
+    import('../../agent/drift/monitor.js'),
+    import('../../agent/drift/policy.js'),
+  ]);
   // the audit also runs at start and before every apply; 0 leaves only those
   log.info({ auditIntervalSeconds: auditSeconds }, 'watching for drift');
   return new DriftMonitor({
@@ -296,6 +301,7 @@ async function driftMonitor(
         }
       : {}),
     requestRevert: revert,
+    backoff: new RevertBackoff({ baseMs: backoffSeconds * 1000 }),
     log,
   });
 }

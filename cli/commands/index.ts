@@ -338,6 +338,11 @@ export function registerCommands(program: Command): void {
           'full drift audit (hashes, modes, owners, unit states) this often; inotify reports in between (0: only at start and before applies)',
           '300',
         )
+        .option(
+          '--drift-revert-backoff <seconds>',
+          'with driftPolicy Revert: the wait before a second revert in a row, doubling with each further one (up to 5 min; 10 quiet minutes reset it)',
+          '1',
+        )
         .option('--no-drift', 'do not watch for drift (files or units changed by someone else)'),
     ).action(async (flags: AgentFlags) => {
       tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
