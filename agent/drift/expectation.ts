@@ -8,7 +8,7 @@
  * writing are acceptable: the agent's own half-done work is not drift. A path the unfinished
  * apply removes may also be absent; a unit whose declaration the apply changes is not compared.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { DriftPolicy } from '../../api/constants.js';
 import { formatMode, type ResolvedConfig, type ResolvedUnit } from '../../api/resolved.js';
 import { entriesOf } from '../plan.js';
@@ -45,8 +45,9 @@ export interface Expectation {
 
 export const NO_EXPECTATION: Expectation = { paths: new Map(), units: new Map() };
 
+/** One-shot: no Hash object per file waiting for the GC (an expectation hashes every file). */
 export function sha256(content: Uint8Array | string): string {
-  return createHash('sha256').update(content).digest('hex');
+  return hash('sha256', content);
 }
 
 function sameUnit(a: ResolvedUnit, b: ResolvedUnit): boolean {
