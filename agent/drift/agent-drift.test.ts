@@ -181,6 +181,26 @@ describe('the agent with drift detection (directory root)', () => {
   });
 });
 
+describe('oscar plan (planFor) and drift', () => {
+  it('shows drift as the reason of an action; an Ignore path drifts silently; a revert plan repairs only Revert drift', async () => {
+    const deps = depsFor({ root, stateDir });
+    const { applyDesired, planFor } = await import('../apply.js');
+    const { formatPlan } = await import('../plan.js');
+    const v1 = version('1', undefined, 'Ignore');
+    await applyDesired(deps, v1);
+    await writeFile(join(root, 'etc/app/a.conf'), 'edited\n');
+    await writeFile(join(root, 'etc/app/b.conf'), 'tuned\n');
+    const text = formatPlan(await planFor(deps, v1));
+    expect(text).toBe(
+      '  1. write /etc/app/a.conf (0644 root:root, 4 B) — drift on disk: content differ\n' +
+        '  2. restart a.service — /etc/app/a.conf changed\n' +
+        '2 action(s); restarts a.service\n',
+    );
+    // Report drift is not a revert's to repair
+    expect(await planFor(deps, v1, { revert: true })).toEqual([]);
+  });
+});
+
 describe('revertDrift', () => {
   it('waits for an interrupted apply of another state to resume instead of undoing half of it', async () => {
     const deps = depsFor({ root, stateDir });
