@@ -135,13 +135,14 @@ export class Agent {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       const desired = this.latest;
+      if (this.retryTimer) return; // a failed apply waits for its retry, reverts with it
       if (
         desired &&
         desired.checksum !== this.appliedChecksum &&
         desired.checksum !== this.refused
       ) {
         if (!(await this.apply(desired))) return;
-      } else if (this.revertWanted && !this.retryTimer) {
+      } else if (this.revertWanted) {
         this.revertWanted = false;
         await this.revertDrift();
       } else {
