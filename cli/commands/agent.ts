@@ -278,7 +278,12 @@ async function driftMonitor(
       `--drift-audit-interval must be a number of seconds (0: only at start and before applies), got "${flags.driftAuditInterval ?? ''}"`,
     );
   }
-  const backoffSeconds = seconds(flags.driftRevertBackoff ?? '1', '--drift-revert-backoff');
+  const backoffSeconds = Number(flags.driftRevertBackoff ?? '1');
+  if (!Number.isFinite(backoffSeconds) || backoffSeconds < 0) {
+    throw new Error(
+      `--drift-revert-backoff must be a number of seconds (0: no backoff), got "${flags.driftRevertBackoff ?? ''}"`,
+    );
+  }
   const [{ DriftMonitor }, { RevertBackoff }] = await Promise.all([
     import('../../agent/drift/monitor.js'),
     import('../../agent/drift/policy.js'),

@@ -340,7 +340,7 @@ export function registerCommands(program: Command): void {
         )
         .option(
           '--drift-revert-backoff <seconds>',
-          'with driftPolicy Revert: the wait before a second revert in a row, doubling with each further one (up to 5 min; 10 quiet minutes reset it)',
+          'with driftPolicy Revert: the wait before a second revert in a row, doubling with each further one (up to 5 min; 10 quiet minutes reset it; 0: no backoff)',
           '1',
         )
         .option('--no-drift', 'do not watch for drift (files or units changed by someone else)'),

@@ -8,8 +8,10 @@
 //      After each, the file is put back by hand and the bench waits for Drifted=False.
 //   2. write → reverted, p50/p99 over --reverts edits (driftPolicy Revert, the file listed by a
 //      service, so the service restarts): until the file holds its bytes again on disk, and until
-//      the report says Reverted. The agent runs with --drift-revert-backoff 0.05: back-to-back
-//      reverts are the backoff's job to slow down (default 1 s, doubling), not a cost of reverting.
+//      the report says Reverted. The agent runs with --drift-revert-backoff 0: back-to-back
+//      reverts are the backoff's job to slow down (by default 1 s, doubling with each revert in a
+//      row up to 5 min: the 13th within ten minutes would wait over a minute), not a cost of
+//      reverting; the first revert of a series never waits.
 //   3. idle, watching the 1,000 files and the 10 units: CPU of the agent process and of what it
 //      spawns (systemctl show: cutime+cstime) over --idle seconds (the default audit every 300 s
 //      runs in it), RSS sampled every second, VmHWM, the private part.
@@ -276,7 +278,7 @@ async function main(): Promise<void> {
       '--kubeconfig',
       `${CONFIG_IN_NODE}/kubeconfig`,
       '--drift-revert-backoff',
-      '0.05',
+      '0',
     ];
     log(`agent: node ${args.join(' ')}`);
     await node.execOk([
@@ -332,8 +334,10 @@ async function main(): Promise<void> {
     const toRestored: number[] = [];
     const toReported: number[] = [];
     for (let i = 0; i < reverts; i++) {
-      const f = base.files[i % Math.max(1, units)]; // listed by big<i>.service: it restarts
-      if (!f) throw new Error('no file');
+      // a file a service lists (big<k>.service lists /etc/big/d<k % 10>/f<k>.conf): it restarts
+      const listed = base.units[i % base.units.length]?.filePaths[0];
+      const f = base.files.find((x) => x.path === listed);
+      if (!f) throw new Error('no file listed by a unit (--units must be at least 1)');
       const t0 = Date.now();
       await writeFile(hostPath(f.path), `edited ${String(i)}\n`);
       for (;;) {
