@@ -1,20 +1,22 @@
 // Drift benchmark, on real systemd: a Debian node booted in systemd-nspawn (test/support/nspawn.ts)
 // runs the agent as it ships (dist/, a systemd service, its own ServiceAccount identity) following
 // its Secret on the real test API server; the config is 1,000 files in 10 directories and 10
-// services, each listing one of the files. Figures:
-//   1. write → Drifted condition on the API server, p50/p99 over --edits edits (Report): from the
+// services, each listing one of the files. Figures, in this order:
+//   1. idle, right after the first apply, watching the 1,000 files and the 10 units: CPU of the
+//      agent process and of what it spawns (systemctl show: cutime+cstime) over --idle seconds
+//      (the default audit every 300 s runs in it), RSS sampled every second, VmHWM, the private
+//      part. --no-drift runs only this, without drift detection: the like-for-like baseline;
+//   2. write → Drifted condition on the API server, p50/p99 over --edits edits (Report): from the
 //      moment the bench writes a file inside the node to the moment a watch on the node's
 //      OperatingSystemConfigNode delivers Drifted=True naming that path (same machine, one clock).
-//      After each, the file is put back by hand and the bench waits for Drifted=False.
-//   2. write → reverted, p50/p99 over --reverts edits (driftPolicy Revert, the file listed by a
+//      After each, the file is put back by hand and the bench waits for Drifted=False;
+//   3. write → reverted, p50/p99 over --reverts edits (driftPolicy Revert, the file listed by a
 //      service, so the service restarts): until the file holds its bytes again on disk, and until
 //      the report says Reverted. The agent runs with --drift-revert-backoff 0: back-to-back
 //      reverts are the backoff's job to slow down (by default 1 s, doubling with each revert in a
 //      row up to 5 min: the 13th within ten minutes would wait over a minute), not a cost of
-//      reverting; the first revert of a series never waits.
-//   3. idle, watching the 1,000 files and the 10 units: CPU of the agent process and of what it
-//      spawns (systemctl show: cutime+cstime) over --idle seconds (the default audit every 300 s
-//      runs in it), RSS sampled every second, VmHWM, the private part.
+//      reverting; the first revert of a series never waits;
+//   4. the RSS those edits and reverts left, --settle seconds later.
 //
 //   npm run build && flock /tmp/oscar-heavy.lock nice -n 10 node --import tsx hack/bench/drift.ts
 //       [--edits 50] [--reverts 20] [--idle 600] [--settle 30] [--files 1000] [--units 10]
@@ -308,8 +310,34 @@ async function main(): Promise<void> {
     if (pid === undefined) throw new Error('cannot find the agent process on the host');
     log(`agent pid ${String(pid)} on the host (${String(inNode)} in the node)`);
 
-    // 1. write → Drifted (Report)
     const hostPath = (p: string): string => node?.hostPath(p) ?? p;
+    // 1. idle: right after the first apply, as a node runs most of its life (--no-drift: the same
+    // without drift detection, the like-for-like baseline)
+    log(`settling for ${values.settle} s`);
+    await sleep(Number(values.settle) * 1000);
+    const idle = Number(values.idle);
+    log(`idle for ${String(idle)} s (the audit every 300 s included)`);
+    const c0 = await procCpu(pid);
+    const w0 = performance.now();
+    const rss: number[] = [];
+    while (performance.now() - w0 < idle * 1000) {
+      rss.push((await procMemKb(pid)).rss);
+      await sleep(1_000);
+    }
+    const c1 = await procCpu(pid);
+    const mem = await procMemKb(pid);
+    const secs = (performance.now() - w0) / 1000;
+    const pct = (ticks: number): string => ((ticks / CLK_TCK / secs) * 100).toFixed(3);
+    const self = c1.self - c0.self;
+    const children = c1.children - c0.children;
+    console.log(
+      `idle  ${secs.toFixed(0)} s watching ${String(files)} files and ${String(units)} units: CPU ${pct(self + children)} % of a core (agent ${pct(self)} %, systemctl it ran ${pct(children)} %)   (target < 0.5 %)`,
+    );
+    const mb = (kb: number): string => (kb / 1024).toFixed(1);
+    console.log(
+      `idle  RSS ${mb(Math.min(...rss))}–${mb(Math.max(...rss))} MB (end ${mb(mem.rss)} MB, of it private ${mb(mem.private)} MB), peak VmHWM ${mb(mem.hwm)} MB   (target < 70 MB)`,
+    );
+    // 2. write → Drifted (Report)
     const toDrifted: number[] = [];
     for (let i = 0; i < (noDrift ? 0 : Number(values.edits)); i++) {
       const f = base.files[(i * 37) % base.files.length];
@@ -327,7 +355,7 @@ async function main(): Promise<void> {
     }
     if (!noDrift) line('write → Drifted on the API server (Report)', toDrifted, 'p99 ≤ 2000 ms');
 
-    // 2. write → reverted (Revert)
+    // 3. write → reverted (Revert)
     const reverts = noDrift ? 0 : Number(values.reverts);
     const v1 = await put({ ...base, driftPolicy: 'Revert' });
     await watch.until(`applied ${v1.slice(0, 12)}`, (s) => s.appliedChecksum === v1);
@@ -359,31 +387,14 @@ async function main(): Promise<void> {
       line('write → Reverted on the API server', toReported, '≤ 5000 ms');
     }
 
-    // 3. idle
-    log(`settling for ${values.settle} s`);
-    await sleep(Number(values.settle) * 1000);
-    const idle = Number(values.idle);
-    log(`idle for ${String(idle)} s (the audit every 300 s included)`);
-    const c0 = await procCpu(pid);
-    const t0 = performance.now();
-    const rss: number[] = [];
-    while (performance.now() - t0 < idle * 1000) {
-      rss.push((await procMemKb(pid)).rss);
-      await sleep(1_000);
+    // 4. the memory the edits and reverts (70 applies and checks) left behind
+    if (!noDrift) {
+      await sleep(Number(values.settle) * 1000);
+      const m = await procMemKb(pid);
+      console.log(
+        `after ${values.edits} edits and ${values.reverts} reverts (+${values.settle} s): RSS ${mb(m.rss)} MB (private ${mb(m.private)} MB), VmHWM ${mb(m.hwm)} MB`,
+      );
     }
-    const c1 = await procCpu(pid);
-    const mem = await procMemKb(pid);
-    const secs = (performance.now() - t0) / 1000;
-    const pct = (ticks: number): string => ((ticks / CLK_TCK / secs) * 100).toFixed(3);
-    const self = c1.self - c0.self;
-    const children = c1.children - c0.children;
-    console.log(
-      `idle  ${secs.toFixed(0)} s watching ${String(files)} files and ${String(units)} units: CPU ${pct(self + children)} % of a core (agent ${pct(self)} %, systemctl it ran ${pct(children)} %)   (target < 0.5 %)`,
-    );
-    const mb = (kb: number): string => (kb / 1024).toFixed(1);
-    console.log(
-      `idle  RSS ${mb(Math.min(...rss))}–${mb(Math.max(...rss))} MB (end ${mb(mem.rss)} MB, of it private ${mb(mem.private)} MB), peak VmHWM ${mb(mem.hwm)} MB   (target < 70 MB)`,
-    );
     const journal = await node.journal('oscar-agent.service');
     const audits = journal.match(/drift \(audit\)/g)?.length ?? 0;
     console.log(
