@@ -237,6 +237,7 @@ describe('controller and agent (real API server)', () => {
       NODES: '1',
       UPDATED: '1',
       DEGRADED: '0',
+      DRIFTED: '0',
     });
     expect(await columns(['osc', '-n', ns, osc, '-o', 'wide'])).toMatchObject({
       REASON: 'Rendered',
@@ -249,6 +250,7 @@ describe('controller and agent (real API server)', () => {
       DESIRED: short,
       APPLIED: short,
       DEGRADED: 'False',
+      DRIFTED: 'False',
     });
     expect(await columns(['oscnode', node, '-o', 'wide'])).toMatchObject({
       NAMESPACE: ns,
@@ -266,6 +268,8 @@ describe('controller and agent (real API server)', () => {
     await writeFile(join(root, 'etc/demo/app.conf'), 'edited by hand\n');
     expect(await drifted(1)).toEqual({ total: 1, updated: 1, degraded: 0, drifted: 1 });
     expect((await nodeStatus(api, node))?.drift?.items?.[0]?.path).toBe('/etc/demo/app.conf');
+    expect(await columns(['osc', '-n', ns, osc])).toMatchObject({ DRIFTED: '1' });
+    expect(await columns(['oscnode', node])).toMatchObject({ DRIFTED: 'True' });
     await writeFile(join(root, 'etc/demo/app.conf'), 'cli\n');
     await drifted(0);
   });
