@@ -331,7 +331,7 @@ async function main(): Promise<void> {
     const self = c1.self - c0.self;
     const children = c1.children - c0.children;
     console.log(
-      `idle  ${secs.toFixed(0)} s watching ${String(files)} files and ${String(units)} units: CPU ${pct(self + children)} % of a core (agent ${pct(self)} %, systemctl it ran ${pct(children)} %)   (target < 0.5 %)`,
+      `idle  ${secs.toFixed(0)} s ${noDrift ? 'holding (no drift detection)' : 'watching'} ${String(files)} files and ${String(units)} units: CPU ${pct(self + children)} % of a core (agent ${pct(self)} %, systemctl it ran ${pct(children)} %)   (target < 0.5 %)`,
     );
     const mb = (kb: number): string => (kb / 1024).toFixed(1);
     console.log(
@@ -395,12 +395,14 @@ async function main(): Promise<void> {
         `after ${values.edits} edits and ${values.reverts} reverts (+${values.settle} s): RSS ${mb(m.rss)} MB (private ${mb(m.private)} MB), VmHWM ${mb(m.hwm)} MB`,
       );
     }
-    const journal = await node.journal('oscar-agent.service');
-    // the agent's JSON records (docs/operations.md): drift that an audit found, not the watch
-    const audits = journal.match(/"trigger":"audit"[^\n]*"msg":"drift"/g)?.length ?? 0;
-    console.log(
-      `      (${String(audits)} drift found by an audit — 0 expected: the watch saw everything)`,
-    );
+    if (!noDrift) {
+      const journal = await node.journal('oscar-agent.service');
+      // the agent's JSON records (docs/operations.md): drift that an audit found, not the watch
+      const audits = journal.match(/"trigger":"audit"[^\n]*"msg":"drift"/g)?.length ?? 0;
+      console.log(
+        `      (${String(audits)} drift found by an audit — 0 expected: the watch saw everything)`,
+      );
+    }
   } finally {
     watch?.close();
     await node?.stop();
