@@ -61,7 +61,7 @@ const log = (m: string): void => {
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const CLK_TCK = 100;
-const SECRET = 'bench-drift-reconcile';
+const SECRET = 'oscar-bench-reconcile'; // the OSC 'bench' (deploy/agent-rbac.yaml names it so)
 const REPO_IN_NODE = '/opt/oscar';
 const CONFIG_IN_NODE = '/etc/oscar-bench';
 
@@ -196,7 +196,7 @@ async function main(): Promise<void> {
     const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
       .replaceAll('NODE_NAME', nodeName)
       .replaceAll('NAMESPACE', ns)
-      .replaceAll('SECRET_NAME', SECRET);
+      .replaceAll('OSC_NAME', 'bench');
     await kubectl(env, ['apply', '-f', '-'], rbac);
     const tr = await admin.request<{ status: { token: string } }>(
       'POST',

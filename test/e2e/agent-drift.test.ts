@@ -208,7 +208,7 @@ beforeAll(async () => {
   const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
     .replaceAll('NODE_NAME', nodeName)
     .replaceAll('NAMESPACE', ns)
-    .replaceAll('SECRET_NAME', SECRET);
+    .replaceAll('OSC_NAME', 'drift'); // SECRET is drift's reconcile Secret
   await kubectl(['apply', '-f', '-'], rbac);
   const tr = await admin.request<{ status: { token: string } }>(
     'POST',

@@ -61,7 +61,7 @@ async function setup() {
   const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
     .replaceAll('NODE_NAME', node)
     .replaceAll('NAMESPACE', ns)
-    .replaceAll('SECRET_NAME', SECRET);
+    .replaceAll('OSC_NAME', 'w'); // SECRET is w's reconcile Secret
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   expect(applied.code, applied.stderr).toBe(0);
   const kc: KubeConfig = await kubeConfigFor({
