@@ -1,6 +1,7 @@
 import { Agent, logReporter, type Reporter } from '../../agent/agent.js';
 import type { ApplyDeps } from '../../agent/apply.js';
 import type { DriftHooks, DriftTrigger } from '../../agent/drift/monitor.js';
+import type { GrantedAgent } from '../../agent/rollout/granted-agent.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
@@ -228,6 +229,15 @@ async function grantMode(
     'connecting to the API server (grant mode)',
   );
   const kc = kube.asKubeConfig(credentials);
+  // drift goes to the node reporter too, which followGrants makes
+  const driftReporters = [...reporters];
+  const late: { agent?: GrantedAgent } = {};
+  const drift =
+    flags.drift === false
+      ? undefined
+      : await driftMonitor(flags, deps, driftReporters, metrics, log, () => {
+          late.agent?.requestDriftRevert();
+        });
   const { agent, reporter } = followGrants(kc, {
     namespace,
     osc,
@@ -236,6 +246,7 @@ async function grantMode(
     pollIntervalMs,
     log,
     observers: reporters,
+    ...(drift ? { drift } : {}),
     http: kube.kubeHttp(credentials, { userAgent: userAgent('agent') }),
     ...(metrics
       ? {
@@ -245,6 +256,8 @@ async function grantMode(
         }
       : {}),
   });
+  late.agent = agent;
+  driftReporters.push(reporter);
   const unlock = await lockStateDir(deps.stateDir);
   const server =
     served && metrics && flags.metricsAddr !== undefined
