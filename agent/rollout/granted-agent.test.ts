@@ -502,6 +502,11 @@ describe('GrantedAgent with drift detection', () => {
     expect(await s.read('etc/app/app.conf')).toBe('edited during the try\n'); // not yet
     await s.reporter.until('Confirmed');
     await until('the revert', async () => (await s.read('etc/app/app.conf')) === 'version 2\n');
+    // the file is back a moment before the revert's report is sent
+    await until(
+      'the report of the revert',
+      () => s.reporter.sequence.at(-1)?.startsWith('reverted') === true,
+    );
     expect(s.reporter.sequence).toEqual([
       'Verifying',
       'Confirmed',
