@@ -77,3 +77,38 @@ describe('Agent', () => {
     await agent.stop();
   });
 });
+
+describe('Agent and drift reverts', () => {
+  it('a revert asked for while a failed apply waits for its retry neither runs nor hurries the retry', async () => {
+    const stateDir = join(root, 'var/lib/oscar');
+    const source = new HandSource();
+    const outcomes: string[] = [];
+    const reporter: Reporter = {
+      desired: () => undefined,
+      applied: (r) => outcomes.push(`applied ${r.checksum.slice(0, 4)}`),
+      failed: () => outcomes.push('failed'),
+      sourceFailed: () => undefined,
+      reverted: () => outcomes.push('reverted'),
+    };
+    const agent = new Agent({
+      source,
+      deps: depsFor({ root, stateDir }),
+      reporters: [reporter],
+      log: silentLogger(),
+      retryBaseMs: 60_000,
+      retryMaxMs: 60_000,
+    });
+    await agent.start();
+    const v1 = config([], [file('/etc/x', 'x\n')]);
+    source.events?.onDesired(desiredOf(v1));
+    await agent.idle();
+    // a directory where the next state wants a file: the apply fails, its retry is a minute away
+    await mkdir(join(root, 'etc/blocked/y'), { recursive: true });
+    source.events?.onDesired(desiredOf(config([], [file('/etc/blocked/y', 'y\n')])));
+    await agent.idle();
+    agent.revert();
+    await agent.idle();
+    expect(outcomes).toEqual([`applied ${desiredOf(v1).checksum.slice(0, 4)}`, 'failed']);
+    await agent.stop();
+  });
+});

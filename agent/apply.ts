@@ -5,6 +5,8 @@
  * error names the action and, for a unit, carries its last journal lines.
  */
 import type { ResolvedConfig } from '../api/resolved.js';
+import { repairFor } from './drift/policy.js';
+import type { UnitStateReader } from './drift/unit-state.js';
 import {
   entriesOf,
   isUnitAction,
@@ -47,6 +49,8 @@ export interface ApplyDeps {
   packages?: Packages;
   /** Set owners (false in a sandbox where oscar runs unprivileged and compares no owners). */
   owners: boolean;
+  /** systemd's view of the declared units, so unit drift enters the plan; absent: not observed. */
+  unitStates?: UnitStateReader;
   log?: (message: string) => void;
   now?: () => Date;
 }
@@ -140,9 +144,43 @@ function assertAcceptable(deps: ApplyDeps, desired: Desired): void {
   if (errors.length > 0) throw new InvalidConfigError('the desired state', errors);
 }
 
+export interface ApplyOptions {
+  /** A revert of drift: only the Revert policy's drift is repaired (agent/drift/policy.ts). */
+  revert?: boolean;
+}
+
+/** The disk, and the declared units' states when systemd can be asked, for the planner. */
+async function observeNode(
+  deps: ApplyDeps,
+  beneath: Beneath,
+  accounts: Accounts,
+  desired: ResolvedConfig,
+  last: ResolvedConfig | undefined,
+  readOtherSizesUpTo?: number,
+): Promise<ObservedDisk> {
+  const observed = await observe(beneath, desired, last, {
+    owners: deps.owners,
+    accounts,
+    ...(readOtherSizesUpTo === undefined ? {} : { readOtherSizesUpTo }),
+  });
+  if (!deps.unitStates) return observed;
+  const names = desired.units.map((u) => u.name).filter((n) => !n.includes('@.'));
+  try {
+    return { ...observed, units: await deps.unitStates.read(names) };
+  } catch (error) {
+    // unit drift is then not planned; the apply itself does not depend on it
+    deps.log?.(`unit states not read: ${(error as Error).message}`);
+    return observed;
+  }
+}
+
 /** Observes, plans and returns the plan without running it (`oscar plan`). */
-export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action[]> {
-  return (await observeAndPlan(deps, desired)).actions;
+export async function planFor(
+  deps: ApplyDeps,
+  desired: Desired,
+  opts: ApplyOptions = {},
+): Promise<Action[]> {
+  return (await observeAndPlan(deps, desired, opts)).actions;
 }
 
 /**
@@ -152,6 +190,7 @@ export async function planFor(deps: ApplyDeps, desired: Desired): Promise<Action
 export async function observeAndPlan(
   deps: ApplyDeps,
   desired: Desired,
+  opts: ApplyOptions = {},
 ): Promise<{ actions: Action[]; observed: ObservedDisk }> {
   assertAcceptable(deps, desired);
   const last = await readLastApplied(deps.stateDir);
@@ -159,12 +198,16 @@ export async function observeAndPlan(
   const beneath = await openRoot(deps);
   try {
     const accounts = await Accounts.load(beneath, deps.root);
-    const observed = await observe(beneath, desired.config, last?.config, {
-      owners: deps.owners,
+    const observed = await observeNode(
+      deps,
+      beneath,
       accounts,
-      readOtherSizesUpTo: LIMITS.inlineDataBytes,
-    });
-    return { actions: plan(last?.config, desired.config, observed), observed };
+      desired.config,
+      last?.config,
+      LIMITS.inlineDataBytes,
+    );
+    const repair = repairFor(desired.config, opts.revert === true ? 'revert' : 'apply');
+    return { actions: plan(last?.config, desired.config, observed, repair), observed };
   } finally {
     await beneath.close();
   }
@@ -197,11 +240,15 @@ function writtenDirs(actions: readonly JournalAction[]): string[] {
   return actions.flatMap((a) => (a.kind === 'writeFile' ? [splitPath(a.path)[0]] : []));
 }
 
-export async function applyDesired(deps: ApplyDeps, desired: Desired): Promise<ApplyResult> {
+export async function applyDesired(
+  deps: ApplyDeps,
+  desired: Desired,
+  opts: ApplyOptions = {},
+): Promise<ApplyResult> {
   assertAcceptable(deps, desired);
   const beneath = await openRoot(deps);
   try {
-    return await applyBeneath(deps, beneath, desired);
+    return await applyBeneath(deps, beneath, desired, opts);
   } finally {
     await beneath.close();
   }
@@ -211,6 +258,7 @@ async function applyBeneath(
   deps: ApplyDeps,
   beneath: Beneath,
   desired: Desired,
+  opts: ApplyOptions,
 ): Promise<ApplyResult> {
   const log = deps.log ?? (() => undefined);
   let accounts = await Accounts.load(beneath, deps.root);
@@ -244,11 +292,9 @@ async function applyBeneath(
       );
     const last = await readLastApplied(deps.stateDir);
     assertInPlace(last?.config, desired.config);
-    const observed = await observe(beneath, desired.config, last?.config, {
-      owners: deps.owners,
-      accounts,
-    });
-    actions = plan(last?.config, desired.config, observed);
+    const observed = await observeNode(deps, beneath, accounts, desired.config, last?.config);
+    const repair = repairFor(desired.config, opts.revert === true ? 'revert' : 'apply');
+    actions = plan(last?.config, desired.config, observed, repair);
     if (actions.length === 0) {
       if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.bytes);
       if (pending) await (await Journal.resume(deps.stateDir, pending)).finish();

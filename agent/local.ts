@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { ApplyDeps } from './apply.js';
 import type { Expand } from './desired.js';
 import { DEFAULT_STATE_DIR } from './state.js';
+import { SystemctlUnitStates } from './drift/unit-state.js';
 import { LocalPackages, SystemPackages } from './packages.js';
 import { LocalSystemd, SystemctlSystemd } from './systemd.js';
 
@@ -39,5 +40,7 @@ export function depsFor(opts: RootOptions): ApplyDeps {
     packages: local ? new LocalPackages(join(stateDir, 'would-run.log')) : new SystemPackages(),
     // in a directory root owned by an unprivileged user, owners cannot be set: compare none
     owners: !local || process.getuid?.() === 0,
+    // a directory root has no systemd to ask: its units' states are not compared
+    ...(local ? {} : { unitStates: new SystemctlUnitStates() }),
   };
 }

@@ -60,3 +60,32 @@ describe('the agent metrics reporter', () => {
     expect(await value(metrics, 'oscar_agent_in_sync')).toBe(0);
   });
 });
+
+describe('the drift metrics', () => {
+  it('counts drifted items by kind and policy, detections by trigger, reverts by result', async () => {
+    const metrics = new AgentMetrics();
+    const r = metrics.reporter();
+    const item = (key: string, policy: 'Report' | 'Revert') => ({
+      key,
+      reason: 'x',
+      expected: 'e',
+      found: 'f',
+      policy,
+      since: new Date(),
+    });
+    const items = [item('path:/a', 'Report'), item('path:/b', 'Revert'), item('unit:u', 'Revert')];
+    r.drift?.({ items, added: items, resolved: [], trigger: 'watch', reverted: false });
+    r.reverted?.({ checksum: 'c', actions: [], resumed: false, touchedUnits: [] }, 1);
+    r.revertFailed?.(new Error('x'));
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/^oscar_agent_drift_items\{kind="path",policy="Report"\} 1$/m);
+    expect(text).toMatch(/^oscar_agent_drift_items\{kind="unit",policy="Revert"\} 1$/m);
+    expect(text).toMatch(/^oscar_agent_drift_detected_total\{kind="path",trigger="watch"\} 2$/m);
+    expect(text).toMatch(/^oscar_agent_drift_reverts_total\{result="success"\} 1$/m);
+    expect(text).toMatch(/^oscar_agent_drift_reverts_total\{result="failure"\} 1$/m);
+    r.drift?.({ items: [], added: [], resolved: items, trigger: 'revert', reverted: true });
+    expect(await metrics.registry.metrics()).toMatch(
+      /^oscar_agent_drift_items\{kind="unit",policy="Revert"\} 0$/m,
+    );
+  });
+});

@@ -7,6 +7,7 @@
 import { createServer } from 'node:http';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Reporter } from './agent.js';
+import type { DriftTrigger } from './drift/monitor.js';
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -54,9 +55,39 @@ export class AgentMetrics {
     labelNames: ['version', 'nodejs'] as const,
     registers: [this.registry],
   });
+  readonly driftItems = new Gauge({
+    name: 'oscar_agent_drift_items',
+    help: 'Paths and units that differ now from what the agent applied, by kind (path, unit) and policy.',
+    labelNames: ['kind', 'policy'] as const,
+    registers: [this.registry],
+  });
+  readonly driftDetected = new Counter({
+    name: 'oscar_agent_drift_detected_total',
+    help: 'Paths and units found drifted, by kind and by what found them (watch, audit, apply, start).',
+    labelNames: ['kind', 'trigger'] as const,
+    registers: [this.registry],
+  });
+  readonly driftReverts = new Counter({
+    name: 'oscar_agent_drift_reverts_total',
+    help: 'Reverts of drift run, by result (success, failure).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly driftChecks = new Histogram({
+    name: 'oscar_agent_drift_check_duration_seconds',
+    help: 'Time to check paths and units for drift, by what started the check.',
+    labelNames: ['trigger'] as const,
+    buckets: [0.001, 0.005, 0.02, 0.1, 0.5, 2],
+    registers: [this.registry],
+  });
 
   constructor(version = 'unknown') {
     this.buildInfo.set({ version, nodejs: process.version }, 1);
+  }
+
+  /** A drift check finished (DriftMonitorOptions.checked). */
+  driftChecked(trigger: DriftTrigger, durationMs: number): void {
+    this.driftChecks.observe({ trigger }, durationMs / 1000);
   }
 
   /** Process metrics (CPU, memory, event-loop lag) only when served: their sampling costs idle CPU. */
@@ -88,6 +119,26 @@ export class AgentMetrics {
       },
       sourceFailed: () => {
         this.sourceErrors.inc();
+      },
+      drift: (report) => {
+        for (const kind of ['path', 'unit'] as const)
+          for (const policy of ['Report', 'Revert'] as const)
+            this.driftItems.set(
+              { kind, policy },
+              report.items.filter((i) => i.key.startsWith(`${kind}:`) && i.policy === policy)
+                .length,
+            );
+        for (const i of report.added) {
+          const kind = i.key.startsWith('unit:') ? 'unit' : 'path';
+          this.driftDetected.inc({ kind, trigger: report.trigger });
+        }
+      },
+      reverted: (result) => {
+        this.driftReverts.inc({ result: 'success' });
+        for (const u of result.touchedUnits) this.unitJobs.inc({ job: u.action });
+      },
+      revertFailed: () => {
+        this.driftReverts.inc({ result: 'failure' });
       },
     };
   }

@@ -1,9 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
+import type { DriftRepair } from './drift/policy.js';
+import type { ObservedUnit } from './drift/unit-drift.js';
 import type { Action, ObservedDisk } from './plan.js';
 import { entriesOf, formatPlan, isUnitAction, plan, restartedUnits } from './plan.js';
-import { applyToModel, diskOf, nodeFrom } from './testing/node-model.js';
+import { applyToModel, diskOf, nodeFrom, type NodeModel } from './testing/node-model.js';
 
 function file(path: string, data: string, extra: Partial<ResolvedFile> = {}): ResolvedFile {
   return { path, mode: 0o644, user: 'root', group: 'root', content: Buffer.from(data), ...extra };
@@ -314,6 +316,134 @@ describe('plan: table', () => {
   });
 });
 
+describe('plan: drift', () => {
+  const running: ObservedUnit = {
+    load: 'loaded',
+    active: 'active',
+    sub: 'running',
+    fileState: 'enabled',
+    result: 'success',
+    restsInactive: false,
+  };
+  const seen = (units: Record<string, Partial<ObservedUnit>>, c = base): ObservedDisk => {
+    const d = disk(c);
+    return {
+      files: d.files,
+      units: new Map(Object.entries(units).map(([n, u]) => [n, { ...running, ...u }])),
+    };
+  };
+  const only = (paths: string[], units: string[]): DriftRepair => ({
+    path: (p) => paths.includes(p),
+    unit: (u) => units.includes(u),
+  });
+
+  it('a stopped or failed unit is started, with the drift as its reason', () => {
+    const stopped = plan(base, base, seen({ 'a.service': { active: 'inactive', sub: 'dead' } }));
+    expect(brief(stopped)).toEqual(['start a.service']);
+    expect(stopped[0]?.reason).toBe('drift: stopped: expected active, found inactive (dead)');
+    const failed = plan(
+      base,
+      base,
+      seen({ 'b.service': { active: 'failed', sub: 'failed', result: 'signal' } }),
+    );
+    expect(brief(failed)).toEqual(['start b.service']);
+    expect(failed[0]?.reason).toBe('drift: failed: expected active, found failed (signal)');
+  });
+
+  it('a disabled unit is enabled; a masked one unmasked (and started when it stopped)', () => {
+    expect(brief(plan(base, base, seen({ 'c.service': { fileState: 'disabled' } })))).toEqual([
+      'enable c.service',
+    ]);
+    const masked = seen({
+      'c.service': { load: 'masked', fileState: 'masked', active: 'inactive', sub: 'dead' },
+    });
+    const actions = plan(base, base, masked);
+    expect(brief(actions)).toEqual(['unmask c.service', 'enable c.service', 'start c.service']);
+    expect(actions[0]?.reason).toBe('drift: masked: expected not masked, found masked (masked)');
+  });
+
+  it('a unit declared masked that someone unmasked is stopped and masked again', () => {
+    const last = config([unit('m.service', { mask: true, enable: false, content: undefined })]);
+    expect(brief(plan(last, last, seen({ 'm.service': {} }, last)))).toEqual([
+      'stop m.service',
+      'mask m.service',
+    ]);
+    expect(
+      brief(plan(last, last, seen({ 'm.service': { active: 'inactive', fileState: '' } }, last))),
+    ).toEqual(['mask m.service']);
+  });
+
+  it('is not drift: a oneshot at rest, a service behind its declared socket, a unit on its way up, one declared stopped or not enabled', () => {
+    const c = config([
+      unit('o.service'),
+      unit('web.socket'),
+      unit('web.service'),
+      unit('up.service'),
+      unit('halt.service', { command: 'stop' }),
+      unit('off.service', { enable: false }),
+    ]);
+    const states = seen(
+      {
+        'o.service': { active: 'inactive', sub: 'dead', restsInactive: true },
+        'web.service': { active: 'inactive', sub: 'dead' },
+        'web.socket': { sub: 'listening' },
+        'up.service': { active: 'activating', sub: 'auto-restart' },
+        'halt.service': { active: 'inactive', sub: 'dead' },
+        'off.service': { active: 'inactive', sub: 'dead', fileState: 'disabled' },
+      },
+      c,
+    );
+    expect(plan(c, c, states)).toEqual([]);
+    // a oneshot that failed is drift
+    const failed = seen({ 'o.service': { active: 'failed', restsInactive: true } }, c);
+    expect(brief(plan(c, c, failed))).toEqual(['start o.service']);
+  });
+
+  it("a unit whose declaration changes is planned by its change, not by its state's drift", () => {
+    const last = config([unit('x.service', { enable: false })]);
+    const next = config([unit('x.service')]);
+    const states = seen({ 'x.service': { active: 'inactive', fileState: 'disabled' } }, last);
+    expect(brief(plan(last, next, states))).toEqual(['enable x.service', 'start x.service']);
+  });
+
+  it('a drifted unit file restarts the unit, which starts it: no second start', () => {
+    const observed = seen({ 'a.service': { active: 'inactive', sub: 'dead' } });
+    (observed.files as Map<string, unknown>).set('/etc/systemd/system/a.service', {
+      content: Buffer.from('tampered'),
+      mode: 0o644,
+      user: 'root',
+      group: 'root',
+    });
+    expect(brief(plan(base, base, observed))).toEqual([
+      'writeFile /etc/systemd/system/a.service',
+      'daemonReload',
+      'restart a.service',
+    ]);
+  });
+
+  it('repairs only the drift it is given: the rest stays as found, declared changes are written anyway', () => {
+    const observed = seen({
+      'a.service': { active: 'inactive' },
+      'b.service': { active: 'failed' },
+    });
+    const files = observed.files as Map<string, { content: Buffer; mode: number }>;
+    files.set('/etc/a.conf', { content: Buffer.from('tuned'), mode: 0o644 });
+    files.set('/etc/other.conf', { content: Buffer.from('tuned'), mode: 0o644 });
+    expect(plan(base, base, observed, only([], []))).toEqual([]);
+    expect(brief(plan(base, base, observed, only(['/etc/other.conf'], ['b.service'])))).toEqual([
+      'writeFile /etc/other.conf',
+      'start b.service',
+    ]);
+    // a change of the declaration is written whatever the drift policy
+    const next = clone(base);
+    next.files[0] = file('/etc/a.conf', 'a=2\n');
+    expect(brief(plan(base, next, observed, only([], [])))).toEqual([
+      'writeFile /etc/a.conf',
+      'restart a.service',
+    ]);
+  });
+});
+
 // ---- properties -------------------------------------------------------------------------
 
 const FILES = ['/etc/f1', '/etc/f2', '/etc/d/f3', '/var/lib/f4'];
@@ -610,6 +740,126 @@ describe('template units (name@.service)', () => {
       'daemonReload',
       'mask worker@.service',
     ]);
+  });
+});
+
+type DriftOp =
+  | { kind: 'edit' | 'chmod' | 'delete'; path: string }
+  | { kind: 'stop' | 'disable' | 'mask' | 'unmask'; unit: string };
+
+const arbDriftOps: fc.Arbitrary<DriftOp[]> = fc.array(
+  fc.oneof(
+    fc.record({
+      kind: fc.constantFrom('edit' as const, 'chmod' as const, 'delete' as const),
+      path: fc.constantFrom(
+        ...FILES,
+        '/etc/foreign',
+        ...UNITS.map((u) => `/etc/systemd/system/${u}`),
+        `/etc/systemd/system/a.service.d/${DROPINS[0] ?? ''}`,
+      ),
+    }),
+    fc.record({
+      kind: fc.constantFrom(
+        'stop' as const,
+        'disable' as const,
+        'mask' as const,
+        'unmask' as const,
+      ),
+      unit: fc.constantFrom(...UNITS, 'foreign.service'),
+    }),
+  ),
+  { maxLength: 8 },
+);
+
+/** What someone else does to a node: edits, chmods, deletions, systemctl stop/disable/mask/unmask. */
+function driftModel(node: NodeModel, ops: readonly DriftOp[]): void {
+  for (const op of ops) {
+    if ('path' in op) {
+      const f = node.files.get(op.path);
+      if (op.kind === 'delete') node.files.delete(op.path);
+      else if (op.kind === 'edit')
+        node.files.set(op.path, {
+          ...(f ?? { mode: 0o644, user: 'root', group: 'root' }),
+          content: Buffer.from(`${f?.content.toString() ?? ''}edited`),
+        });
+      else if (f) node.files.set(op.path, { ...f, mode: f.mode ^ 0o022 });
+      continue;
+    }
+    node.known.add(op.unit);
+    if (op.kind === 'stop') node.active.delete(op.unit);
+    else if (op.kind === 'disable') node.enabled.delete(op.unit);
+    else if (op.kind === 'mask') node.masked.add(op.unit);
+    else node.masked.delete(op.unit);
+  }
+}
+
+describe('plan: drift properties', () => {
+  it('repairing all drift puts back exactly what oscar declared, touches nothing foreign, and converges', () => {
+    fc.assert(
+      fc.property(arbConfig, arbDriftOps, (x, ops) => {
+        const node = nodeFrom(x, { '/etc/foreign': 'not oscar' });
+        node.known.add('foreign.service');
+        driftModel(node, ops);
+        const foreign = node.files.get('/etc/foreign');
+        const foreignUnit = JSON.stringify(diskOf(node).units?.get('foreign.service'));
+        const actions = plan(x, x, diskOf(node));
+        for (const a of actions) {
+          if ('path' in a) expect(entriesOf(x).has(a.path), a.path).toBe(true);
+          if (isUnitAction(a)) expect(a.unit).not.toBe('foreign.service');
+        }
+        applyToModel(node, actions);
+        expect(node.files.get('/etc/foreign')).toEqual(foreign);
+        expect(JSON.stringify(diskOf(node).units?.get('foreign.service'))).toBe(foreignUnit);
+        for (const [p, e] of entriesOf(x)) {
+          const f = node.files.get(p);
+          expect(f && [f.content.toString(), f.mode], p).toEqual([e.content.toString(), e.mode]);
+        }
+        const socket = (u: ResolvedUnit): boolean =>
+          u.name === 'web.service' && x.units.some((v) => v.name === 'web.socket');
+        for (const u of x.units) {
+          expect(node.masked.has(u.name), `${u.name} masked`).toBe(u.mask);
+          if (u.enable) expect(node.enabled.has(u.name), `${u.name} enabled`).toBe(true);
+          if (u.enable && !u.mask && u.command !== 'stop' && !socket(u))
+            expect(node.active.has(u.name), `${u.name} active`).toBe(true);
+        }
+        expect(plan(x, x, diskOf(node))).toEqual([]);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('repairs only what the policy lets it: other drift stays exactly as found', () => {
+    fc.assert(
+      fc.property(
+        arbConfig,
+        arbDriftOps,
+        fc.subarray(FILES),
+        fc.subarray(UNITS),
+        (x, ops, paths, units) => {
+          const node = nodeFrom(x);
+          driftModel(node, ops);
+          const repair: DriftRepair = {
+            path: (p) => paths.includes(p),
+            unit: (u) => units.includes(u),
+          };
+          const actions = plan(x, x, diskOf(node), repair);
+          const written = actions.flatMap((a) => (a.kind === 'writeFile' ? [a.path] : []));
+          for (const p of written) expect(paths).toContain(p);
+          for (const a of actions) {
+            if (!isUnitAction(a) || units.includes(a.unit)) continue;
+            // any other unit action is the restart (or reload) a rewritten file of it calls for
+            // (for a socket-activated pair, of either of the two)
+            const related = [a.unit, a.unit.replace(/\.socket$/, '.service')];
+            related.push(related[1]!.replace(/\.service$/, '.socket'));
+            const listing = x.units.filter(
+              (v) => related.includes(v.name) && v.filePaths.some((p) => written.includes(p)),
+            );
+            expect(listing.length, `${a.kind} ${a.unit}`).toBeGreaterThan(0);
+          }
+        },
+      ),
+      { numRuns: 1000 },
+    );
   });
 });
 

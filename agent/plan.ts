@@ -21,7 +21,12 @@
  *   removed;
  * - a template unit (name@.service) is written, enabled (only with DefaultInstance=), masked and
  *   disabled, never started, stopped or restarted — systemd refuses that; its declared instances
- *   are, and a change to the template counts as a change to each of them.
+ *   are, and a change to the template counts as a change to each of them;
+ * - drift enters as observed state, and `repair` (agent/drift/policy.ts) says which of it this
+ *   plan puts back: a file that differs on disk is written again (unless its policy is Ignore),
+ *   a unit whose declaration did not change but whose state drifted (stopped, failed, disabled,
+ *   masked) gets the start, enable, unmask or mask that puts it back — each with the drift as
+ *   its reason.
  */
 import { compare } from '../api/resolve.js';
 import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from '../api/resolved.js';
@@ -33,6 +38,8 @@ import {
   writtenAfterPackages,
 } from '../api/resolved.js';
 import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
+import type { DriftRepair } from './drift/policy.js';
+import { describeUnitDrift, isUp, unitDrift, type ObservedUnit } from './drift/unit-drift.js';
 
 /** A file as the observer found it on disk. `user`/`group` undefined: ownership not compared. */
 export interface ObservedFile {
@@ -47,7 +54,12 @@ export interface ObservedFile {
 export interface ObservedDisk {
   /** A path absent from the map does not exist on disk. */
   files: ReadonlyMap<string, ObservedFile>;
+  /** What systemd says about declared units; absent (a directory root): no unit is compared. */
+  units?: ReadonlyMap<string, ObservedUnit>;
 }
+
+/** Every drift may be repaired (what a plan without policies does). */
+export const REPAIR_ALL: DriftRepair = { path: () => true, unit: () => true };
 
 export type UnitActionKind =
   | 'unmask'
@@ -141,6 +153,7 @@ function writeReason(
   entry: Entry,
   last: Entry | undefined,
   seen: ObservedFile | undefined,
+  repair: DriftRepair,
 ): string | undefined {
   if (!last) return seen ? 'new (replaces the file on disk)' : 'new';
   // The common case — nothing changed, nothing drifted — allocates nothing.
@@ -155,6 +168,7 @@ function writeReason(
       changes.push(`owner ${last.user}:${last.group} → ${entry.user}:${entry.group}`);
     return changes.join(', ');
   }
+  if (!repair.path(entry.path)) return undefined; // its drift is not this plan's to repair
   if (!seen) return 'drift: missing on disk';
   const contentDrift = seen.content === undefined || !seen.content.equals(entry.content);
   const ownerDrift =
@@ -252,10 +266,21 @@ function packageInstall(
     : [{ kind: 'installPackages', packages: install, reason: why.join(', ') }];
 }
 
+/** The unit's declaration is the same as when it was applied: only then is its state drift. */
+function settled(u: ResolvedUnit, lu: ResolvedUnit | undefined): lu is ResolvedUnit {
+  return (
+    lu !== undefined && u.mask === lu.mask && u.enable === lu.enable && u.command === lu.command
+  );
+}
+
+/** Actions that leave a unit running, whatever state it was in. */
+const STARTS: ReadonlySet<string> = new Set(['start', 'restart', 'stopStart', 'reload']);
+
 export function plan(
   lastApplied: ResolvedConfig | undefined,
   desired: ResolvedConfig,
   observed: ObservedDisk,
+  repair: DriftRepair = REPAIR_ALL,
 ): Action[] {
   const lastEntries = entriesOf(lastApplied);
   const wantEntries = entriesOf(desired);
@@ -270,7 +295,12 @@ export function plan(
   const touched = new Set<string>(); // paths written or removed
   const touchedUnits = new Set<string>(); // units whose unit file or drop-ins were touched
   for (const entry of [...wantEntries.values()].sort((a, b) => compare(a.path, b.path))) {
-    const reason = writeReason(entry, lastEntries.get(entry.path), observed.files.get(entry.path));
+    const reason = writeReason(
+      entry,
+      lastEntries.get(entry.path),
+      observed.files.get(entry.path),
+      repair,
+    );
     if (reason === undefined) continue;
     touched.add(entry.path);
     if (entry.unit !== undefined) touchedUnits.add(entry.unit);
@@ -442,6 +472,37 @@ export function plan(
           reason: running ? why : `${why} (not enabled: restarted only if running)`,
         });
         break;
+    }
+  }
+
+  // Units whose declaration did not change but whose state drifted: put back what drifted.
+  if (observed.units) {
+    for (const u of [...wantUnits.values()].sort((a, b) => compare(a.name, b.name))) {
+      const lu = lastUnits.get(u.name);
+      const seen = observed.units.get(u.name);
+      if (!seen || !settled(u, lu) || !repair.unit(u.name)) continue;
+      for (const d of unitDrift(u, seen, socketOf(u.name, wantUnits) !== undefined)) {
+        const reason = `drift: ${describeUnitDrift(d)}`;
+        switch (d.reason) {
+          case 'masked':
+            before.push({ kind: 'unmask', unit: u.name, reason });
+            // a mask hides whether it is still enabled; enabling an enabled unit changes nothing
+            if (u.enable) enablement.push({ kind: 'enable', unit: u.name, reason });
+            break;
+          case 'unmasked':
+            if (isUp(seen)) before.push({ kind: 'stop', unit: u.name, reason });
+            enablement.push({ kind: 'mask', unit: u.name, reason });
+            break;
+          case 'disabled':
+            enablement.push({ kind: 'enable', unit: u.name, reason });
+            break;
+          case 'stopped':
+          case 'failed':
+            if (!(runtime.get(u.name) ?? []).some((a) => STARTS.has(a.kind)))
+              addRuntime(u.name, { kind: 'start', unit: u.name, reason });
+            break;
+        }
+      }
     }
   }
 

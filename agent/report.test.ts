@@ -192,3 +192,113 @@ describe('KubeReporter after an agent restart', () => {
     expect(status?.conditions).toBeUndefined();
   });
 });
+
+describe('KubeReporter drift', () => {
+  const item = (n: number, policy: 'Report' | 'Revert' = 'Report') => ({
+    key: `path:/etc/f${String(n)}`,
+    path: `/etc/f${String(n)}`,
+    reason: 'content',
+    expected: 'sha256:aaaaaaaaaaaa 0644 root:root',
+    found: 'sha256:bbbbbbbbbbbb 0644 root:root',
+    policy,
+    since: new Date('2026-01-01T00:00:00.123Z'),
+  });
+  const events = (http: RecordingHttp) =>
+    http.requests
+      .filter((q) => q.path.includes('/events'))
+      .map((q) => ({ path: q.path, body: q.body as Record<string, unknown> }));
+
+  it('Drifted=True naming what differs, a bounded list in status.drift, a Warning Event regarding the OSC', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.setOscRef({ namespace: 'ns', name: 'web' });
+    const items = Array.from({ length: 20 }, (_, i) => item(i));
+    r.drift({ items, added: items, resolved: [], trigger: 'watch', reverted: false });
+    await r.flush();
+    const status = http.patches().at(-1)?.status as {
+      drift: { count: number; items: unknown[] };
+      conditions: { type: string; status: string; reason: string; message: string }[];
+    };
+    expect(status.drift.count).toBe(20);
+    expect(status.drift.items).toHaveLength(16);
+    expect(status.drift.items[0]).toEqual({
+      path: '/etc/f0',
+      reason: 'content',
+      expected: 'sha256:aaaaaaaaaaaa 0644 root:root',
+      found: 'sha256:bbbbbbbbbbbb 0644 root:root',
+      policy: 'Report',
+      since: '2026-01-01T00:00:00Z',
+    });
+    const drifted = status.conditions.find((c) => c.type === 'Drifted');
+    expect(drifted).toMatchObject({ status: 'True', reason: 'DriftDetected' });
+    expect(drifted?.message).toMatch(
+      /^20 path\(s\) and unit\(s\) differ from what was applied: \/etc\/f0: content \(expected sha256:a+ 0644 root:root, found sha256:b+ 0644 root:root; Report\); /,
+    );
+    expect(drifted?.message).toMatch(/; and 10 more$/);
+    const [e] = events(http);
+    expect(e?.path).toBe('/apis/events.k8s.io/v1/namespaces/ns/events');
+    expect(e?.body).toMatchObject({
+      type: 'Warning',
+      reason: 'DriftDetected',
+      action: 'Detect',
+      reportingController: 'oscar.dev/agent',
+      reportingInstance: 'n1',
+      regarding: {
+        apiVersion: 'oscar.dev/v1alpha1',
+        kind: 'OperatingSystemConfig',
+        namespace: 'ns',
+        name: 'web',
+      },
+      related: { kind: 'OperatingSystemConfigNode', name: 'n1' },
+      eventTime: '2026-01-01T00:00:00.000000Z',
+      metadata: { name: expect.stringMatching(/^n1\.[0-9a-f]+$/) as string, namespace: 'ns' },
+    });
+    expect(Buffer.byteLength(String(e?.body.note))).toBeLessThanOrEqual(1024);
+  });
+
+  it('a revert: Drifted=False Reverted, a Normal Event; nothing drifted at all: NoDrift and an empty list', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    const a = item(1, 'Revert');
+    r.drift({ items: [a], added: [a], resolved: [], trigger: 'watch', reverted: false });
+    r.drift({ items: [], added: [], resolved: [a], trigger: 'revert', reverted: true });
+    await r.flush();
+    const last = http.patches().at(-1)?.status as {
+      drift: unknown;
+      conditions: { type: string; status: string; reason: string; message: string }[];
+    };
+    expect(last.drift).toEqual({ count: 0, items: [] }); // a merge patch replaces the list
+    expect(last.conditions.find((c) => c.type === 'Drifted')).toMatchObject({
+      status: 'False',
+      reason: 'Reverted',
+      message: 'reverted: /etc/f1',
+    });
+    expect(events(http).map((e) => e.body.reason)).toEqual(['DriftDetected', 'DriftReverted']);
+    // while every item is about to be reverted, the reason says so
+    r.drift({ items: [a], added: [a], resolved: [], trigger: 'watch', reverted: false });
+    await r.flush();
+    expect(
+      (http.patches().at(-1)?.status.conditions as { type: string; reason: string }[]).find(
+        (c) => c.type === 'Drifted',
+      )?.reason,
+    ).toBe('Reverting');
+    r.drift({ items: [], added: [], resolved: [], trigger: 'start', reverted: false });
+    await r.flush();
+    expect(
+      (http.patches().at(-1)?.status.conditions as { type: string; reason: string }[]).find(
+        (c) => c.type === 'Drifted',
+      )?.reason,
+    ).toBe('NoDrift');
+  });
+
+  it('sends at most 12 Events a minute: flapping drift cannot flood the API server', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    for (let i = 0; i < 30; i++) {
+      const a = item(i);
+      r.drift({ items: [a], added: [a], resolved: [], trigger: 'watch', reverted: false });
+    }
+    await r.flush();
+    expect(events(http)).toHaveLength(12);
+  });
+});

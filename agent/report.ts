@@ -8,10 +8,14 @@
  * status.oscRef names the OperatingSystemConfig this node follows (namespace, name, the Secret):
  * the name comes from the Secret's oscar.dev/osc label through setOscRef, and the controller
  * counts the nodes of each config by it (OSC status.nodes).
+ * Drift (agent/drift/) lands in status.drift and the Drifted condition, and as Events
+ * (events.k8s.io/v1) regarding that OperatingSystemConfig, in its namespace — where the agent's
+ * Role lets it create them (a cluster-scoped object's Events would have to go to "default").
  */
+import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Condition, OperatingSystemConfigNodeStatus, RevisionReport } from '../api/schema.js';
-import { API_VERSION, OSC_NODE_KIND, type NodeSource } from '../api/constants.js';
+import { API_VERSION, OSC_KIND, OSC_NODE_KIND, type NodeSource } from '../api/constants.js';
 import {
   ACCEPT_METADATA,
   ApiError,
@@ -23,8 +27,12 @@ import {
 import { errorFields, type Logger } from '../log/logger.js';
 import type { Reporter } from './agent.js';
 import { ApplyError, type ApplyResult } from './apply.js';
+import type { DriftReport } from './drift/monitor.js';
+import { driftCondition, driftEvents, driftStatus, type DriftEvent } from './drift/report.js';
 
 const PATH = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+/** Events a minute, at most: drift that flaps cannot flood the API server. */
+const EVENTS_PER_MINUTE = 12;
 
 export interface KubeReporterOptions {
   node: string;
@@ -85,6 +93,8 @@ export class KubeReporter implements Reporter {
   /** Writes are numbered: a waiter asks for the first write that starts after a given number. */
   private epoch = 0;
   private writeWaiters: { epoch: number; resolve: (rv: string) => void }[] = [];
+  private readonly eventTimes: number[] = [];
+  private eventsDropped = 0;
 
   constructor(
     kc: KubeConfig,
@@ -258,6 +268,77 @@ export class KubeReporter implements Reporter {
       error.message.slice(0, 4000),
     );
     this.push();
+  }
+
+  /** What drifted changed: status.drift, the Drifted condition, and Events. */
+  drift(report: DriftReport): void {
+    this.status.drift = driftStatus(report);
+    const c = driftCondition(report);
+    this.condition('Drifted', c.status, c.reason, c.message);
+    this.push();
+    for (const e of driftEvents(report)) this.event(e);
+  }
+
+  /** A revert restarted units: they show in restartedUnits as an apply's do. */
+  reverted(result: ApplyResult): void {
+    if (result.touchedUnits.length === 0) return;
+    this.status.restartedUnits = result.touchedUnits.map((u) => ({
+      ...u,
+      time: u.time.replace(/\.\d+Z$/, 'Z'),
+    }));
+    this.push();
+  }
+
+  /** Best effort and bounded: the status is the record, an Event is a notice. */
+  private event(e: DriftEvent): void {
+    const ref = this.status.oscRef;
+    if (!ref?.namespace) return;
+    const now = this.now();
+    while (this.eventTimes.length > 0 && now.getTime() - (this.eventTimes[0] ?? 0) > 60_000)
+      this.eventTimes.shift();
+    if (this.eventTimes.length >= EVENTS_PER_MINUTE) {
+      if (this.eventsDropped++ === 0)
+        this.opts.log?.warn(
+          { eventsPerMinute: EVENTS_PER_MINUTE },
+          'drift Events dropped until they calm down; the status keeps the record',
+        );
+      return;
+    }
+    this.eventTimes.push(now.getTime());
+    this.eventsDropped = 0;
+    const regarding = ref.name
+      ? { apiVersion: API_VERSION, kind: OSC_KIND, namespace: ref.namespace, name: ref.name }
+      : { apiVersion: 'v1', kind: 'Secret', namespace: ref.namespace, name: ref.secretName ?? '' };
+    const body = {
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      // named as client-go's recorder names them (events.k8s.io refuses a generateName ending in ".")
+      metadata: {
+        name: `${this.opts.node.slice(0, 200)}.${now.getTime().toString(16)}${randomBytes(3).toString('hex')}`,
+        namespace: ref.namespace,
+      },
+      eventTime: now.toISOString().replace(/(\.\d{3})Z$/, '$1000Z'), // MicroTime
+      reportingController: 'oscar.dev/agent',
+      reportingInstance: this.opts.node.slice(0, 128),
+      action: e.action,
+      reason: e.reason,
+      type: e.type,
+      note: e.note,
+      regarding,
+      related: { apiVersion: API_VERSION, kind: OSC_NODE_KIND, name: this.opts.node },
+    };
+    this.opts.onRequest?.();
+    this.http
+      .request(
+        'POST',
+        `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(ref.namespace)}/events`,
+        {
+          body,
+        },
+      )
+      .catch((error: unknown) => {
+        this.opts.log?.warn({ reason: e.reason, ...errorFields(error) }, 'drift Event not sent');
+      });
   }
 
   private push(): void {

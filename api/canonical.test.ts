@@ -9,7 +9,22 @@ import {
 } from './canonical.js';
 import type { ResolvedConfig } from './resolved.js';
 import { resolve } from './resolve.js';
-import { CGROUP_DRIVERS, FORMATS, type OperatingSystemConfigSpec } from './schema.js';
+import {
+  CGROUP_DRIVERS,
+  DRIFT_POLICIES,
+  FORMATS,
+  type OperatingSystemConfigSpec,
+} from './schema.js';
+
+const driftPolicyArb = fc.option(fc.constantFrom(...DRIFT_POLICIES), { nil: undefined });
+
+/** Drops an undefined driftPolicy: a resolved config has the key only when it is set. */
+function withPolicy<T extends { driftPolicy?: unknown }>(x: T): T {
+  if (x.driftPolicy !== undefined) return x;
+  const rest = { ...x };
+  delete rest.driftPolicy;
+  return rest;
+}
 
 const unitArb = fc.record({
   name: fc.stringMatching(/^[a-z][a-z0-9-]{0,10}\.service$/),
@@ -26,6 +41,7 @@ const unitArb = fc.record({
     { selector: (d) => d.name, maxLength: 3 },
   ),
   filePaths: fc.uniqueArray(fc.stringMatching(/^\/etc\/[a-z]{1,8}$/), { maxLength: 3 }),
+  driftPolicy: driftPolicyArb,
 });
 
 const fileArb = fc.record({
@@ -34,6 +50,7 @@ const fileArb = fc.record({
   user: fc.constantFrom('root', 'kube', '1000'),
   group: fc.constantFrom('root', 'kube', '1000'),
   content: fc.uint8Array({ maxLength: 256 }).map((a) => Buffer.from(a)),
+  driftPolicy: driftPolicyArb,
 });
 
 /** Sorted like resolve() sorts, so the arbitrary is a legal ResolvedConfig. */
@@ -61,18 +78,19 @@ const configArb: fc.Arbitrary<ResolvedConfig> = fc
       }),
       { nil: undefined },
     ),
+    driftPolicy: driftPolicyArb,
   })
   .map(({ format, cri, ...c }) => ({
-    ...c,
+    ...withPolicy(c),
     ...(format === undefined ? {} : { format }),
     ...(cri === undefined ? {} : { cri }),
     units: [...c.units]
       .sort((a, b) => (a.name < b.name ? -1 : 1))
       .map((u) => {
-        const { content, ...rest } = u;
+        const { content, ...rest } = withPolicy(u);
         return content === undefined || content === '' ? rest : { ...rest, content };
       }),
-    files: [...c.files].sort((a, b) => (a.path < b.path ? -1 : 1)),
+    files: [...c.files].sort((a, b) => (a.path < b.path ? -1 : 1)).map(withPolicy),
     packages: [...c.packages].sort((a, b) => (a.name < b.name ? -1 : 1)),
   }));
 
@@ -179,6 +197,28 @@ describe('canonical form', () => {
       original,
     );
     expect(sum({ ...base, units: [{ ...base.units![0]!, enable: false }] })).not.toBe(original);
+    // a drift policy is part of what the agent must do, so of the checksum too
+    expect(sum({ ...base, driftPolicy: 'Revert' })).not.toBe(original);
+    expect(sum({ ...base, files: [{ ...base.files![0]!, driftPolicy: 'Ignore' }] })).not.toBe(
+      original,
+    );
+    expect(sum({ ...base, units: [{ ...base.units![0]!, driftPolicy: 'Revert' }] })).not.toBe(
+      original,
+    );
+  });
+
+  it('writes no drift policy that was not set: older configs keep their checksums', () => {
+    const text = canonicalize({
+      type: 'x',
+      purpose: 'reconcile',
+      units: [],
+      files: [{ path: '/a', mode: 0o644, user: 'root', group: 'root', content: Buffer.from('') }],
+      packages: [],
+    });
+    expect(text).not.toContain('driftPolicy');
+    expect(text).toBe(
+      '{"apiVersion":"oscar.dev/v1alpha1","files":[{"content":"","group":"root","mode":420,"path":"/a","user":"root"}],"kind":"ResolvedOperatingSystemConfig","packages":[],"purpose":"reconcile","type":"x","units":[]}',
+    );
   });
 
   it('is the same for specs that differ only in declaration order', () => {

@@ -14,7 +14,14 @@ import type {
   ResolvedPackage,
   ResolvedUnit,
 } from './resolved.js';
-import { CGROUP_DRIVERS, FORMATS, ON_CHANGE, PURPOSES, UNIT_COMMANDS } from './constants.js';
+import {
+  CGROUP_DRIVERS,
+  DRIFT_POLICIES,
+  FORMATS,
+  ON_CHANGE,
+  PURPOSES,
+  UNIT_COMMANDS,
+} from './constants.js';
 
 export const CANONICAL_KIND = 'ResolvedOperatingSystemConfig';
 export const CANONICAL_VERSION = 'oscar.dev/v1alpha1';
@@ -134,9 +141,11 @@ export function canonicalDocument(config: ResolvedConfig): Record<string, unknow
       user: f.user,
       group: f.group,
       content: new Base64Content(f.content),
+      driftPolicy: f.driftPolicy,
     })),
     packages: config.packages,
     cri: config.cri,
+    driftPolicy: config.driftPolicy,
   };
 }
 
@@ -145,6 +154,7 @@ const NESTED_KEYS = [
   'cgroupDriver',
   'command',
   'content',
+  'driftPolicy',
   'dropIns',
   'enable',
   'filePaths',
@@ -184,10 +194,14 @@ export function canonicalBytes(config: ResolvedConfig): Buffer {
   const out = new ByteWriter(Math.ceil(contentBytes / 3) * 4 + 64 * 1024);
   out.text(`{"apiVersion":${JSON.stringify(CANONICAL_VERSION)}`);
   if (config.cri !== undefined) out.text(`,"cri":${JSON.stringify(config.cri, nestedKeys)}`);
+  // Absent when not set, so configs without drift policies keep the checksums they always had.
+  if (config.driftPolicy !== undefined)
+    out.text(`,"driftPolicy":${JSON.stringify(config.driftPolicy)}`);
   out.text(',"files":[');
   config.files.forEach((f, i) => {
     out.text(i === 0 ? '{"content":' : ',{"content":');
     out.base64(f.content);
+    if (f.driftPolicy !== undefined) out.text(`,"driftPolicy":${JSON.stringify(f.driftPolicy)}`);
     out.text(
       `,"group":${JSON.stringify(f.group)},"mode":${String(f.mode)},"path":${JSON.stringify(f.path)},"user":${JSON.stringify(f.user)}}`,
     );
@@ -248,6 +262,8 @@ export function parseCanonical(text: string | Buffer): ResolvedConfig {
     }),
   };
   if (doc.format !== undefined) config.format = asEnum(doc.format, FORMATS, 'format');
+  if (doc.driftPolicy !== undefined)
+    config.driftPolicy = asEnum(doc.driftPolicy, DRIFT_POLICIES, 'driftPolicy');
   if (doc.cri !== undefined) {
     const cri = asObject(doc.cri, 'cri');
     config.cri = {
@@ -278,6 +294,8 @@ function parseUnit(value: unknown, path: string): ResolvedUnit {
     ),
   };
   if (u.content !== undefined) unit.content = asString(u.content, `${path}.content`);
+  if (u.driftPolicy !== undefined)
+    unit.driftPolicy = asEnum(u.driftPolicy, DRIFT_POLICIES, `${path}.driftPolicy`);
   return unit;
 }
 
@@ -287,13 +305,16 @@ function parseFile(value: unknown, path: string): ResolvedFile {
   if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o7777) {
     throw new Error(`${path}.mode must be an integer between 0 and 4095`);
   }
-  return {
+  const file: ResolvedFile = {
     path: asString(f.path, `${path}.path`),
     mode,
     user: asString(f.user, `${path}.user`),
     group: asString(f.group, `${path}.group`),
     content: asBase64(f.content, `${path}.content`),
   };
+  if (f.driftPolicy !== undefined)
+    file.driftPolicy = asEnum(f.driftPolicy, DRIFT_POLICIES, `${path}.driftPolicy`);
+  return file;
 }
 
 /** Node's decoder skips what is not base64: a damaged payload must not lose bytes unnoticed. */

@@ -71,6 +71,14 @@ export const ON_CHANGE = ['restart', 'reload', 'none', 'stopStart'] as const;
 export const ENCODINGS = ['', 'b64', 'gzip+b64'] as const;
 export const CRI_NAMES = ['containerd'] as const;
 export const CGROUP_DRIVERS = ['systemd', 'cgroupfs'] as const;
+/**
+ * What the agent does when something oscar wrote on a node no longer matches what it applied:
+ * report it (the default), put it back, or leave it alone (a file an operator tunes by hand).
+ */
+export const DRIFT_POLICIES = ['Report', 'Revert', 'Ignore'] as const;
+export const DEFAULT_DRIFT_POLICY = 'Report';
+/** The drifted paths and units a node report lists by name (the count covers the rest). */
+export const DRIFT_REPORT_ITEMS = 16;
 
 /** Rollouts (docs/rollouts.md). */
 export const NON_DISRUPTIVE = ['Gate', 'Immediate'] as const;
@@ -98,6 +106,7 @@ export type GrantPhase = (typeof GRANT_PHASES)[number];
 export type NodeSource = (typeof NODE_SOURCES)[number];
 export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];
 export type PauseReason = (typeof PAUSE_REASONS)[number];
+export type DriftPolicy = (typeof DRIFT_POLICIES)[number];
 
 /**
  * How spec.packages are installed, by the rendered provision script and by the agent alike, so a

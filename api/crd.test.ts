@@ -87,6 +87,7 @@ describe('the CRDs', () => {
       'Nodes',
       'Updated',
       'Degraded',
+      'Drifted',
       'Rollout',
       'Age',
     ]);

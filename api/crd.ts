@@ -124,7 +124,7 @@ export function operatingSystemConfigCrd(): Json {
     shortName: 'osc',
     scope: 'Namespaced',
     // `kubectl get osc`: what it is, what it rendered, how far the rollout got (nodes that follow
-    // it / have applied its checksum / are degraded); -o wide adds where the rendering went
+    // it / have applied its checksum / are degraded / drifted); -o wide adds where the rendering went
     columns: [
       { name: 'Type', type: 'string', jsonPath: '.spec.type' },
       { name: 'Purpose', type: 'string', jsonPath: '.spec.purpose' },
@@ -147,6 +147,13 @@ export function operatingSystemConfigCrd(): Json {
         type: 'integer',
         jsonPath: '.status.nodes.degraded',
         description: 'Nodes whose agent reports Degraded=True.',
+      },
+      {
+        name: 'Drifted',
+        type: 'integer',
+        jsonPath: '.status.nodes.drifted',
+        description:
+          'Nodes whose agent reports Drifted=True: something it applied was changed there.',
       },
       {
         name: 'Rollout',
@@ -200,6 +207,11 @@ export function operatingSystemConfigNodeCrd(): Json {
         name: 'Degraded',
         type: 'string',
         jsonPath: '.status.conditions[?(@.type=="Degraded")].status',
+      },
+      {
+        name: 'Drifted',
+        type: 'string',
+        jsonPath: '.status.conditions[?(@.type=="Drifted")].status',
       },
       { name: 'Last-Applied', type: 'date', jsonPath: '.status.lastAppliedTime' },
       AGE_COLUMN,

@@ -199,13 +199,15 @@ function resolveFile(
     return fieldError(path, 'set exactly one of inline, secretRef, configMapRef');
   }
   const { user, group } = splitOwner(file.owner ?? DEFAULTS.file.owner);
-  return {
+  const resolved: ResolvedFile = {
     path: file.path,
     mode: parseMode(file.permissions ?? DEFAULTS.file.permissions),
     user,
     group,
     content,
   };
+  if (file.driftPolicy !== undefined) resolved.driftPolicy = file.driftPolicy;
+  return resolved;
 }
 
 function resolveUnit(unit: Unit): ResolvedUnit {
@@ -219,6 +221,7 @@ function resolveUnit(unit: Unit): ResolvedUnit {
     filePaths: [...new Set(unit.filePaths ?? [])].sort(),
   };
   if (unit.content !== undefined && unit.content !== '') resolved.content = unit.content;
+  if (unit.driftPolicy !== undefined) resolved.driftPolicy = unit.driftPolicy;
   return resolved;
 }
 
@@ -252,6 +255,7 @@ export function resolve(
   };
   for (const unit of config.units) unit.dropIns.sort(byName);
   if (spec.format) config.format = spec.format;
+  if (spec.driftPolicy !== undefined) config.driftPolicy = spec.driftPolicy;
   if (spec.cri) {
     config.cri = {
       name: spec.cri.name ?? DEFAULTS.cri.name,

@@ -4,7 +4,7 @@
  * controller and the agent all work on this shape; its canonical form (api/canonical.ts) is
  * what the reconcile Secret carries and what the checksum is taken over.
  */
-import type { Format, OnChange, Purpose, UnitCommand } from './schema.js';
+import type { DriftPolicy, Format, OnChange, Purpose, UnitCommand } from './schema.js';
 
 export interface ResolvedFile {
   path: string;
@@ -13,6 +13,8 @@ export interface ResolvedFile {
   user: string;
   group: string;
   content: Buffer;
+  /** Absent: the config's driftPolicy applies. */
+  driftPolicy?: DriftPolicy;
 }
 
 export interface ResolvedDropIn {
@@ -30,6 +32,8 @@ export interface ResolvedUnit {
   content?: string;
   dropIns: ResolvedDropIn[];
   filePaths: string[];
+  /** Absent: the config's driftPolicy applies. */
+  driftPolicy?: DriftPolicy;
 }
 
 export interface ResolvedPackage {
@@ -55,6 +59,8 @@ export interface ResolvedConfig {
   files: ResolvedFile[];
   packages: ResolvedPackage[];
   cri?: ResolvedCri;
+  /** Absent: Report. */
+  driftPolicy?: DriftPolicy;
 }
 
 /** "0644" → 0o644. Assumes the string was validated. */

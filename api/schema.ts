@@ -34,6 +34,8 @@ import {
   ROLLOUT_LIMITS,
   FIELD_LENGTHS,
   PATTERNS,
+  DRIFT_POLICIES,
+  DRIFT_REPORT_ITEMS,
 } from './constants.js';
 
 interface CelRule {
@@ -56,6 +58,11 @@ interface KubeOptions {
 function StringEnum<const T extends readonly string[]>(values: T, options: KubeOptions) {
   return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
 }
+
+const DriftPolicy = (what: string, inherits: string) =>
+  StringEnum(DRIFT_POLICIES, {
+    description: `What the agent does when ${what} no longer matches what it applied: "Report" (a Drifted condition, an Event and a metric; nothing is changed), "Revert" (put it back through the normal plan, restarting what a change would restart; rate-limited) or "Ignore" (neither; the next change of its declaration still writes it). ${inherits}`,
+  });
 
 // systemd allows a backslash in unit names (escapes such as \x2d), so the class includes it.
 const UNIT_NAME_PATTERN = `^[A-Za-z0-9:_.\\\\-]+(@[A-Za-z0-9:_.\\\\-]*)?\\.(${UNIT_SUFFIXES.join('|')})$`;
@@ -156,6 +163,9 @@ export const File = Type.Object(
       }),
     ),
     content: FileContent,
+    driftPolicy: Type.Optional(
+      DriftPolicy('this file (content, mode, owner)', 'Default: spec.driftPolicy.'),
+    ),
   },
   { description: 'A file oscar writes on the node.' },
 );
@@ -233,6 +243,12 @@ export const Unit = Type.Object(
         description:
           'How the agent applies a change to this unit or its files in place: "restart" (default), "reload" (needs ExecReload=), "stopStart", or "none".',
       }),
+    ),
+    driftPolicy: Type.Optional(
+      DriftPolicy(
+        'this unit (its unit file and drop-ins, or its state: stopped, failed, disabled, masked)',
+        'Default: spec.driftPolicy.',
+      ),
     ),
   },
   {
@@ -540,6 +556,12 @@ export const OperatingSystemConfigSpec = Type.Object(
     ),
     cri: Type.Optional(Cri),
     rollout: Type.Optional(RolloutPolicy),
+    driftPolicy: Type.Optional(
+      DriftPolicy(
+        'a file or unit of this config',
+        'Default "Report"; a file or unit can override it with its own driftPolicy.',
+      ),
+    ),
   },
   {
     description: 'What the node must carry: units, files, packages and the container runtime.',
@@ -713,6 +735,11 @@ export const OperatingSystemConfigStatus = Type.Object(
             minimum: 0,
           }),
           degraded: Type.Integer({ description: 'Nodes that failed to apply.', minimum: 0 }),
+          drifted: Type.Integer({
+            description:
+              'Nodes whose files or units no longer match what their agent applied (Drifted=True).',
+            minimum: 0,
+          }),
         },
         { description: 'Per-node rollout counts, from OperatingSystemConfigNode objects.' },
       ),
@@ -836,6 +863,36 @@ export const RevisionReport = Type.Object(
   { description: "The agent's answer to its grant." },
 );
 
+export const DriftedItem = Type.Object(
+  {
+    path: Type.Optional(
+      Type.String({ description: 'The drifted file, unit file or drop-in.', maxLength: 4096 }),
+    ),
+    unit: Type.Optional(
+      Type.String({
+        description: 'The unit whose state drifted, or whose unit file or drop-in this is.',
+        maxLength: 255,
+      }),
+    ),
+    reason: Type.String({
+      description:
+        'What differs: content, mode, owner, missing, notRegularFile; or for a unit: stopped, failed, disabled, masked, unmasked.',
+      maxLength: 256,
+    }),
+    expected: Type.String({
+      description: 'What oscar applied: "sha256:<12 hex> 0644 root:root", or a unit state.',
+      maxLength: 512,
+    }),
+    found: Type.String({
+      description: 'What is on the node now, in the same words.',
+      maxLength: 512,
+    }),
+    policy: Type.String({ description: 'Report or Revert: what the agent does about it.' }),
+    since: Type.String({ description: 'When the agent first saw it.', format: 'date-time' }),
+  },
+  { description: 'One path or unit that no longer matches what the agent applied.' },
+);
+
 export const OperatingSystemConfigNodeStatus = Type.Object(
   {
     source: Type.Optional(
@@ -893,6 +950,27 @@ export const OperatingSystemConfigNodeStatus = Type.Object(
     lastAppliedTime: Type.Optional(
       Type.String({ description: 'When the last apply finished.', format: 'date-time' }),
     ),
+    drift: Type.Optional(
+      Type.Object(
+        {
+          count: Type.Integer({
+            description: 'How many paths and units drifted (items lists the first of them).',
+            minimum: 0,
+          }),
+          items: Type.Optional(
+            Type.Array(DriftedItem, {
+              description: `The drifted paths and units, at most ${String(DRIFT_REPORT_ITEMS)}.`,
+              maxItems: DRIFT_REPORT_ITEMS,
+              'x-kubernetes-list-type': 'atomic',
+            }),
+          ),
+        },
+        {
+          description:
+            'What on the node no longer matches what the agent applied (see the Drifted condition).',
+        },
+      ),
+    ),
     needsReplacement: Type.Optional(
       Type.Boolean({
         description:
@@ -937,6 +1015,7 @@ export type RevisionGrant = Static<typeof RevisionGrant>;
 export type RevisionReport = Static<typeof RevisionReport>;
 export type OperatingSystemConfigNodeSpec = Static<typeof OperatingSystemConfigNodeSpec>;
 export type RolloutStatus = NonNullable<OperatingSystemConfigStatus['rollout']>;
+export type DriftedItem = Static<typeof DriftedItem>;
 
 /** Used by the CRD generator to walk the schema: every node is plain JSON Schema. */
 export type SchemaNode = Record<string, unknown>;

@@ -9,6 +9,7 @@ import { HttpKubeClient, type KubeHttp } from '../../kube/client.js';
 import type { Logger } from '../../log/logger.js';
 import type { Reporter } from '../agent.js';
 import type { ApplyDeps, ApplyResult } from '../apply.js';
+import type { DriftHooks } from '../drift/monitor.js';
 import { KubeReporter } from '../report.js';
 import { GrantSource } from './grant-source.js';
 import { GrantedAgent, nodeApplier, type Applier, type GrantReporter } from './granted-agent.js';
@@ -31,6 +32,8 @@ export interface FollowGrantsOptions {
   log: Logger;
   /** Log and metrics reporters: told what the node reporter is told. */
   observers?: Reporter[];
+  /** The drift monitor (its reports go to the node reporter and the observers by the caller). */
+  drift?: DriftHooks;
   onRequest?: () => void;
   http?: KubeHttp;
   /** Overrides for the scale bench: memory instead of the node. */
@@ -45,7 +48,7 @@ export interface FollowGrantsOptions {
 
 /** The node reporter, with the log and metrics reporters told the same things. */
 function fanOut(kube: KubeReporter, observers: readonly Reporter[]): GrantReporter {
-  const all = [kube, ...observers];
+  const all: Reporter[] = [kube, ...observers];
   return {
     setSource: (source, ref) => {
       kube.setSource(source, ref);
@@ -69,6 +72,12 @@ function fanOut(kube: KubeReporter, observers: readonly Reporter[]): GrantReport
     },
     sourceFailed: (e) => {
       for (const r of all) r.sourceFailed(e);
+    },
+    reverted: (result: ApplyResult, ms: number) => {
+      for (const r of all) r.reverted?.(result, ms);
+    },
+    revertFailed: (e) => {
+      for (const r of all) r.revertFailed?.(e);
     },
     flush: () => kube.flush(),
   };
@@ -105,7 +114,7 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
   const agent = new GrantedAgent({
     source,
     reporter: fanOut(reporter, o.observers ?? []),
-    applier: o.applier ?? nodeApplier(o.deps),
+    applier: o.applier ?? nodeApplier(o.deps, o.log),
     tryState: o.tryState ?? new TryState(o.deps.stateDir, o.deps.root),
     health: o.health ?? new NodeHealthProbe(o.deps.root),
     units: o.units ?? (onNode ? new SystemctlUnitProbe() : LOCAL_UNIT_PROBE),
@@ -113,6 +122,7 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     resetConnections: () => http.resetConnections?.(),
     owners: o.deps.owners,
     log: o.log,
+    ...(o.drift ? { drift: o.drift } : {}),
     ...(o.onApplyStart ? { onApplyStart: o.onApplyStart } : {}),
     ...(o.tickMs !== undefined ? { tickMs: o.tickMs } : {}),
   });

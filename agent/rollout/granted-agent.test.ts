@@ -15,19 +15,25 @@ import type { GrantedDesired, GrantEvents } from './grant-source.js';
 import { GrantedAgent, nodeApplier, type GrantFeed, type GrantReporter } from './granted-agent.js';
 import type { CheckResult, UnitState } from './health.js';
 import { TryState } from './try-state.js';
+import type { DriftPolicy } from '../../api/constants.js';
+import { DriftMonitor } from '../drift/monitor.js';
+import { RevertBackoff } from '../drift/policy.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-function version(n: string, extra: ReturnType<typeof file>[] = []): Desired {
-  return desiredOf(
-    config(
-      [unit('app.service', { filePaths: ['/etc/app/app.conf'] })],
-      [file('/etc/app/app.conf', `version ${n}\n`), ...extra],
-    ),
+function version(
+  n: string,
+  extra: ReturnType<typeof file>[] = [],
+  driftPolicy?: DriftPolicy,
+): Desired {
+  const c = config(
+    [unit('app.service', { filePaths: ['/etc/app/app.conf'] })],
+    [file('/etc/app/app.conf', `version ${n}\n`), ...extra],
   );
+  return desiredOf(driftPolicy ? { ...c, driftPolicy } : c);
 }
 
 class Feed implements GrantFeed {
@@ -56,6 +62,8 @@ class Feed implements GrantFeed {
 
 class Reporter implements GrantReporter {
   reports: RevisionReport[] = [];
+  /** Revision phases and drift reverts, in the order they happened. */
+  sequence: string[] = [];
   writes = true;
   source: string | undefined;
   setSource(source: 'Grant') {
@@ -63,6 +71,10 @@ class Reporter implements GrantReporter {
   }
   setRevision(r: RevisionReport) {
     this.reports.push(r);
+    this.sequence.push(r.phase);
+  }
+  reverted(r: ApplyResult) {
+    this.sequence.push(`reverted: ${r.touchedUnits.map((u) => `${u.action} ${u.name}`).join()}`);
   }
   mark() {
     return 1;
@@ -99,19 +111,36 @@ interface Setup {
   unitState: { value: Partial<UnitState> };
   newAgent(): GrantedAgent;
   read(path: string): Promise<string>;
+  /** With { drift: true }: what the drift monitor reported, items per report. */
+  drifted: string[][];
 }
 
-async function setup(stateRel = 'var/lib/oscar'): Promise<Setup> {
+async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise<Setup> {
   const root = await mkdtemp(join(tmpdir(), 'oscar-granted-'));
   cleanups.push(() => rm(root, { recursive: true, force: true }));
-  const stateDir = join(root, stateRel);
+  const stateDir = join(root, opts.stateRel ?? 'var/lib/oscar');
   await mkdir(stateDir, { recursive: true });
   const feed = new Feed();
   const reporter = new Reporter();
   const checkOk = { value: true };
   const unitState = { value: {} as Partial<UnitState> };
+  const drifted: string[][] = [];
   const newAgent = (): GrantedAgent => {
+    const late: { agent?: GrantedAgent } = {};
+    const drift = opts.drift
+      ? new DriftMonitor({
+          root,
+          owners: false,
+          auditIntervalMs: 0,
+          debounceMs: 20,
+          report: (r) => drifted.push(r.items.map((i) => `${i.path ?? i.unit ?? ''} ${i.reason}`)),
+          requestRevert: () => late.agent?.requestDriftRevert(),
+          log: silentLogger(),
+          backoff: new RevertBackoff({ baseMs: 0, maxMs: 0 }),
+        })
+      : undefined;
     const a = new GrantedAgent({
+      ...(drift ? { drift } : {}),
       source: feed,
       reporter,
       applier: nodeApplier({
@@ -146,6 +175,7 @@ async function setup(stateRel = 'var/lib/oscar'): Promise<Setup> {
       tickMs: 20,
       retryBaseMs: 50,
     });
+    late.agent = a;
     cleanups.push(() => a.stop());
     return a;
   };
@@ -159,6 +189,7 @@ async function setup(stateRel = 'var/lib/oscar'): Promise<Setup> {
     unitState,
     newAgent,
     read: (p) => readFile(join(root, p), 'utf8'),
+    drifted,
   };
 }
 
@@ -227,7 +258,7 @@ describe('GrantedAgent', () => {
   });
 
   it('a try writing into its own --state-dir is refused before anything is touched: no revert, the try ends', async () => {
-    const s = await setup('opt/oscar-state');
+    const s = await setup({ stateRel: 'opt/oscar-state' });
     await onV1(s);
     s.feed.grant(grantOf(version('2', [file('/opt/oscar-state/last-applied.json', '{}')])));
     const r = await s.reporter.until('Failed');
@@ -421,5 +452,79 @@ describe('GrantedAgent', () => {
     expect(r.number).toBe(generation);
     expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
     await expect(stat(join(s.stateDir, 'try.json'))).rejects.toThrow(/ENOENT/);
+  });
+});
+
+describe('GrantedAgent with drift detection', () => {
+  const until = async (what: string, ok: () => Promise<boolean> | boolean): Promise<void> => {
+    const t = Date.now() + 5000;
+    while (!(await ok())) {
+      if (Date.now() > t) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+
+  it("the grants' own applies, plain and tried, are never drift; an edit is reported and, with Revert, put back", async () => {
+    const s = await setup({ drift: true });
+    await s.agent.start();
+    s.feed.grant(grantOf(version('1', [], 'Revert'), { try: false }));
+    await s.reporter.until('Confirmed');
+    s.reporter.reports = [];
+    s.feed.grant(grantOf(version('2', [], 'Revert')));
+    await s.reporter.until('Confirmed');
+    await new Promise((r) => setTimeout(r, 100)); // the watch's quiet time, twice over
+    expect(s.drifted.filter((items) => items.length > 0)).toEqual([]);
+
+    await writeFile(join(s.root, 'etc/app/app.conf'), 'edited by hand\n');
+    await until('the revert', async () => (await s.read('etc/app/app.conf')) === 'version 2\n');
+    expect(s.drifted).toContainEqual(['/etc/app/app.conf content']);
+    await until(
+      'the report of the revert',
+      () => s.reporter.sequence.at(-1)?.startsWith('reverted') === true,
+    );
+    expect(s.reporter.sequence.at(-1)).toBe('reverted: restart app.service');
+    expect(s.drifted.at(-1)).toEqual([]);
+  });
+
+  it("a revert waits for the try's verdict, then puts back what the confirmed revision holds", async () => {
+    const s = await setup({ drift: true });
+    await s.agent.start();
+    s.feed.grant(grantOf(version('1', [], 'Revert'), { try: false }));
+    await s.reporter.until('Confirmed');
+    s.reporter.reports = [];
+    s.reporter.sequence = [];
+    s.feed.grant(grantOf(version('2', [], 'Revert'), { soakMs: 600, deadlineMs: 3000 }));
+    await s.reporter.until('Verifying');
+    await writeFile(join(s.root, 'etc/app/app.conf'), 'edited during the try\n');
+    await until('the drift report', () =>
+      s.drifted.some((items) => items.includes('/etc/app/app.conf content')),
+    );
+    expect(await s.read('etc/app/app.conf')).toBe('edited during the try\n'); // not yet
+    await s.reporter.until('Confirmed');
+    await until('the revert', async () => (await s.read('etc/app/app.conf')) === 'version 2\n');
+    // the file is back a moment before the revert's report is sent
+    await until(
+      'the report of the revert',
+      () => s.reporter.sequence.at(-1)?.startsWith('reverted') === true,
+    );
+    expect(s.reporter.sequence).toEqual([
+      'Verifying',
+      'Confirmed',
+      'reverted: restart app.service',
+    ]);
+  });
+
+  it('Report: an edit is reported and stays', async () => {
+    const s = await setup({ drift: true });
+    await s.agent.start();
+    s.feed.grant(grantOf(version('1'), { try: false }));
+    await s.reporter.until('Confirmed');
+    await writeFile(join(s.root, 'etc/app/app.conf'), 'tuned\n');
+    await until('the drift report', () =>
+      s.drifted.some((items) => items.includes('/etc/app/app.conf content')),
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await s.read('etc/app/app.conf')).toBe('tuned\n');
+    expect(s.reporter.sequence.filter((e) => e.startsWith('reverted'))).toEqual([]);
   });
 });

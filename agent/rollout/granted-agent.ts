@@ -16,11 +16,16 @@
  * - at start: a try left by an earlier boot is reverted at once (the machine restarted under an
  *   unconfirmed revision); one from this boot (the agent restarted) is verified on to its
  *   deadline from what try.json holds — without needing the API server.
+ * Drift (agent/drift/): the monitor is told around every apply (./drift-applier.ts); a revert of
+ * drift it asks for runs when no grant is being applied, verified or retried — a try's verdict
+ * decides what stays, and a new revision repairs Revert drift anyway.
  */
-import { errorFields, type Logger } from '../../log/logger.js';
+import { errorFields, silentLogger, type Logger } from '../../log/logger.js';
 import type { RevisionReport } from '../../api/schema.js';
 import type { GrantPhase } from '../../api/constants.js';
 import { applyDesired, type ApplyDeps, type ApplyResult } from '../apply.js';
+import type { DriftHooks } from '../drift/monitor.js';
+import { revertDrift } from '../drift/revert.js';
 import { readLastApplied, writeLastApplied, type Desired } from '../state.js';
 import type { Grant } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
@@ -28,6 +33,7 @@ import { judgeUnit, type CheckResult, type HealthProbe, type UnitProbe } from '.
 import type { TryRecord, TryState, WatchedUnit } from './try-state.js';
 import { InvalidConfigError } from '../../api/validate-config.js';
 import { checkDesired } from '../desired-check.js';
+import { withDrift } from './drift-applier.js';
 
 /** What the loop needs of the grant source. */
 export interface GrantFeed {
@@ -49,6 +55,9 @@ export interface GrantReporter {
   applied(result: ApplyResult, durationMs: number): void;
   failed(checksum: string, error: Error): void;
   sourceFailed(error: Error): void;
+  /** A revert of drift ran, or failed. */
+  reverted?(result: ApplyResult, durationMs: number): void;
+  revertFailed?(error: Error): void;
   flush?(): Promise<void>;
 }
 
@@ -58,13 +67,16 @@ export interface Applier {
   apply(desired: Desired): Promise<ApplyResult>;
   /** Records `desired` as applied without applying it (a failed apply, before its revert). */
   markApplied(desired: Desired): Promise<void>;
+  /** Puts Revert drift back (agent/drift/revert.ts); undefined when there was nothing to do. */
+  revertDrift?(): Promise<ApplyResult | undefined>;
 }
 
-export function nodeApplier(deps: ApplyDeps): Applier {
+export function nodeApplier(deps: ApplyDeps, log: Logger = silentLogger()): Applier {
   return {
     lastApplied: () => readLastApplied(deps.stateDir),
     apply: (desired) => applyDesired(deps, desired),
     markApplied: (desired) => writeLastApplied(deps.stateDir, desired.bytes),
+    revertDrift: () => revertDrift(deps, log),
   };
 }
 
@@ -81,6 +93,8 @@ export interface GrantedAgentOptions {
   /** Restore owners of backed-up files (false in an unprivileged sandbox). */
   owners: boolean;
   log: Logger;
+  /** The drift monitor; without it nothing watches for drift. */
+  drift?: DriftHooks;
   /** Called when an apply starts (the bench measures grant → apply start). */
   onApplyStart?: (grant: Grant) => void;
   tickMs?: number;
@@ -114,12 +128,18 @@ export class GrantedAgent {
   private stopped = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private failures = 0;
+  /** Drift asked for a revert. */
+  private driftRevertWanted = false;
+  /** The applier, telling the drift monitor around every apply when there is one. */
+  private readonly applier: Applier;
   /** The last verdict on a grant, for tests. */
   lastPhase: GrantPhase | undefined;
   /** The checksum on the node, for /healthz. */
   applied: string | undefined;
 
-  constructor(private readonly o: GrantedAgentOptions) {}
+  constructor(private readonly o: GrantedAgentOptions) {
+    this.applier = o.drift ? withDrift(o.applier, o.drift) : o.applier;
+  }
 
   private now(): number {
     return this.o.now?.() ?? Date.now();
@@ -128,9 +148,11 @@ export class GrantedAgent {
   async start(): Promise<void> {
     const { reporter, tryState, scope } = this.o;
     reporter.setSource('Grant', { namespace: scope.namespace, name: scope.osc });
-    const last = await this.o.applier.lastApplied();
+    const last = await this.applier.lastApplied();
     if (last) reporter.restored(last.checksum);
     this.applied = last?.checksum;
+    // before anything is applied: what changed while the agent was down, against what it applied
+    await this.o.drift?.start(last?.config);
     const record = await tryState.current();
     if (record) {
       if (record.boot !== (await tryState.bootToken())) {
@@ -185,12 +207,25 @@ export class GrantedAgent {
     this.kick();
   }
 
+  /**
+   * Drift asks for a revert: it runs once no grant is pending, applied, verified or waiting for its
+   * retry (the retry's apply repairs Revert drift too).
+   */
+  requestDriftRevert(): void {
+    this.driftRevertWanted = true;
+    this.kick();
+  }
+
   private kick(): void {
     if (this.running || this.stopped) return;
     this.running = this.loop().finally(() => {
       this.running = undefined;
-      if (this.pending && !this.stopped) this.kick();
+      if ((this.pending || this.revertDue()) && !this.stopped) this.kick();
     });
+  }
+
+  private revertDue(): boolean {
+    return this.driftRevertWanted && !this.retryTimer;
   }
 
   /** Resolves once nothing is pending or running (tests, `--once`). */
@@ -199,7 +234,12 @@ export class GrantedAgent {
   }
 
   private async loop(): Promise<void> {
-    while (!this.stopped && this.pending) {
+    while (!this.stopped && (this.pending || this.revertDue())) {
+      if (!this.pending) {
+        this.driftRevertWanted = false;
+        await this.runDriftRevert();
+        continue;
+      }
       const item = this.pending;
       this.pending = undefined;
       this.interrupt = new AbortController();
@@ -275,7 +315,7 @@ export class GrantedAgent {
       this.report(grant, 'Applying', 'Applying', `applying revision ${String(grant.number)}`);
     }, this.o.applyingReportAfterMs ?? 3_000);
     try {
-      const result = await this.o.applier.apply(desired);
+      const result = await this.applier.apply(desired);
       this.applied = result.checksum;
       return result;
     } finally {
@@ -308,7 +348,7 @@ export class GrantedAgent {
       await this.verifyAndFinish(record);
       return;
     }
-    const last = await this.o.applier.lastApplied();
+    const last = await this.applier.lastApplied();
     const confirmed = await tryState.confirmed();
     if (!grant.try || !(confirmed ?? last)) {
       await this.applyPlain(grant, desired, grant.try ? 'NoPreviousRevision' : 'Applied');
@@ -342,7 +382,7 @@ export class GrantedAgent {
       const message = `the apply failed: ${(error as Error).message}`;
       reporter.failed(desired.checksum, error as Error);
       // Its changes are partly on disk: count it applied so the revert undoes all of them.
-      await this.o.applier.markApplied(desired);
+      await this.applier.markApplied(desired);
       await this.revert(record, 'ApplyFailed', message);
       return;
     }
@@ -395,7 +435,7 @@ export class GrantedAgent {
     const verdict = await this.verify(record, previous, alsoReport);
     if (verdict.kind === 'interrupted') return; // a newer grant, or stopping: try.json stays
     if (verdict.kind === 'confirmed') {
-      const applied = await this.o.applier.lastApplied();
+      const applied = await this.applier.lastApplied();
       if (applied?.checksum === grant.checksum) await this.o.tryState.setConfirmed(applied.bytes);
       await this.o.tryState.end();
       this.report(grant, 'Confirmed', 'Healthy', verdict.message);
@@ -567,7 +607,7 @@ export class GrantedAgent {
       try {
         if (target) {
           const t0 = performance.now();
-          const result = await this.o.applier.apply(target);
+          const result = await this.applier.apply(target);
           this.applied = result.checksum;
           this.o.reporter.applied(result, performance.now() - t0);
         }
@@ -610,11 +650,24 @@ export class GrantedAgent {
     }
   }
 
+  /** A revert of drift, unless a try is still open (its verdict decides what stays). */
+  private async runDriftRevert(): Promise<void> {
+    if (!this.applier.revertDrift || (await this.o.tryState.current())) return;
+    const t0 = performance.now();
+    try {
+      const result = await this.applier.revertDrift();
+      if (result) this.o.reporter.reverted?.(result, performance.now() - t0);
+    } catch (error) {
+      this.o.reporter.revertFailed?.(error as Error);
+    }
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.interrupt.abort();
     await this.o.source.stop();
     await this.idle();
+    await this.o.drift?.stop();
   }
 }

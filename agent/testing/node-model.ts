@@ -4,6 +4,7 @@
  * closely enough to check that a plan reaches the desired state; it is not used by the agent.
  */
 import type { ResolvedConfig } from '../../api/resolved.js';
+import type { ObservedUnit } from '../drift/unit-drift.js';
 import type { Action, ObservedDisk, ObservedFile } from '../plan.js';
 import { entriesOf } from '../plan.js';
 
@@ -12,6 +13,8 @@ export interface NodeModel {
   enabled: Set<string>;
   masked: Set<string>;
   active: Set<string>;
+  /** Units systemd knows: declared at some point, or acted on. */
+  known: Set<string>;
   /** Times each unit's process was ended and started again. */
   restarts: Map<string, number>;
   reloads: Map<string, number>;
@@ -28,6 +31,7 @@ export function nodeFrom(
     enabled: new Set(),
     masked: new Set(),
     active: new Set(),
+    known: new Set(),
     restarts: new Map(),
     reloads: new Map(),
     daemonReloads: 0,
@@ -44,6 +48,7 @@ export function nodeFrom(
     node.files.set(e.path, { content: e.content, mode: e.mode, user: e.user, group: e.group });
   }
   for (const u of config?.units ?? []) {
+    node.known.add(u.name);
     if (u.mask) node.masked.add(u.name);
     if (u.enable && !u.mask) node.enabled.add(u.name);
     if (u.enable && !u.mask && u.command !== 'stop') node.active.add(u.name);
@@ -51,8 +56,23 @@ export function nodeFrom(
   return node;
 }
 
+/** What the planner observes on the model: its files and, as systemctl would say it, its units. */
 export function diskOf(node: NodeModel): ObservedDisk {
-  return { files: new Map(node.files) };
+  const units = new Map<string, ObservedUnit>();
+  for (const name of node.known) units.set(name, unitOf(node, name));
+  return { files: new Map(node.files), units };
+}
+
+function unitOf(node: NodeModel, name: string): ObservedUnit {
+  const masked = node.masked.has(name);
+  return {
+    load: masked ? 'masked' : 'loaded',
+    active: node.active.has(name) ? 'active' : 'inactive',
+    sub: node.active.has(name) ? 'running' : 'dead',
+    fileState: masked ? 'masked' : node.enabled.has(name) ? 'enabled' : 'disabled',
+    result: 'success',
+    restsInactive: false,
+  };
 }
 
 const bump = (m: Map<string, number>, k: string): void => {
@@ -61,6 +81,7 @@ const bump = (m: Map<string, number>, k: string): void => {
 
 export function applyToModel(node: NodeModel, actions: readonly Action[]): void {
   for (const a of actions) {
+    if ('unit' in a && a.unit !== undefined) node.known.add(a.unit);
     switch (a.kind) {
       case 'writeFile':
         node.files.set(a.path, { content: a.content, mode: a.mode, user: a.user, group: a.group });

@@ -1,4 +1,7 @@
 import { Agent, logReporter, type Reporter } from '../../agent/agent.js';
+import type { ApplyDeps } from '../../agent/apply.js';
+import type { DriftHooks, DriftTrigger } from '../../agent/drift/monitor.js';
+import type { GrantedAgent } from '../../agent/rollout/granted-agent.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
@@ -26,6 +29,10 @@ export interface AgentFlags {
   bootstrapKubeconfig?: string;
   certDir?: string;
   certificateLifetime?: string;
+  /** false with --no-drift. */
+  drift?: boolean;
+  driftAuditInterval?: string;
+  driftRevertBackoff?: string;
 }
 
 export const DEFAULT_CERT_DIR = '/var/lib/oscar/pki';
@@ -180,7 +187,13 @@ async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
     source = await secretWiring(flags, log, metrics, reporters, closers);
   }
   const unlock = await lockStateDir(deps.stateDir);
-  const agent = new Agent({ source, deps, reporters, log });
+  const late: { agent?: Agent } = {}; // the monitor asks the agent for reverts; the agent runs it
+  const drift =
+    flags.once === true || flags.drift === false
+      ? undefined
+      : await driftMonitor(flags, deps, reporters, metrics, log, () => late.agent?.revert());
+  const agent = new Agent({ source, deps, reporters, log, ...(drift ? { drift } : {}) });
+  late.agent = agent;
   const server =
     served && metrics && flags.metricsAddr !== undefined
       ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
@@ -263,6 +276,15 @@ async function grantMode(
     'connecting to the API server (grant mode)',
   );
   const kc = kube.asKubeConfig(credentials);
+  // drift goes to the node reporter too, which followGrants makes
+  const driftReporters = [...reporters];
+  const late: { agent?: GrantedAgent } = {};
+  const drift =
+    flags.drift === false
+      ? undefined
+      : await driftMonitor(flags, deps, driftReporters, metrics, log, () => {
+          late.agent?.requestDriftRevert();
+        });
   const { agent, reporter } = followGrants(kc, {
     namespace,
     osc,
@@ -271,6 +293,7 @@ async function grantMode(
     pollIntervalMs,
     log,
     observers: reporters,
+    ...(drift ? { drift } : {}),
     http: kube.kubeHttp(credentials, { userAgent: userAgent('agent') }),
     ...(metrics
       ? {
@@ -280,6 +303,8 @@ async function grantMode(
         }
       : {}),
   });
+  late.agent = agent;
+  driftReporters.push(reporter);
   const unlock = await lockStateDir(deps.stateDir);
   const server =
     served && metrics && flags.metricsAddr !== undefined
@@ -296,6 +321,54 @@ async function grantMode(
   closers.push(unlock);
   await agent.start();
   return { agent, reporters: [...reporters, reporter], closers };
+}
+
+/** The drift monitor (agent/drift/): reports to the agent's reporters, reverts through it. */
+async function driftMonitor(
+  flags: AgentFlags,
+  deps: ApplyDeps,
+  reporters: Reporter[],
+  metrics: AgentMetrics | undefined,
+  log: Logger,
+  revert: () => void,
+): Promise<DriftHooks> {
+  const auditSeconds = Number(flags.driftAuditInterval ?? '300');
+  if (!Number.isFinite(auditSeconds) || auditSeconds < 0) {
+    throw new Error(
+      `--drift-audit-interval must be a number of seconds (0: only at start and before applies), got "${flags.driftAuditInterval ?? ''}"`,
+    );
+  }
+  const backoffSeconds = Number(flags.driftRevertBackoff ?? '1');
+  if (!Number.isFinite(backoffSeconds) || backoffSeconds < 0) {
+    throw new Error(
+      `--drift-revert-backoff must be a number of seconds (0: no backoff), got "${flags.driftRevertBackoff ?? ''}"`,
+    );
+  }
+  const [{ DriftMonitor }, { RevertBackoff }] = await Promise.all([
+    import('../../agent/drift/monitor.js'),
+    import('../../agent/drift/policy.js'),
+  ]);
+  // the audit also runs at start and before every apply; 0 leaves only those
+  log.info({ auditIntervalSeconds: auditSeconds }, 'watching for drift');
+  return new DriftMonitor({
+    root: deps.root,
+    owners: deps.owners,
+    ...(deps.unitStates ? { units: deps.unitStates } : {}),
+    auditIntervalMs: auditSeconds * 1000,
+    report: (report) => {
+      for (const r of reporters) r.drift?.(report);
+    },
+    ...(metrics
+      ? {
+          checked: (trigger: DriftTrigger, ms: number) => {
+            metrics.driftChecked(trigger, ms);
+          },
+        }
+      : {}),
+    requestRevert: revert,
+    backoff: new RevertBackoff({ baseMs: backoffSeconds * 1000 }),
+    log,
+  });
 }
 
 async function secretWiring(

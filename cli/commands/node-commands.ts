@@ -68,7 +68,18 @@ export function registerAgentCommand(program: Command): void {
           '--metrics-addr <host:port>',
           'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)',
         )
-        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)'),
+        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)')
+        .option(
+          '--drift-audit-interval <seconds>',
+          'full drift audit (hashes, modes, owners, unit states) this often; inotify reports in between (0: only at start and before applies)',
+          '300',
+        )
+        .option(
+          '--drift-revert-backoff <seconds>',
+          'with driftPolicy Revert: the wait before a second revert in a row, doubling with each further one (up to 5 min; 10 quiet minutes reset it; 0: no backoff)',
+          '1',
+        )
+        .option('--no-drift', 'do not watch for drift (files or units changed by someone else)'),
     ).action(async (flags: AgentFlags) => {
       tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
       await (await import('./agent.js')).agentCommand(flags);

@@ -60,6 +60,21 @@ describe('summarize', () => {
     });
   });
 
+  it('a node whose agent reports Drifted=True counts as drifted', () => {
+    const n = node('n', 'web', 'c1', 'False');
+    const drifted = (status: 'True' | 'False') => ({
+      type: 'Drifted',
+      status,
+      reason: 'X',
+      message: '',
+      lastTransitionTime: T,
+    });
+    n.status?.conditions?.push(drifted('True'));
+    expect(summarize(n)).toEqual({ osc: 'ns/web', applied: 'c1', degraded: false, drifted: true });
+    n.status!.conditions = [drifted('False')];
+    expect(summarize(n)).toEqual({ osc: 'ns/web', applied: 'c1', degraded: false });
+  });
+
   it('a node that has not named its config (no oscRef, or an empty name) counts nowhere', () => {
     expect(summarize(node('n', undefined, 'c1'))).toBeUndefined();
     expect(summarize({ metadata: { name: 'n' } })).toBeUndefined();
@@ -72,6 +87,13 @@ describe('summarize', () => {
 describe('slimNode', () => {
   it('drops what counting never reads, and counting gives the same answer', () => {
     const n = node('n', 'web', 'c1', 'True') as OscNodeObject & Record<string, unknown>;
+    n.status?.conditions?.push({
+      type: 'Drifted',
+      status: 'True',
+      reason: 'DriftDetected',
+      message: '/etc/a (content)',
+      lastTransitionTime: T,
+    });
     n.metadata.labels = { a: 'b' };
     n.metadata.uid = 'u';
     if (n.status) {
@@ -88,10 +110,18 @@ describe('slimNode', () => {
         appliedChecksum: 'c1',
         conditions: [
           { type: 'Degraded', status: 'True', reason: 'X', message: '', lastTransitionTime: T },
+          {
+            type: 'Drifted',
+            status: 'True',
+            reason: 'DriftDetected',
+            message: '/etc/a (content)',
+            lastTransitionTime: T,
+          },
         ],
       },
     });
     expect(summarize(n)).toEqual(before);
+    expect(before?.drifted).toBe(true);
   });
 
   it('leaves a bookmark (metadata only) alone', () => {
@@ -106,14 +136,21 @@ describe('countNodes', () => {
     { osc: 'ns/a', applied: 'c1', degraded: false },
     { osc: 'ns/a', applied: 'c1', degraded: true },
     { osc: 'ns/a', applied: 'c0', degraded: false },
-    { osc: 'ns/a', degraded: true },
+    { osc: 'ns/a', degraded: true, drifted: true },
+    { osc: 'ns/a', applied: 'c1', degraded: false, drifted: true },
+    { osc: 'ns/a', applied: 'c1', degraded: false, drifted: false },
   ];
-  it('total, updated to the checksum, degraded', () => {
-    expect(countNodes(nodes, 'c1')).toEqual({ total: 4, updated: 2, degraded: 2 });
-    expect(countNodes([], 'c1')).toEqual({ total: 0, updated: 0, degraded: 0 });
+  it('total, updated to the checksum, degraded, drifted', () => {
+    expect(countNodes(nodes, 'c1')).toEqual({ total: 6, updated: 4, degraded: 2, drifted: 2 });
+    expect(countNodes([], 'c1')).toEqual({ total: 0, updated: 0, degraded: 0, drifted: 0 });
   });
   it('no checksum yet: nobody is updated, not even a node that applied nothing', () => {
-    expect(countNodes(nodes, undefined)).toEqual({ total: 4, updated: 0, degraded: 2 });
+    expect(countNodes(nodes, undefined)).toEqual({
+      total: 6,
+      updated: 0,
+      degraded: 2,
+      drifted: 2,
+    });
   });
 });
 
@@ -130,6 +167,11 @@ describe('NodeIndex', () => {
     expect(idx.of('ns/a')).toHaveLength(1);
     expect(idx.of('ns/b')).toHaveLength(1);
     // Degraded flips: touched.
+    expect(idx.set('n1', summarize(node('n1', 'a', 'c1', 'True')))).toEqual(['ns/a']);
+    // Drifted flips: touched; and back.
+    expect(idx.set('n1', { osc: 'ns/a', applied: 'c1', degraded: true, drifted: true })).toEqual([
+      'ns/a',
+    ]);
     expect(idx.set('n1', summarize(node('n1', 'a', 'c1', 'True')))).toEqual(['ns/a']);
     expect(idx.remove('n1')).toEqual(['ns/a']);
     expect(idx.of('ns/a')).toEqual([]);

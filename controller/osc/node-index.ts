@@ -22,6 +22,12 @@ export interface NodeSummary {
   osc: string;
   applied?: string;
   degraded: boolean;
+  /** Its agent reports Drifted=True: something it applied was changed on the node. */
+  drifted?: boolean;
+}
+
+function conditionTrue(node: OscNodeObject, type: string): boolean {
+  return node.status?.conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
 }
 
 export type NodeCounts = NonNullable<OperatingSystemConfigStatus['nodes']>;
@@ -30,12 +36,14 @@ export type NodeCounts = NonNullable<OperatingSystemConfigStatus['nodes']>;
 export function summarize(node: OscNodeObject): NodeSummary | undefined {
   const ref = node.status?.oscRef;
   if (!ref?.name || !ref.namespace) return undefined;
-  const degraded =
-    node.status?.conditions?.some((c) => c.type === 'Degraded' && c.status === 'True') ?? false;
+  const summary: NodeSummary = {
+    osc: `${ref.namespace}/${ref.name}`,
+    degraded: conditionTrue(node, 'Degraded'),
+  };
   const applied = node.status?.appliedChecksum;
-  return applied
-    ? { osc: `${ref.namespace}/${ref.name}`, applied, degraded }
-    : { osc: `${ref.namespace}/${ref.name}`, degraded };
+  if (applied) summary.applied = applied;
+  if (conditionTrue(node, 'Drifted')) summary.drifted = true;
+  return summary;
 }
 
 /**
@@ -60,24 +68,30 @@ export function slimNode(obj: unknown): void {
   if (s.appliedChecksum) slim.appliedChecksum = s.appliedChecksum;
   if (s.source) slim.source = s.source;
   if (s.revision) slim.revision = { ...s.revision, message: s.revision.message.slice(0, 300) };
-  const degraded = s.conditions?.filter((c) => c.type === 'Degraded');
-  if (degraded?.length) slim.conditions = degraded;
+  const counted = s.conditions?.filter((c) => c.type === 'Degraded' || c.type === 'Drifted');
+  if (counted?.length) slim.conditions = counted;
   node.status = slim;
 }
 
-/** total: nodes following the config; updated: those that applied `checksum`; degraded. */
+/** total: nodes following the config; updated: those that applied `checksum`; degraded; drifted. */
 export function countNodes(nodes: Iterable<NodeSummary>, checksum: string | undefined): NodeCounts {
-  const counts: NodeCounts = { total: 0, updated: 0, degraded: 0 };
+  const counts: NodeCounts = { total: 0, updated: 0, degraded: 0, drifted: 0 };
   for (const n of nodes) {
     counts.total++;
     if (checksum !== undefined && n.applied === checksum) counts.updated++;
     if (n.degraded) counts.degraded++;
+    if (n.drifted === true) counts.drifted++;
   }
   return counts;
 }
 
 function same(a: NodeSummary | undefined, b: NodeSummary | undefined): boolean {
-  return a?.osc === b?.osc && a?.applied === b?.applied && a?.degraded === b?.degraded;
+  return (
+    a?.osc === b?.osc &&
+    a?.applied === b?.applied &&
+    a?.degraded === b?.degraded &&
+    (a?.drifted ?? false) === (b?.drifted ?? false)
+  );
 }
 
 export class NodeIndex {

@@ -305,7 +305,12 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     await reconcile('ns/a', deps);
     // A reconcile OSC shows its (zero) nodes from the start.
-    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0 });
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({
+      total: 0,
+      updated: 0,
+      degraded: 0,
+      drifted: 0,
+    });
     const v1 = world.osc('ns', 'a')?.status?.checksum ?? '';
 
     world.nodes.set('ns/a', [
@@ -316,7 +321,12 @@ describe('reconcile', () => {
     world.log = [];
     expect((await reconcile('ns/a', deps)).writes).toBe(1);
     expect(world.log).toEqual(['status a']);
-    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 3, updated: 1, degraded: 1 });
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({
+      total: 3,
+      updated: 1,
+      degraded: 1,
+      drifted: 0,
+    });
     world.log = [];
     expect((await reconcile('ns/a', deps)).writes).toBe(0);
 
@@ -324,7 +334,12 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec('v2\n') });
     await reconcile('ns/a', deps);
     expect(world.osc('ns', 'a')?.status?.checksum).not.toBe(v1);
-    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 3, updated: 0, degraded: 1 });
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({
+      total: 3,
+      updated: 0,
+      degraded: 1,
+      drifted: 0,
+    });
 
     // An invalid update keeps the last good checksum, and counts against it.
     const v2 = world.osc('ns', 'a')?.status?.checksum ?? '';
@@ -333,7 +348,12 @@ describe('reconcile', () => {
     bad.units[0]!.filePaths = ['/etc/undeclared.conf'];
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: bad });
     expect((await reconcile('ns/a', deps)).result).toBe('invalid');
-    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({ total: 1, updated: 1, degraded: 0 });
+    expect(world.osc('ns', 'a')?.status?.nodes).toEqual({
+      total: 1,
+      updated: 1,
+      degraded: 0,
+      drifted: 0,
+    });
   });
 
   it('a provision OSC has no node counts unless some node says it follows it', async () => {
@@ -344,7 +364,12 @@ describe('reconcile', () => {
     expect(world.osc('ns', 'p')?.status).not.toHaveProperty('nodes');
     world.nodes.set('ns/p', [{ osc: 'ns/p', degraded: true }]);
     await reconcile('ns/p', deps);
-    expect(world.osc('ns', 'p')?.status?.nodes).toEqual({ total: 1, updated: 0, degraded: 1 });
+    expect(world.osc('ns', 'p')?.status?.nodes).toEqual({
+      total: 1,
+      updated: 0,
+      degraded: 1,
+      drifted: 0,
+    });
     world.nodes.delete('ns/p');
     await reconcile('ns/p', deps);
     expect(world.osc('ns', 'p')?.status).not.toHaveProperty('nodes');

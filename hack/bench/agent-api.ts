@@ -57,7 +57,7 @@ export function quantiles(samples: number[]): { p50: number; p99: number; max: n
 }
 
 /** Refuses to measure a dist/ older than its sources: the figures would be of other code. */
-async function checkDistFresh(): Promise<string> {
+export async function checkDistFresh(): Promise<string> {
   const entry = join(repoRoot, 'dist', 'cli', 'oscar.js');
   for (const dir of ['agent', 'cli', 'kube', 'api']) {
     for (const e of await readdir(join(repoRoot, dir), { recursive: true })) {

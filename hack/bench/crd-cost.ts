@@ -117,7 +117,7 @@ function status(): Json {
     checksumShort: 'a'.repeat(12),
     format: 'cloud-config',
     size: 30000,
-    nodes: { total: 0, updated: 0, degraded: 0 },
+    nodes: { total: 0, updated: 0, degraded: 0, drifted: 0 },
   };
 }
 

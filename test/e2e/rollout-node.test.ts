@@ -356,6 +356,31 @@ describe('try mode on real systemd (nspawn, a network of its own)', () => {
     before = await sha(watched);
   });
 
+  it('grant mode watches for drift too: a hand edit is reported on the node object (Report), and clears when put back', async (ctx) => {
+    if (!node) return ctx.skip(skipReason);
+    const drifted = async (status: 'True' | 'False') => {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const s = (await api().request<OperatingSystemConfigNode>('GET', `${NODES}/${nodeName}`))
+          .status;
+        if (s?.conditions?.find((c) => c.type === 'Drifted')?.status === status) return s;
+        if (Date.now() > deadline) throw new Error(`no Drifted=${status}: ${JSON.stringify(s)}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+    await writeFile(node.hostPath('/etc/app/app.conf'), 'edited by hand\n');
+    const s = await drifted('True');
+    expect(s.drift?.items?.[0]).toMatchObject({
+      path: '/etc/app/app.conf',
+      reason: 'content',
+      policy: 'Report',
+    });
+    expect(await readNodeFile(node, '/etc/app/app.conf')).toBe('edited by hand\n'); // Report
+    await writeFile(node.hostPath('/etc/app/app.conf'), 'version 1\n');
+    await drifted('False');
+    expect(await sha(watched)).toEqual(before);
+  });
+
   it('a service that fails its health check is rolled back within the deadline: same files, old version running', async (ctx) => {
     if (!node) return ctx.skip(skipReason);
     const t0 = Date.now();

@@ -307,6 +307,11 @@ describe('agent with the real API server', () => {
     expect(await can('patch', `operatingsystemconfignodes.oscar.dev/${s.node}`)).toBe('no');
     expect(await can('update', `operatingsystemconfignodes.oscar.dev/${s.node}`)).toBe('no');
     expect(await can('get', 'operatingsystemconfigs.oscar.dev', '-n', s.ns)).toBe('no');
+    // drift Events in its own namespace: create, nothing more, nowhere else
+    expect(await can('create', 'events.events.k8s.io', '-n', s.ns)).toBe('yes');
+    expect(await can('list', 'events.events.k8s.io', '-n', s.ns)).toBe('no');
+    expect(await can('delete', 'events.events.k8s.io', '-n', s.ns)).toBe('no');
+    expect(await can('create', 'events.events.k8s.io', '-n', 'default')).toBe('no');
   });
 
   it('an API server outage of 30 s loses nothing: the pending report lands, later changes converge', async () => {

@@ -80,7 +80,7 @@ describe('controller and agent (real API server)', () => {
     const { ns, node, osc, secret, api } = await chain('chain');
     await api.applyOsc(ns, osc, demoSpec('reconcile', 'v1\n'));
     const v1 = await api.waitReady(ns, osc);
-    expect(v1.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0 });
+    expect(v1.status?.nodes).toEqual({ total: 0, updated: 0, degraded: 0, drifted: 0 });
 
     // The agent, wired by the same followSecret as `oscar agent --secret`.
     const kc = await kubeConfigFor(agentIdentity(ns, node));
@@ -152,7 +152,7 @@ describe('controller and agent (real API server)', () => {
     ]);
     expect(st2.conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
     const after = await nodesCount(c2, { updated: 1, degraded: 0 });
-    expect(after.status?.nodes).toEqual({ total: 1, updated: 1, degraded: 0 });
+    expect(after.status?.nodes).toEqual({ total: 1, updated: 1, degraded: 0, drifted: 0 });
 
     // A change this node cannot apply (a directory sits where a new file must go): the node
     // reports Degraded and keeps v2 as applied; the OSC counts it degraded and not updated.
@@ -213,7 +213,7 @@ describe('controller and agent (real API server)', () => {
       const o = await api.getOsc(ns, osc);
       return o?.status?.nodes?.updated === 1 ? o.status.nodes : undefined;
     });
-    expect(counted).toEqual({ total: 1, updated: 1, degraded: 0 });
+    expect(counted).toEqual({ total: 1, updated: 1, degraded: 0, drifted: 0 });
 
     // What an operator sees: the rollout counts and short checksums in kubectl's columns.
     const columns = async (args: string[]): Promise<Record<string, string>> => {
@@ -237,6 +237,7 @@ describe('controller and agent (real API server)', () => {
       NODES: '1',
       UPDATED: '1',
       DEGRADED: '0',
+      DRIFTED: '0',
     });
     expect(await columns(['osc', '-n', ns, osc, '-o', 'wide'])).toMatchObject({
       REASON: 'Rendered',
@@ -249,11 +250,27 @@ describe('controller and agent (real API server)', () => {
       DESIRED: short,
       APPLIED: short,
       DEGRADED: 'False',
+      DRIFTED: 'False',
     });
     expect(await columns(['oscnode', node, '-o', 'wide'])).toMatchObject({
       NAMESPACE: ns,
       REASON: 'Applied',
       SECRET: secret,
     });
+
+    // Someone edits the file on the node: the agent (drift detection on by default) reports
+    // Drifted=True, and the OSC counts the node as drifted; put back by hand, it counts 0 again.
+    const drifted = (n: number) =>
+      waitFor(`${ns}/${osc} status.nodes.drifted ${String(n)}`, async () => {
+        const o = await api.getOsc(ns, osc);
+        return o?.status?.nodes?.drifted === n ? o.status.nodes : undefined;
+      });
+    await writeFile(join(root, 'etc/demo/app.conf'), 'edited by hand\n');
+    expect(await drifted(1)).toEqual({ total: 1, updated: 1, degraded: 0, drifted: 1 });
+    expect((await nodeStatus(api, node))?.drift?.items?.[0]?.path).toBe('/etc/demo/app.conf');
+    expect(await columns(['osc', '-n', ns, osc])).toMatchObject({ DRIFTED: '1' });
+    expect(await columns(['oscnode', node])).toMatchObject({ DRIFTED: 'True' });
+    await writeFile(join(root, 'etc/demo/app.conf'), 'cli\n');
+    await drifted(0);
   });
 });

@@ -333,10 +333,11 @@ describe('rollouts with the real API server', () => {
     }
     // the printer columns read the rollout at a glance
     const table = await kubectl(['get', 'osc', OSC, '-n', ns]);
-    expect(table.stdout).toMatch(/NODES\s+UPDATED\s+DEGRADED\s+ROLLOUT/);
+    expect(table.stdout).toMatch(/NODES\s+UPDATED\s+DEGRADED\s+DRIFTED\s+ROLLOUT/);
     // after the undo, the 20 nodes carry revision 2 while the OSC still renders revision 3: none
-    // is UPDATED to the OSC's current checksum, and the rollout (back to 2) is Complete
-    expect(table.stdout).toMatch(/\s20\s+0\s+0\s+Complete\s/);
+    // is UPDATED to the OSC's current checksum (none DEGRADED nor DRIFTED), and the rollout (back
+    // to 2) is Complete
+    expect(table.stdout).toMatch(/\s20\s+0\s+0\s+0\s+Complete\s/);
     const wide = await kubectl(['get', 'osc', OSC, '-n', ns, '-o', 'wide']);
     expect(wide.stdout).toMatch(/REVISION\s+FAILED/);
     expect(wide.stdout).toMatch(/\s2\s+0\s*$/m);

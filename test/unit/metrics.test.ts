@@ -58,6 +58,10 @@ async function everyMetric(): Promise<Described[]> {
   agent.collectProcessMetrics();
   agent.applies.inc({ result: 'success' });
   agent.unitJobs.inc({ job: 'restart' });
+  agent.driftItems.set({ kind: 'path', policy: 'Report' }, 1);
+  agent.driftDetected.inc({ kind: 'path', trigger: 'watch' });
+  agent.driftReverts.inc({ result: 'success' });
+  agent.driftChecked('audit', 3);
   return [...(await described(controller.registry)), ...(await described(agent.registry))];
 }
 

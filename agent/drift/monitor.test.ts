@@ -1,0 +1,403 @@
+// The drift monitor on a real file system (a directory root in tmpdir) with its real inotify
+// watcher: random sequences of edits, replace-by-rename, deletions, chmods and directory removals
+// on owned and foreign paths must end with exactly the owned paths that differ reported.
+import fc from 'fast-check';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ResolvedConfig } from '../../api/resolved.js';
+import { silentLogger } from '../../log/logger.js';
+import { entriesOf } from '../plan.js';
+import { config, file, unit } from '../testing/fixtures.js';
+import { DriftMonitor, type DriftReport } from './monitor.js';
+import { RevertBackoff } from './policy.js';
+import type { ObservedUnit } from './unit-drift.js';
+import type { UnitStateReader } from './unit-state.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+let root: string;
+const monitors: DriftMonitor[] = [];
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'oscar-drift-'));
+});
+
+afterEach(async () => {
+  for (const m of monitors.splice(0)) await m.stop();
+  await rm(root, { recursive: true, force: true });
+});
+
+/** Writes `c` into the root as an apply would (mode set explicitly, whatever the umask). */
+function lay(c: ResolvedConfig): void {
+  for (const f of entriesOf(c).values()) {
+    const p = join(root, f.path);
+    mkdirSync(dirname(p), { recursive: true });
+    writeFileSync(p, f.content);
+    chmodSync(p, f.mode);
+  }
+}
+
+interface Harness {
+  monitor: DriftMonitor;
+  reports: DriftReport[];
+  reverts: { n: number };
+  /** The paths and units reported drifted now. */
+  drifted(): string[];
+}
+
+function harness(opts: Partial<ConstructorParameters<typeof DriftMonitor>[0]> = {}): Harness {
+  const reports: DriftReport[] = [];
+  const reverts = { n: 0 };
+  const monitor = new DriftMonitor({
+    root,
+    owners: true,
+    auditIntervalMs: 0,
+    debounceMs: 20,
+    report: (r) => reports.push(r),
+    requestRevert: () => reverts.n++,
+    log: silentLogger(),
+    ...opts,
+  });
+  monitors.push(monitor);
+  return {
+    monitor,
+    reports,
+    reverts,
+    drifted: () => monitor.drifted.map((i) => i.key).sort(),
+  };
+}
+
+/** Lets inotify deliver what the synchronous file operations caused, then waits for the checks. */
+async function settle(m: DriftMonitor): Promise<void> {
+  await sleep(30);
+  await m.idle();
+}
+
+const OWNED = ['/etc/app/a.conf', '/etc/app/b.conf', '/opt/x/y/c.conf'];
+const FOREIGN = ['/etc/app/foreign.conf', '/etc/other/f.conf', '/opt/x/y/z.conf'];
+const DIRS = ['/etc/app', '/opt/x', '/opt/x/y', '/etc/other'];
+
+const applied = config(
+  [],
+  [
+    file('/etc/app/a.conf', 'a\n', { mode: 0o640 }),
+    file('/etc/app/b.conf', 'b\n'),
+    file('/opt/x/y/c.conf', 'c\n', { mode: 0o600 }),
+  ],
+);
+
+type Op =
+  | { kind: 'edit' | 'replace'; path: string; data: string }
+  | { kind: 'delete'; path: string }
+  | { kind: 'chmod'; path: string; mode: number }
+  | { kind: 'rmdir'; dir: string };
+
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  fc.record({
+    kind: fc.constantFrom('edit' as const, 'replace' as const),
+    path: fc.constantFrom(...OWNED, ...FOREIGN),
+    // the original content comes up often: an edit back to it is no drift
+    data: fc.constantFrom('a\n', 'b\n', 'c\n', 'changed\n', ''),
+  }),
+  fc.record({ kind: fc.constant('delete' as const), path: fc.constantFrom(...OWNED, ...FOREIGN) }),
+  fc.record({
+    kind: fc.constant('chmod' as const),
+    path: fc.constantFrom(...OWNED, ...FOREIGN),
+    mode: fc.constantFrom(0o640, 0o644, 0o600, 0o666),
+  }),
+  fc.record({ kind: fc.constant('rmdir' as const), dir: fc.constantFrom(...DIRS) }),
+);
+
+function run(op: Op): void {
+  if (op.kind === 'rmdir') {
+    rmSync(join(root, op.dir), { recursive: true, force: true });
+    return;
+  }
+  const p = join(root, op.path);
+  switch (op.kind) {
+    case 'edit': {
+      const existed = existsSync(p);
+      mkdirSync(dirname(p), { recursive: true });
+      writeFileSync(p, op.data);
+      if (!existed) chmodSync(p, 0o644);
+      return;
+    }
+    case 'replace': {
+      mkdirSync(dirname(p), { recursive: true });
+      const tmp = join(dirname(p), `.${String(Math.random()).slice(2)}.tmp`);
+      writeFileSync(tmp, op.data);
+      chmodSync(tmp, 0o644);
+      renameSync(tmp, p);
+      return;
+    }
+    case 'delete':
+      rmSync(p, { force: true });
+      return;
+    case 'chmod':
+      if (existsSync(p)) chmodSync(p, op.mode);
+  }
+}
+
+/** The owned paths whose state on disk differs from what was applied. */
+function expectedDrift(): string[] {
+  return applied.files
+    .filter((f) => {
+      const p = join(root, f.path);
+      if (!existsSync(p)) return true;
+      return !readFileSync(p).equals(f.content) || (statSync(p).mode & 0o7777) !== f.mode;
+    })
+    .map((f) => `path:${f.path}`)
+    .sort();
+}
+
+describe('DriftMonitor on a real file system', () => {
+  it('reports exactly the owned paths that differ after random edits, renames, deletions, chmods and directory removals — foreign paths never (property, inotify only)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 8 }), async (ops) => {
+        await rm(root, { recursive: true, force: true });
+        mkdirSync(root);
+        lay(applied);
+        for (const f of FOREIGN) run({ kind: 'edit', path: f, data: 'foreign\n' });
+        const h = harness();
+        await h.monitor.start(applied);
+        expect(h.drifted()).toEqual([]);
+        for (const op of ops) run(op);
+        await settle(h.monitor);
+        expect(h.drifted(), JSON.stringify(ops)).toEqual(expectedDrift());
+        for (const r of h.reports) for (const i of r.added) expect(OWNED).toContain(i.path);
+        // and back: the applied state again resolves everything, as the watcher sees it
+        lay(applied);
+        await settle(h.monitor);
+        expect(h.drifted()).toEqual([]);
+        await h.monitor.stop();
+        monitors.splice(monitors.indexOf(h.monitor), 1);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('says what differs, with expected and found hashes, modes and owners', async () => {
+    lay(applied);
+    const h = harness();
+    await h.monitor.start(applied);
+    expect(h.reports).toMatchObject([{ trigger: 'start', items: [] }]); // where things stand
+    h.reports.length = 0;
+    writeFileSync(join(root, '/etc/app/a.conf'), 'tampered\n');
+    chmodSync(join(root, '/opt/x/y/c.conf'), 0o644);
+    rmSync(join(root, '/etc/app/b.conf'));
+    await settle(h.monitor);
+    const byPath = new Map(h.monitor.drifted.map((i) => [i.path, i]));
+    expect(byPath.get('/etc/app/a.conf')).toMatchObject({
+      reason: 'content',
+      expected: expect.stringMatching(/^sha256:[0-9a-f]{12} 0640 root:root$/) as string,
+      found: expect.stringMatching(/^sha256:[0-9a-f]{12} 0640 root:root$/) as string,
+      policy: 'Report',
+    });
+    expect(byPath.get('/etc/app/a.conf')?.expected).not.toBe(byPath.get('/etc/app/a.conf')?.found);
+    expect(byPath.get('/opt/x/y/c.conf')).toMatchObject({ reason: 'mode' });
+    expect(byPath.get('/opt/x/y/c.conf')?.found).toMatch(/ 0644 root:root$/);
+    expect(byPath.get('/etc/app/b.conf')).toMatchObject({ reason: 'missing', found: 'missing' });
+    // a symlink where the file was: reported as one, never followed
+    rmSync(join(root, '/etc/app/a.conf'));
+    symlinkSync('/etc/passwd', join(root, '/etc/app/a.conf'));
+    await settle(h.monitor);
+    expect(h.monitor.drifted.find((i) => i.path === '/etc/app/a.conf')).toMatchObject({
+      reason: 'notRegularFile',
+      found: 'symlink',
+    });
+    // one report per change, listing what appeared
+    expect(
+      h.reports
+        .at(0)
+        ?.added.map((i) => i.path)
+        .sort(),
+    ).toEqual(['/etc/app/a.conf', '/etc/app/b.conf', '/opt/x/y/c.conf']);
+    expect(h.reports.at(0)?.trigger).toBe('watch');
+  });
+
+  it('finds at start what changed while the agent was down; the audit finds what no event told', async () => {
+    lay(applied);
+    writeFileSync(join(root, '/etc/app/a.conf'), 'changed while down\n');
+    const h = harness({ watch: false });
+    await h.monitor.start(applied);
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf']);
+    expect(h.reports.at(-1)?.trigger).toBe('start');
+    // no watcher: only an audit (here the one before an apply) sees this
+    writeFileSync(join(root, '/etc/app/b.conf'), 'restored from an old backup\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf']);
+    await h.monitor.beforeApply('apply');
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf', 'path:/etc/app/b.conf']);
+    expect(h.reports.at(-1)?.trigger).toBe('apply');
+  });
+
+  it('the periodic audit runs on its interval', async () => {
+    lay(applied);
+    const h = harness({ watch: false, auditIntervalMs: 50 });
+    await h.monitor.start(applied);
+    writeFileSync(join(root, '/opt/x/y/c.conf'), 'x');
+    for (let i = 0; i < 100 && h.drifted().length === 0; i++) await sleep(20);
+    expect(h.drifted()).toEqual(['path:/opt/x/y/c.conf']);
+    expect(h.reports.at(-1)?.trigger).toBe('audit');
+  });
+
+  it("the agent's own writes are never drift: paused while it applies, checked against the new state after", async () => {
+    lay(applied);
+    const h = harness();
+    await h.monitor.start(applied);
+    h.reports.length = 0;
+    await h.monitor.beforeApply('apply');
+    const next = config(
+      [],
+      [
+        file('/etc/app/a.conf', 'a2\n', { mode: 0o644 }),
+        file('/etc/app/b.conf', 'b\n'),
+        file('/etc/new/d.conf', 'd\n'),
+      ],
+    );
+    rmSync(join(root, '/opt/x/y/c.conf')); // removed by the apply: no longer in the config
+    lay(next);
+    await sleep(50); // events arrive while paused
+    h.monitor.afterApply({ applied: next });
+    await settle(h.monitor);
+    expect(h.reports).toEqual([]);
+    // and the new state is what is watched now
+    writeFileSync(join(root, '/etc/new/d.conf'), 'edited\n');
+    writeFileSync(join(root, '/opt/x/y/c.conf'), 'no longer oscars\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/etc/new/d.conf']);
+  });
+
+  it('a failed apply: what it wrote is not drift, neither is what was applied', async () => {
+    lay(applied);
+    const h = harness();
+    await h.monitor.start(applied);
+    await h.monitor.beforeApply('apply');
+    const next = config([], [file('/etc/app/a.conf', 'a2\n', { mode: 0o640 })]);
+    writeFileSync(join(root, '/etc/app/a.conf'), 'a2\n'); // it got this far
+    h.monitor.afterApply({ failed: next });
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual([]);
+    rmSync(join(root, '/etc/app/b.conf')); // the unfinished apply removes it: not drift either
+    writeFileSync(join(root, '/opt/x/y/c.conf'), 'neither\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/opt/x/y/c.conf']);
+  });
+
+  it('Ignore paths are never read nor reported; Revert asks for a revert, with a backoff while drift keeps coming back', async () => {
+    const c = config(
+      [],
+      [
+        file('/etc/app/a.conf', 'a\n', { driftPolicy: 'Revert' }),
+        file('/etc/app/b.conf', 'b\n', { driftPolicy: 'Ignore' }),
+        file('/opt/x/y/c.conf', 'c\n'),
+      ],
+    );
+    lay(c);
+    let now = 0;
+    const h = harness({
+      now: () => new Date(now),
+      backoff: new RevertBackoff({ baseMs: 60_000, maxMs: 60_000 }),
+    });
+    await h.monitor.start(c);
+    h.reports.length = 0;
+    writeFileSync(join(root, '/etc/app/b.conf'), 'tuned by hand\n');
+    await settle(h.monitor);
+    expect(h.reports).toEqual([]);
+    writeFileSync(join(root, '/etc/app/a.conf'), 'x\n');
+    await settle(h.monitor);
+    await sleep(10);
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf']);
+    expect(h.monitor.drifted[0]?.policy).toBe('Revert');
+    expect(h.reverts.n).toBe(1);
+    // the revert happens (the agent's apply), then someone changes it again at once: the next
+    // revert waits for the backoff
+    await h.monitor.beforeApply('revert');
+    writeFileSync(join(root, '/etc/app/a.conf'), 'a\n');
+    h.monitor.afterApply({ unchanged: true, revert: true });
+    await settle(h.monitor);
+    expect(h.reports.at(-1)).toMatchObject({ reverted: true, trigger: 'revert' });
+    now = 1_000;
+    writeFileSync(join(root, '/etc/app/a.conf'), 'y\n');
+    await settle(h.monitor);
+    await sleep(50);
+    expect(h.reverts.n).toBe(1); // 59 s to go
+  });
+
+  it('units: a change in systemd state directories asks for a unit check; stopped, disabled and masked units are reported', async () => {
+    // a unit of the OS changed through a drop-in: masking it links its name to /dev/null
+    const c = config([
+      unit('a.service', {
+        content: undefined,
+        dropIns: [{ name: '10-x.conf', content: '[Service]\nEnvironment=X=1\n' }],
+      }),
+      unit('b.service', { driftPolicy: 'Ignore' }),
+    ]);
+    lay(c);
+    const states = new Map<string, ObservedUnit>();
+    const running: ObservedUnit = {
+      load: 'loaded',
+      active: 'active',
+      sub: 'running',
+      fileState: 'enabled',
+      result: 'success',
+      restsInactive: false,
+    };
+    states.set('a.service', running);
+    states.set('b.service', running);
+    const asked: string[][] = [];
+    const reader: UnitStateReader = {
+      read: (units) => {
+        asked.push([...units]);
+        return Promise.resolve(new Map(units.map((u) => [u, states.get(u) ?? running])));
+      },
+    };
+    for (const d of ['run/systemd/units', 'etc/systemd/system/multi-user.target.wants'])
+      mkdirSync(join(root, d), { recursive: true });
+    writeFileSync(join(root, 'run/systemd/units/invocation:a.service'), '');
+    const h = harness({ units: reader });
+    await h.monitor.start(c);
+    expect(asked).toEqual([['a.service']]); // the Ignore unit is not even asked about
+    // someone stops a.service: systemd drops its invocation link
+    states.set('a.service', { ...running, active: 'inactive', sub: 'dead' });
+    rmSync(join(root, 'run/systemd/units/invocation:a.service'));
+    await settle(h.monitor);
+    expect(h.monitor.drifted).toMatchObject([
+      {
+        key: 'unit:a.service',
+        reason: 'stopped',
+        expected: 'active',
+        found: 'inactive (dead)',
+      },
+    ]);
+    // and disables and masks it: its .wants link goes, a /dev/null link appears
+    states.set('a.service', {
+      ...running,
+      load: 'masked',
+      fileState: 'masked',
+      active: 'inactive',
+      sub: 'dead',
+    });
+    symlinkSync('/dev/null', join(root, 'etc/systemd/system/a.service'));
+    await settle(h.monitor);
+    expect(h.monitor.drifted[0]).toMatchObject({ reason: 'masked, stopped' });
+    // an event for a unit nobody declared asks nothing
+    const before = asked.length;
+    writeFileSync(join(root, 'run/systemd/units/invocation:other.service'), '');
+    await settle(h.monitor);
+    expect(asked.length).toBe(before);
+  });
+});

@@ -1,0 +1,399 @@
+/**
+ * The drift monitor: notices within a moment when something oscar applied changed on the node,
+ * says exactly what, and — for Revert — asks the agent to put it back.
+ *
+ * Three ways in, one check:
+ * - the watcher (inotify on the directories of every owned path and on systemd's unit state
+ *   directories) names paths and units that may have changed; after a short quiet time
+ *   (debounceMs) they are checked;
+ * - the audit, every auditIntervalMs and before every apply, checks everything: events missed,
+ *   a restore from backup, changes made while the agent was down;
+ * - at start, the same audit.
+ * The check reads a path (agent/drift/reader.ts), hashes it and compares it with what was applied
+ * (agent/drift/expectation.ts); units through one `systemctl show` (agent/drift/unit-state.ts).
+ * The result is a set of drifted items; every change of it goes to the reporters (a Drifted
+ * condition, Events, metrics).
+ *
+ * The agent's own work is never drift: while it applies, the monitor is paused — events only
+ * collect paths — and afterwards those paths are checked against what is applied now.
+ */
+import type { ResolvedConfig } from '../../api/resolved.js';
+import { errorFields, type Logger } from '../../log/logger.js';
+import { Beneath } from '../beneath.js';
+import { Accounts, hostPath, mapLimit } from '../fs.js';
+import {
+  expectationOf,
+  NO_EXPECTATION,
+  pathDrift,
+  unitStateDrift,
+  type Expectation,
+  type Finding,
+  type OwnerIds,
+  type WatchedPolicy,
+} from './expectation.js';
+import { RevertBackoff } from './policy.js';
+import { readFound } from './reader.js';
+import type { UnitStateReader } from './unit-state.js';
+import { DriftWatcher } from './watcher.js';
+
+/** What found the drift: the watcher, the periodic audit, the check before an apply, the start. */
+export type DriftTrigger = 'start' | 'watch' | 'audit' | 'apply' | 'revert';
+
+export interface DriftItem {
+  /** "path:/etc/x.conf" or "unit:x.service". */
+  key: string;
+  path?: string;
+  unit?: string;
+  reason: string;
+  expected: string;
+  found: string;
+  policy: WatchedPolicy;
+  since: Date;
+}
+
+export interface DriftReport {
+  /** Everything that is drifted now, by key. */
+  items: readonly DriftItem[];
+  /** Drifted since the last report. */
+  added: readonly DriftItem[];
+  /** Drifted at the last report, not any more. */
+  resolved: readonly DriftItem[];
+  trigger: DriftTrigger;
+  /** `resolved` was put back by a revert (not by hand, nor by an apply of a new state). */
+  reverted: boolean;
+}
+
+/** How an apply ended, for the monitor's idea of what the node must carry. */
+export type ApplyOutcome =
+  /** The node now carries this config in full (it is last-applied). */
+  | { applied: ResolvedConfig }
+  /** An apply of this config stopped half-way: what it wrote is not drift either. */
+  | { failed: ResolvedConfig }
+  /** What was applied did not change: a refused state, or a revert (`revert`) of drift. */
+  | { unchanged: true; revert?: boolean };
+
+/** What the agent loop calls (agent/agent.ts). */
+export interface DriftHooks {
+  start(applied: ResolvedConfig | undefined): Promise<void>;
+  /** Before an apply: check everything (not for a revert, which a check just asked for), pause. */
+  beforeApply(kind: 'apply' | 'revert'): Promise<void>;
+  /** After an apply, failed or not: what is expected now; resume. */
+  afterApply(outcome: ApplyOutcome): void;
+  stop(): Promise<void>;
+}
+
+export interface DriftMonitorOptions {
+  root: string;
+  /** Compare owners (false in a sandbox where oscar runs unprivileged and sets none). */
+  owners: boolean;
+  /** systemd's unit states; absent (a directory root): units are not checked. */
+  units?: UnitStateReader;
+  /** Full audit every so often; 0: only at start and before applies. */
+  auditIntervalMs: number;
+  /** Quiet time after an event before its paths are checked (editors save in steps). */
+  debounceMs?: number;
+  /** Watch with inotify (default true); false leaves only the audits. */
+  watch?: boolean;
+  report(report: DriftReport): void;
+  /** A check finished: what started it, how long it took, how many paths it read. */
+  checked?(trigger: DriftTrigger, durationMs: number, paths: number): void;
+  /** Asks the agent for a revert apply (it runs one when no other apply is due). */
+  requestRevert(): void;
+  log: Logger;
+  now?: () => Date;
+  backoff?: RevertBackoff;
+}
+
+const CONCURRENT_READS = 16;
+
+export class DriftMonitor implements DriftHooks {
+  private expectation: Expectation = NO_EXPECTATION;
+  private applied: ResolvedConfig | undefined;
+  private items = new Map<string, DriftItem>();
+  private readonly suspects = new Set<string>();
+  private unitsSuspect = false;
+  private paused = false;
+  private stopped = false;
+  private chain: Promise<void> = Promise.resolve();
+  private debounceTimer: NodeJS.Timeout | undefined;
+  private auditTimer: NodeJS.Timeout | undefined;
+  private revertTimer: NodeJS.Timeout | undefined;
+  private readonly watcher: DriftWatcher | undefined;
+  private readonly backoff: RevertBackoff;
+  private unitReadFailed = false;
+
+  constructor(private readonly opts: DriftMonitorOptions) {
+    this.backoff = opts.backoff ?? new RevertBackoff();
+    if (opts.watch !== false) {
+      this.watcher = new DriftWatcher(opts.root, {
+        path: (p) => {
+          this.suspects.add(p);
+          this.schedule();
+        },
+        units: () => {
+          this.unitsSuspect = true;
+          this.schedule();
+        },
+        error: (e) => {
+          opts.log.warn(
+            { ...errorFields(e), auditIntervalMs: opts.auditIntervalMs },
+            'drift watch failed; the audits still cover it',
+          );
+        },
+      });
+    }
+  }
+
+  private now(): Date {
+    return this.opts.now?.() ?? new Date();
+  }
+
+  /** Everything drifted now (for tests and `/healthz`-style views). */
+  get drifted(): readonly DriftItem[] {
+    return [...this.items.values()];
+  }
+
+  /** The directories watched (a metric). */
+  get watchedDirectories(): number {
+    return this.watcher?.directories ?? 0;
+  }
+
+  async start(applied: ResolvedConfig | undefined): Promise<void> {
+    this.applied = applied;
+    await this.expect(undefined);
+    if (this.opts.auditIntervalMs > 0) {
+      this.auditTimer = setInterval(() => {
+        if (!this.paused) void this.enqueue(() => this.audit('audit'));
+      }, this.opts.auditIntervalMs);
+    }
+    await this.enqueue(() => this.audit('start'));
+  }
+
+  async beforeApply(kind: 'apply' | 'revert'): Promise<void> {
+    if (kind === 'apply') await this.enqueue(() => this.audit('apply'));
+    else await this.chain;
+    this.paused = true;
+  }
+
+  afterApply(outcome: ApplyOutcome): void {
+    const trigger: DriftTrigger =
+      'revert' in outcome && outcome.revert === true ? 'revert' : 'watch';
+    if ('applied' in outcome) this.applied = outcome.applied;
+    const unfinished = 'failed' in outcome ? outcome.failed : undefined;
+    void this.enqueue(async () => {
+      await this.expect(unfinished);
+      this.paused = false;
+      // what the apply wrote, what drifted before it: checked against what is expected now
+      const paths = new Set(this.suspects);
+      for (const item of this.items.values()) if (item.path !== undefined) paths.add(item.path);
+      this.suspects.clear();
+      this.unitsSuspect = false;
+      await this.check(paths, true, trigger);
+    });
+  }
+
+  /** Resolves when every check queued so far has run (tests, and stop). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const c = this.chain;
+      await c;
+      if (this.debounceTimer || this.watcher?.busy === true) {
+        await new Promise((r) => setTimeout(r, 10));
+        continue;
+      }
+      if (c === this.chain) return;
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of [this.debounceTimer, this.revertTimer]) if (t) clearTimeout(t);
+    if (this.auditTimer) clearInterval(this.auditTimer);
+    this.watcher?.close();
+    await this.chain;
+  }
+
+  private async expect(unfinished: ResolvedConfig | undefined): Promise<void> {
+    this.expectation = expectationOf(this.applied, unfinished);
+    await this.watcher?.watch(
+      [...this.expectation.paths.keys()],
+      [...this.expectation.units.keys()],
+    );
+  }
+
+  private enqueue(work: () => Promise<void>): Promise<void> {
+    const next = this.chain.then(async () => {
+      if (this.stopped) return;
+      try {
+        await work();
+      } catch (error) {
+        this.opts.log.warn(errorFields(error), 'drift check failed');
+      }
+    });
+    this.chain = next;
+    return next;
+  }
+
+  /** Events gather for debounceMs from the first one, then their paths are checked once. */
+  private schedule(): void {
+    if (this.paused || this.stopped || this.debounceTimer) return;
+    this.debounceTimer = setTimeout(() => {
+      this.debounceTimer = undefined;
+      if (this.paused || this.stopped) return;
+      const paths = new Set(this.suspects);
+      const units = this.unitsSuspect;
+      this.suspects.clear();
+      this.unitsSuspect = false;
+      void this.enqueue(() => this.check(paths, units, 'watch'));
+    }, this.opts.debounceMs ?? 100);
+  }
+
+  private async audit(trigger: DriftTrigger): Promise<void> {
+    await this.check(new Set(this.expectation.paths.keys()), true, trigger);
+  }
+
+  private async ownerIds(): Promise<OwnerIds | undefined> {
+    if (!this.opts.owners) return undefined;
+    // /etc/passwd and /etc/group read beneath the root, never through a link (agent/beneath.ts)
+    const beneath = await Beneath.open(this.opts.root);
+    const accounts = await Accounts.load(beneath, this.opts.root).finally(() => beneath.close());
+    const safe = (f: () => number): number | undefined => {
+      try {
+        return f();
+      } catch {
+        return undefined; // a name the node does not know: its owner cannot be compared
+      }
+    };
+    return {
+      uid: (user) => safe(() => accounts.uid(user)),
+      gid: (group) => safe(() => accounts.gid(group)),
+    };
+  }
+
+  /** Checks `paths` (and the units, when `units`) against the expectation; reports changes. */
+  private async check(
+    paths: ReadonlySet<string>,
+    units: boolean,
+    trigger: DriftTrigger,
+  ): Promise<void> {
+    const t0 = performance.now();
+    const expectation = this.expectation;
+    const next = new Map(this.items);
+    // what is no longer expected is no longer drift
+    for (const [key, item] of next) {
+      const gone =
+        item.path !== undefined
+          ? !expectation.paths.has(item.path)
+          : item.unit !== undefined && !expectation.units.has(item.unit);
+      if (gone) next.delete(key);
+    }
+    const list = [...paths].filter((p) => expectation.paths.has(p));
+    if (list.length > 0) {
+      const ids = await this.ownerIds();
+      const found = await mapLimit(list, CONCURRENT_READS, (p) =>
+        readFound(hostPath(this.opts.root, p)).catch((error: unknown) => error as Error),
+      );
+      list.forEach((path, i) => {
+        const f = found[i];
+        const e = expectation.paths.get(path);
+        if (!e || f === undefined) return;
+        if (f instanceof Error) {
+          this.opts.log.warn({ path, ...errorFields(f) }, 'drift check failed');
+          return;
+        }
+        this.note(next, `path:${path}`, pathDrift(e, f, ids), {
+          path,
+          ...(e.unit !== undefined ? { unit: e.unit } : {}),
+          policy: e.policy,
+        });
+      });
+    }
+    if (units && this.opts.units && expectation.units.size > 0) {
+      try {
+        const states = await this.opts.units.read([...expectation.units.keys()]);
+        this.unitReadFailed = false;
+        for (const [name, e] of expectation.units) {
+          const seen = states.get(name);
+          if (!seen) continue;
+          this.note(next, `unit:${name}`, unitStateDrift(e, seen), {
+            unit: name,
+            policy: e.policy,
+          });
+        }
+      } catch (error) {
+        if (!this.unitReadFailed) this.opts.log.warn(errorFields(error), 'unit states not read');
+        this.unitReadFailed = true;
+      }
+    }
+    this.opts.checked?.(trigger, performance.now() - t0, list.length);
+    this.publish(next, trigger);
+    this.scheduleRevert();
+  }
+
+  private note(
+    next: Map<string, DriftItem>,
+    key: string,
+    finding: Finding | undefined,
+    what: Pick<DriftItem, 'path' | 'unit' | 'policy'>,
+  ): void {
+    if (!finding) {
+      next.delete(key);
+      return;
+    }
+    const before = next.get(key);
+    next.set(key, { key, ...what, ...finding, since: before?.since ?? this.now() });
+  }
+
+  private publish(next: Map<string, DriftItem>, trigger: DriftTrigger): void {
+    const prev = this.items;
+    const added = [...next.values()].filter((i) => !prev.has(i.key));
+    const resolved = [...prev.values()].filter((i) => !next.has(i.key));
+    const changed = [...next.values()].some((i) => {
+      const p = prev.get(i.key);
+      return p !== undefined && (p.reason !== i.reason || p.found !== i.found);
+    });
+    this.items = new Map([...next].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    // the start says where things stand even when nothing drifted (Drifted=False, NoDrift)
+    if (added.length === 0 && resolved.length === 0 && !changed && trigger !== 'start') return;
+    for (const i of added) this.opts.log.warn({ trigger, ...itemFields(i) }, 'drift');
+    for (const i of resolved)
+      this.opts.log.info(
+        { trigger, ...(i.path !== undefined ? { path: i.path } : { unit: i.unit }) },
+        'drift resolved',
+      );
+    this.opts.report({
+      items: [...this.items.values()],
+      added,
+      resolved,
+      trigger,
+      reverted: trigger === 'revert' && resolved.length > 0,
+    });
+  }
+
+  private scheduleRevert(): void {
+    if (this.stopped || this.revertTimer) return;
+    if (![...this.items.values()].some((i) => i.policy === 'Revert')) return;
+    const delay = this.backoff.delay(this.now().getTime());
+    if (delay > 0) this.opts.log.info({ retryInMs: Math.round(delay) }, 'drift revert delayed');
+    this.revertTimer = setTimeout(() => {
+      this.revertTimer = undefined;
+      if (this.stopped || this.paused) return; // the apply under way ends with a check
+      if (![...this.items.values()].some((i) => i.policy === 'Revert')) return;
+      this.backoff.ran(this.now().getTime());
+      this.opts.requestRevert();
+    }, delay);
+  }
+}
+
+/** "/etc/a.conf: content (expected sha256:… 0644 root:root, found sha256:… 0644 root:root)". */
+/** A drifted item as log fields: what, why, expected and found (hashes, modes, states — no content). */
+export function itemFields(i: DriftItem): Record<string, string> {
+  return {
+    ...(i.path !== undefined ? { path: i.path } : {}),
+    ...(i.unit !== undefined ? { unit: i.unit } : {}),
+    reason: i.reason,
+    expected: i.expected,
+    found: i.found,
+    policy: i.policy,
+  };
+}

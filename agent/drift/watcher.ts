@@ -1,0 +1,260 @@
+/**
+ * inotify on what oscar owns, through fs.watch on directories — never on the files themselves:
+ * an editor's save (write a temp file, rename it over) or a `rm` replaces the inode a file watch
+ * would hold, while the parent directory sees every create, delete, rename, write, chmod and
+ * chown of its entries by name. One watch per directory (1,000 files in 10 directories are 10
+ * watches), no polling, no stat per file: the events only say which path to check, the check
+ * (agent/drift/monitor.ts) reads it.
+ *
+ * A directory that does not exist (someone removed it) is watched through its nearest existing
+ * ancestor, and the watches are rebuilt when it appears (its files are then checked: they may
+ * have been written before the watch existed). A watched directory that is removed or renamed
+ * says so with an event named after itself; the watches are rebuilt the same way.
+ *
+ * For units: /run/systemd/units (systemd links invocation:UNIT there while a unit runs: a start,
+ * stop, restart or failure changes it), /etc/systemd/system and its .wants/.requires directories
+ * (enable, disable, mask) and /run/systemd/system (runtime masks). An event naming a declared
+ * unit asks for a unit check.
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { hostPath } from '../fs.js';
+
+export interface WatcherEvents {
+  /** Something happened to this path (a node path oscar owns). */
+  path(path: string): void;
+  /** Something happened to a declared unit's state. */
+  units(): void;
+  /** A watch could not be set up (inotify limits …): the audit still covers it. */
+  error(error: Error): void;
+}
+
+/** Where systemd keeps what changes with a unit's state (node paths). */
+export const UNIT_STATE_DIRS = ['/run/systemd/units', '/etc/systemd/system', '/run/systemd/system'];
+const DEPENDENCY_DIR = /\.(wants|requires|upholds)$/;
+
+interface Watched {
+  /** Node path of the directory. */
+  dir: string;
+  handle: FSWatcher;
+  /** Entries that are owned files: basename → node path. */
+  files: Map<string, string>;
+  /** Entries on the way to a missing directory: seeing one appear rebuilds the watches. */
+  toward: Set<string>;
+  /** A unit state directory: entries naming a declared unit ask for a unit check. */
+  units: boolean;
+}
+
+export class DriftWatcher {
+  private readonly watched = new Map<string, Watched>();
+  private paths: readonly string[] = [];
+  private units = new Set<string>();
+  private rebuildTimer: NodeJS.Timeout | undefined;
+  private rebuilding: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly root: string,
+    private readonly events: WatcherEvents,
+    /** Quiet time before watches are rebuilt after a directory appeared or vanished. */
+    private readonly rebuildDelayMs = 50,
+  ) {}
+
+  /** Watches the parents of `paths`; the unit state directories when `units` is not empty. */
+  async watch(paths: readonly string[], units: readonly string[]): Promise<void> {
+    this.paths = paths;
+    this.units = new Set(units);
+    await this.rebuild(false);
+  }
+
+  /** Watches are about to be rebuilt (a directory appeared or vanished). */
+  get busy(): boolean {
+    return this.rebuildTimer !== undefined || this.rebuilding !== undefined;
+  }
+
+  /** The number of directories watched (a metric, and the tests' view). */
+  get directories(): number {
+    return this.watched.size;
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.rebuildTimer) clearTimeout(this.rebuildTimer);
+    for (const w of this.watched.values()) w.handle.close();
+    this.watched.clear();
+  }
+
+  private scheduleRebuild(): void {
+    if (this.closed || this.rebuildTimer) return;
+    this.rebuildTimer = setTimeout(() => {
+      this.rebuildTimer = undefined;
+      void this.rebuild(true);
+    }, this.rebuildDelayMs);
+  }
+
+  /**
+   * Sets the watches to what the paths need now. `announce`: report every path of a directory
+   * that is newly watched (it may have changed while it was not).
+   */
+  private async rebuild(announce: boolean): Promise<void> {
+    while (this.rebuilding) await this.rebuilding;
+    this.rebuilding = this.doRebuild(announce).finally(() => {
+      this.rebuilding = undefined;
+    });
+    await this.rebuilding;
+  }
+
+  private async doRebuild(announce: boolean): Promise<void> {
+    if (this.closed) return;
+    const want = new Map<
+      string,
+      { files: Map<string, string>; toward: Set<string>; units: boolean }
+    >();
+    const entry = (dir: string) => {
+      let e = want.get(dir);
+      if (!e) want.set(dir, (e = { files: new Map(), toward: new Set(), units: false }));
+      return e;
+    };
+    const byDir = new Map<string, string[]>();
+    for (const p of this.paths) {
+      const d = posix.dirname(p);
+      byDir.set(d, [...(byDir.get(d) ?? []), p]);
+    }
+    if (this.units.size > 0) {
+      for (const d of UNIT_STATE_DIRS) if (!byDir.has(d)) byDir.set(d, []);
+      for (const name of await this.dependencyDirs()) {
+        const d = `/etc/systemd/system/${name}`;
+        if (!byDir.has(d)) byDir.set(d, []);
+      }
+    }
+    for (const [dir, files] of byDir) {
+      const anchor = await this.existingAncestor(dir);
+      if (anchor === dir) {
+        const e = entry(dir);
+        for (const p of files) e.files.set(posix.basename(p), p);
+        e.units ||= this.units.size > 0 && isUnitStateDir(dir);
+      } else if (anchor !== undefined) {
+        // watch the ancestor for the next component on the way down to `dir`
+        const rest = dir.slice(anchor === '/' ? 1 : anchor.length + 1);
+        entry(anchor).toward.add(rest.split('/')[0] ?? rest);
+      }
+    }
+    const fresh: string[] = [];
+    for (const [dir, w] of this.watched) {
+      if (!want.has(dir)) {
+        w.handle.close();
+        this.watched.delete(dir);
+      }
+    }
+    for (const [dir, e] of want) {
+      const had = this.watched.get(dir);
+      if (had) {
+        had.files = e.files;
+        had.toward = e.toward;
+        had.units = e.units;
+        continue;
+      }
+      const handle = this.open(dir);
+      if (!handle) continue;
+      this.watched.set(dir, { dir, handle, ...e });
+      fresh.push(dir);
+    }
+    if (!announce) return;
+    for (const dir of fresh) {
+      const w = this.watched.get(dir);
+      for (const p of w?.files.values() ?? []) this.events.path(p);
+      if (w?.units) this.events.units();
+    }
+  }
+
+  private open(dir: string): FSWatcher | undefined {
+    let handle: FSWatcher;
+    try {
+      handle = watch(hostPath(this.root, dir), (_event, name) => {
+        this.onEvent(dir, name);
+      });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR')
+        this.scheduleRebuild(); // gone meanwhile
+      else this.events.error(new Error(`cannot watch ${dir}: ${(error as Error).message}`));
+      return undefined;
+    }
+    handle.on('error', (error) => {
+      // the directory went away under the watch: rebuild from what exists now
+      handle.close();
+      if (this.watched.get(dir)?.handle === handle) this.watched.delete(dir);
+      this.touchAll(dir);
+      this.scheduleRebuild();
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') this.events.error(error);
+    });
+    return handle;
+  }
+
+  private onEvent(dir: string, name: string | null): void {
+    const w = this.watched.get(dir);
+    if (!w || this.closed) return;
+    if (name === null) {
+      // the kernel did not say which entry (an overflowed queue): everything here may have changed
+      this.touchAll(dir);
+      this.scheduleRebuild();
+      return;
+    }
+    const owned = w.files.get(name);
+    if (owned !== undefined) this.events.path(owned);
+    if (w.toward.has(name)) this.scheduleRebuild();
+    if (w.units) {
+      if (this.units.has(name) || this.units.has(name.replace(/^invocation:/, ''))) {
+        this.events.units();
+      }
+      if (dir === '/etc/systemd/system' && DEPENDENCY_DIR.test(name)) this.scheduleRebuild();
+    }
+    if (name === posix.basename(dir)) {
+      // the directory itself was removed or renamed (or an entry shares its name): the watch may
+      // hold an inode that is gone, even if a new directory of that name exists already
+      this.touchAll(dir);
+      w.handle.close();
+      this.watched.delete(dir);
+      this.scheduleRebuild();
+    }
+  }
+
+  private touchAll(dir: string): void {
+    const w = this.watched.get(dir);
+    for (const p of w?.files.values() ?? []) this.events.path(p);
+    if (w?.units) this.events.units();
+  }
+
+  private async isDirectory(dir: string): Promise<boolean> {
+    try {
+      return (await stat(hostPath(this.root, dir))).isDirectory();
+    } catch {
+      return false;
+    }
+  }
+
+  private async existingAncestor(dir: string): Promise<string | undefined> {
+    for (let d = dir; ; d = posix.dirname(d)) {
+      if (await this.isDirectory(d)) return d;
+      if (d === '/') return undefined;
+    }
+  }
+
+  private async dependencyDirs(): Promise<string[]> {
+    try {
+      const entries = await readdir(hostPath(this.root, '/etc/systemd/system'), {
+        withFileTypes: true,
+      });
+      return entries
+        .filter((e) => e.isDirectory() && DEPENDENCY_DIR.test(e.name))
+        .map((e) => e.name);
+    } catch {
+      return [];
+    }
+  }
+}
+
+function isUnitStateDir(dir: string): boolean {
+  return UNIT_STATE_DIRS.includes(dir) || DEPENDENCY_DIR.test(dir);
+}
