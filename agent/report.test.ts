@@ -131,6 +131,24 @@ describe('KubeReporter Degraded', () => {
       status: 'False',
       reason: 'ReplacementNeeded',
     });
+    expect(http.patches().at(-1)?.status.needsReplacement).toBe(true);
+  });
+
+  it('needsReplacement is set only for a state the node cannot take in place, and cleared by the next apply', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.desired(c1);
+    r.failed(c1, new Error('unit kubelet.service failed'));
+    await r.flush();
+    expect(http.patches().at(-1)?.status).not.toHaveProperty('needsReplacement');
+    r.failed(c1, new ReplacementNeeded('spec.type changed from "debian" to "flatcar"'));
+    await r.flush();
+    expect(http.patches().at(-1)?.status.needsReplacement).toBe(true);
+    r.desired(c1);
+    r.applied(applied);
+    await r.flush();
+    // a merge patch: null removes the field from the stored status
+    expect(http.patches().at(-1)?.status.needsReplacement).toBeNull();
   });
 });
 

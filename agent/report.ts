@@ -226,6 +226,11 @@ export class KubeReporter implements Reporter {
     this.condition('Degraded', 'False', 'Applied', 'the last apply succeeded');
     delete this.status.lastError;
     this.cleared.add('lastError');
+    // a node that took a state in place after all (the change was undone) needs no new machine
+    if (this.status.needsReplacement !== undefined) {
+      delete this.status.needsReplacement;
+      this.cleared.add('needsReplacement');
+    }
     this.push();
   }
 
@@ -243,6 +248,10 @@ export class KubeReporter implements Reporter {
     this.cleared.delete('lastError');
     // a state the node cannot take in place says so, for the provider to replace the machine
     const reason = reasonOf(error, 'ApplyFailed');
+    if (reason === 'ReplacementNeeded') {
+      this.status.needsReplacement = true;
+      this.cleared.delete('needsReplacement');
+    }
     this.condition(
       'Applied',
       'False',
