@@ -20,6 +20,7 @@ import {
   demoSpec,
   grantAgent,
   spawnOscar,
+  stopProcess,
   startController,
   waitFor,
 } from './controller-support.js';
@@ -200,8 +201,7 @@ describe('controller and agent (real API server)', () => {
       root,
     ]);
     cleanups.push(async () => {
-      agent.child.kill('SIGTERM');
-      await agent.exited;
+      await stopProcess(agent);
       await rm(root, { recursive: true, force: true });
     });
     outputs.push(agent.output);

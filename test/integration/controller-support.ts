@@ -211,6 +211,31 @@ export function spawnOscar(command: string, args: string[]): ControllerProcess {
   return { child, output: () => out, exited };
 }
 
+/**
+ * SIGTERM, then waits for the exit; a process that outlives its shutdown timeout (15 s by
+ * default) plus a margin is killed and the test fails with its output, instead of hanging.
+ */
+export async function stopProcess(p: ControllerProcess, withinMs = 30_000): Promise<number | null> {
+  if (p.child.exitCode !== null || p.child.signalCode !== null) return p.exited;
+  p.child.kill('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => {
+      resolve('late');
+    }, withinMs);
+  });
+  const code = await Promise.race([p.exited, late]);
+  clearTimeout(timer);
+  if (code === 'late') {
+    p.child.kill('SIGKILL');
+    await p.exited;
+    throw new Error(
+      `pid ${String(p.child.pid)} did not exit within ${String(withinMs)} ms of SIGTERM; its output:\n${p.output()}`,
+    );
+  }
+  return code;
+}
+
 /** A small OSC of either purpose with one file and one unit that uses it. */
 export function demoSpec(
   purpose: 'provision' | 'reconcile',
