@@ -6,7 +6,13 @@ import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
 import { lockStateDir } from '../../agent/state.js';
-import { openLogger, parseLogFormat, parseLogLevel, type Logger } from '../../log/logger.js';
+import {
+  errorFields,
+  openLogger,
+  parseLogFormat,
+  parseLogLevel,
+  type Logger,
+} from '../../log/logger.js';
 import { readInput, STDIN, displayName } from '../input.js';
 import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../shutdown.js';
 import { userAgent, VERSION } from '../version.js';
@@ -73,7 +79,15 @@ export async function agentCredentials(
   });
   await identity.ensure();
   identity.startRenewal();
+  // SIGHUP (systemctl reload) renews now: after a CA rotation, or to see that renewal works
+  const renewOnHangup = (): void => {
+    identity.renewNow().catch((error: unknown) => {
+      log.warn(errorFields(error), 'certificate renewal asked by SIGHUP failed; the timer retries');
+    });
+  };
+  process.on('SIGHUP', renewOnHangup);
   closers.push(() => {
+    process.off('SIGHUP', renewOnHangup);
     identity.stop();
   });
   return identity;

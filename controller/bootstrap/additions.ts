@@ -85,6 +85,7 @@ Requires=${AGENT_INSTALL_UNIT}
 After=${AGENT_INSTALL_UNIT}
 [Service]
 ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --secret ${inputs.reconcileSecret} --node ${inputs.machine.name}
+ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
 RestartSec=5
 TimeoutStopSec=20

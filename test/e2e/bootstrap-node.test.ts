@@ -9,6 +9,7 @@
 // certificate (the token is gone) without applying anything again. A second machine whose user
 // data names a wrong sha256 never installs the agent, and says why on its console and journal.
 // The node shares the host's network (the API server and the HTTP server are on loopback).
+import { X509Certificate } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
@@ -338,6 +339,28 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     expect(pem).toContain('BEGIN CERTIFICATE');
     expect((await stat(node.hostPath('/var/lib/oscar/pki/node.pem'))).mode & 0o777).toBe(0o600);
     expect(await readFile(node.hostPath('/etc/app/a.conf'), 'utf8')).toBe('a1\n');
+
+    // a certificate renewal under the running agent (what its timer does at 70-90 % of the
+    // certificate's life; the API server's shortest certificate lives 10 minutes, so the test asks
+    // for it with systemctl reload): a new certificate, the same agent process, no unit restarted,
+    // and the change below still arrives through its watch
+    const serialOf = async (): Promise<string> =>
+      new X509Certificate(await readFile(node.hostPath('/var/lib/oscar/pki/node.pem')))
+        .serialNumber;
+    const serial1 = await serialOf();
+    const agentPid = (await node.show('oscar-agent.service', ['MainPID'])).MainPID;
+    const appPids = await node.show('app-a.service', ['MainPID']);
+    const reload = await node.exec(['systemctl', 'reload', 'oscar-agent.service']);
+    expect(reload.code, reload.stderr).toBe(0);
+    await waitFor(
+      'a renewed node certificate',
+      async () => ((await serialOf()) !== serial1 ? true : undefined),
+      60_000,
+      () => node.journal('oscar-agent.service'),
+    );
+    expect((await node.show('oscar-agent.service', ['MainPID'])).MainPID).toBe(agentPid);
+    expect(await node.show('app-a.service', ['MainPID'])).toEqual(appPids);
+    expect(await node.journal('oscar-agent.service')).toMatch(/renewed the node certificate/);
 
     // a change is applied in place: only the unit whose file changed restarts
     const pidA = (await node.show('app-a.service', ['MainPID'])).MainPID;
