@@ -6,32 +6,16 @@
  * checks again whatever it is handed without that mark (a config built in code). A checked config
  * is frozen, so the mark stays true.
  */
-import type { ResolvedConfig } from '../api/resolved.js';
+import { freezeConfig, type ResolvedConfig } from '../api/resolved.js';
 import { assertValidConfig } from '../api/validate-config.js';
 
 const checked = new WeakSet<ResolvedConfig>();
-
-function freeze(config: ResolvedConfig): void {
-  for (const unit of config.units) {
-    for (const d of unit.dropIns) Object.freeze(d);
-    Object.freeze(unit.dropIns);
-    Object.freeze(unit.filePaths);
-    Object.freeze(unit);
-  }
-  for (const file of config.files) Object.freeze(file);
-  for (const p of config.packages) Object.freeze(p);
-  Object.freeze(config.units);
-  Object.freeze(config.files);
-  Object.freeze(config.packages);
-  if (config.cri) Object.freeze(config.cri);
-  Object.freeze(config);
-}
 
 /** Throws InvalidConfigError (naming `origin` and every field) unless `config` passes. */
 export function checkDesired(config: ResolvedConfig, origin: string): ResolvedConfig {
   if (checked.has(config)) return config;
   assertValidConfig(config, origin);
-  freeze(config);
+  freezeConfig(config);
   checked.add(config);
   return config;
 }

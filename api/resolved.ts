@@ -102,3 +102,23 @@ export function writtenAfterPackages(file: { user: string; group: string }): boo
     (file.group !== 'root' && !isNumericId(file.group))
   );
 }
+
+/**
+ * Freezes a config deeply enough that a mark kept beside it (validated, checked) stays true:
+ * the config, its lists, units, drop-ins, files and packages; contents stay Buffers.
+ */
+export function freezeConfig(config: ResolvedConfig): ResolvedConfig {
+  for (const unit of config.units) {
+    for (const d of unit.dropIns) Object.freeze(d);
+    Object.freeze(unit.dropIns);
+    Object.freeze(unit.filePaths);
+    Object.freeze(unit);
+  }
+  for (const file of config.files) Object.freeze(file);
+  for (const p of config.packages) Object.freeze(p);
+  Object.freeze(config.units);
+  Object.freeze(config.files);
+  Object.freeze(config.packages);
+  if (config.cri) Object.freeze(config.cri);
+  return Object.freeze(config);
+}

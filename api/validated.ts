@@ -11,7 +11,7 @@
  */
 import type { FieldError } from './field-error.js';
 import { resolve, type References } from './resolve.js';
-import type { ResolvedConfig } from './resolved.js';
+import { freezeConfig, type ResolvedConfig } from './resolved.js';
 import type { OperatingSystemConfig, OperatingSystemConfigSpec } from './schema.js';
 import { validateOperatingSystemConfig } from './validate.js';
 
@@ -44,20 +44,4 @@ export function validateAndResolve(
 /** True for a config validateAndResolve returned (frozen, so still as it was validated). */
 export function isValidated(config: ResolvedConfig): boolean {
   return validated.has(config);
-}
-
-function freezeConfig(config: ResolvedConfig): ResolvedConfig {
-  for (const unit of config.units) {
-    for (const d of unit.dropIns) Object.freeze(d);
-    Object.freeze(unit.dropIns);
-    Object.freeze(unit.filePaths);
-    Object.freeze(unit);
-  }
-  for (const file of config.files) Object.freeze(file);
-  for (const p of config.packages) Object.freeze(p);
-  Object.freeze(config.units);
-  Object.freeze(config.files);
-  Object.freeze(config.packages);
-  if (config.cri) Object.freeze(config.cri);
-  return Object.freeze(config);
 }
