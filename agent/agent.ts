@@ -248,16 +248,7 @@ export function logReporter(log: Logger): Reporter {
       log.info({ checksum: shortChecksum(checksum) }, 'desired');
     },
     applied: (result, ms) => {
-      log.info(
-        {
-          checksum: shortChecksum(result.checksum),
-          durationMs: Math.round(ms),
-          actions: result.actions.length,
-          resumed: result.resumed,
-          units: result.touchedUnits.map((u) => `${u.action} ${u.name}`),
-        },
-        'applied',
-      );
+      log.info(applyFields(result, ms), 'applied');
     },
     failed: (checksum, error) => {
       log.error(
@@ -274,16 +265,7 @@ export function logReporter(log: Logger): Reporter {
     },
     sourceFailed: () => undefined, // the agent already logs source errors (and the monitor drift)
     reverted: (result, ms) => {
-      log.info(
-        {
-          checksum: shortChecksum(result.checksum),
-          durationMs: Math.round(ms),
-          actions: result.actions.length,
-          resumed: result.resumed,
-          units: result.touchedUnits.map((u) => `${u.action} ${u.name}`),
-        },
-        'drift reverted',
-      );
+      log.info(applyFields(result, ms), 'drift reverted');
     },
     revertFailed: (error) => {
       log.error(
@@ -297,5 +279,16 @@ export function logReporter(log: Logger): Reporter {
         'drift revert failed',
       );
     },
+  };
+}
+
+/** An apply's (or a revert's) log fields: what it did, how long it took, which units it touched. */
+function applyFields(result: ApplyResult, ms: number): Record<string, unknown> {
+  return {
+    checksum: shortChecksum(result.checksum),
+    durationMs: Math.round(ms),
+    actions: result.actions.length,
+    resumed: result.resumed,
+    units: result.touchedUnits.map((u) => `${u.action} ${u.name}`),
   };
 }

@@ -33,6 +33,7 @@ import {
 } from './expectation.js';
 import { RevertBackoff } from './policy.js';
 import { readFound } from './reader.js';
+import { itemFields } from './report.js';
 import type { UnitStateReader } from './unit-state.js';
 import { DriftWatcher } from './watcher.js';
 
@@ -383,17 +384,4 @@ export class DriftMonitor implements DriftHooks {
       this.opts.requestRevert();
     }, delay);
   }
-}
-
-/** "/etc/a.conf: content (expected sha256:… 0644 root:root, found sha256:… 0644 root:root)". */
-/** A drifted item as log fields: what, why, expected and found (hashes, modes, states — no content). */
-export function itemFields(i: DriftItem): Record<string, string> {
-  return {
-    ...(i.path !== undefined ? { path: i.path } : {}),
-    ...(i.unit !== undefined ? { unit: i.unit } : {}),
-    reason: i.reason,
-    expected: i.expected,
-    found: i.found,
-    policy: i.policy,
-  };
 }

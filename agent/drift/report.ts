@@ -14,7 +14,8 @@ const NOTE_BYTES = 1024;
 
 const seconds = (d: Date): string => d.toISOString().replace(/\.\d+Z$/, 'Z');
 
-export function statusItem(i: DriftItem): DriftedItem {
+export /** A drifted item as log fields: what, why, expected and found (hashes, modes, states — no content). */
+function itemFields(i: DriftItem): Record<string, string> {
   return {
     ...(i.path !== undefined ? { path: i.path } : {}),
     ...(i.unit !== undefined ? { unit: i.unit } : {}),
@@ -22,8 +23,11 @@ export function statusItem(i: DriftItem): DriftedItem {
     expected: i.expected,
     found: i.found,
     policy: i.policy,
-    since: seconds(i.since),
   };
+}
+
+export function statusItem(i: DriftItem): DriftedItem {
+  return { ...itemFields(i), since: seconds(i.since) } as DriftedItem;
 }
 
 /** status.drift: always with its list (empty when nothing drifted), so a merge patch clears it. */
