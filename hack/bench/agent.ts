@@ -38,7 +38,8 @@ const { values } = parseArgs({
     // a second agent without /metrics, its RSS read this many seconds after its first apply
     quiet: { type: 'string', default: '40' },
     'quiet-only': { type: 'boolean', default: false },
-    // measure another build (before/after): its dist/cli/oscar.js
+    // measure another build (before/after): its dist/cli/oscar.js, or a single executable
+    // (npm run build:agent: dist/artifacts/oscar-agent-linux-amd64)
     entry: { type: 'string' },
     // plan and apply with V8's tiers as the agent sets them (agent), or all of them (full)
     jit: { type: 'string', default: 'agent' },
