@@ -19,3 +19,18 @@ export function tuneHeapForLongRunning(): void {
   setFlagsFromString('--semi-space-growth-factor=1');
   setFlagsFromString('--optimize-for-size');
 }
+
+/**
+ * For the agent only (it lives on every node; its plans are small). V8 tiers hot functions up to
+ * Maglev and then TurboFan; those compilers are ~5 MB of node's own binary, paged in the first time
+ * either runs, plus ~3 MB of their zones and code. Capped at Sparkplug (the baseline compiler: bytecode
+ * turned into machine code one-to-one), they never run. Measured on Node.js 24 (docs/agent.md,
+ * Performance): the quiet Secret-mode agent 72 → 65 MB RSS, `oscar agent --file` 78 → 69 MB; the
+ * planner's p50 on 1,000 files ~0.5 → ~1.2–2 ms, far under its 20 ms target. --jitless saves ~2 MB
+ * more but puts a cold plan over 20 ms. The controller keeps every tier: it renders far more.
+ */
+export function limitJitForAgent(): void {
+  // not --max-opt=1: V8 reads that one only when it starts (measured: no effect set at run time)
+  setFlagsFromString('--no-maglev');
+  setFlagsFromString('--no-turbofan');
+}

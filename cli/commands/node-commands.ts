@@ -5,7 +5,7 @@
  * too, for the full `oscar`. Only type imports from the implementations here.
  */
 import type { Command } from 'commander';
-import { tuneHeapForLongRunning } from '../memory.js';
+import { limitJitForAgent, tuneHeapForLongRunning } from '../memory.js';
 import type { AgentFlags } from './agent.js';
 import { examples, longRunning, outputOption } from './help.js';
 import type { PlanOptions } from './plan.js';
@@ -82,6 +82,7 @@ export function registerAgentCommand(program: Command): void {
         .option('--no-drift', 'do not watch for drift (files or units changed by someone else)'),
     ).action(async (flags: AgentFlags) => {
       tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
+      limitJitForAgent();
       await (await import('./agent.js')).agentCommand(flags);
     }),
     [

@@ -271,8 +271,10 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     const v0 = desiredOf(base);
     await put(v0);
     const spawnAgent = (name: string, extra: string[]): { child: ChildProcess; pid: number } => {
+      // a .js entry runs on this node; anything else is an executable (the agent's single executable)
+      const script = entry.endsWith('.js');
       const args = [
-        entry,
+        ...(script ? [entry] : []),
         'agent',
         '--namespace',
         ns,
@@ -287,8 +289,9 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
         ...extra,
         ...(opts.pollInterval !== undefined ? ['--poll-interval', opts.pollInterval] : []),
       ];
-      log(`agent: node ${args.join(' ')}`);
-      const c = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      const command = script ? process.execPath : entry;
+      log(`agent: ${[script ? 'node' : entry, ...args].join(' ')}`);
+      const c = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
       if (c.pid === undefined) throw new Error('could not start the agent');
       children.push(c);
       return { child: c, pid: c.pid };

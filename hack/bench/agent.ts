@@ -6,7 +6,7 @@
 //
 //   npm run build && node --import tsx hack/bench/agent.ts [--runs N] [--dir DIR]
 //       [--changes 50] [--idle 600] [--settle 30] [--poll-interval S] [--skip-api | --api-only]
-//       [--quiet 40] [--quiet-only] [--entry OTHER/dist/cli/oscar.js]
+//       [--quiet 40] [--quiet-only] [--entry OTHER/dist/cli/oscar.js] [--jit agent|full]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 // Targets (docs/agent.md): plan ≤ 20 ms; update → apply start p99 ≤ 1 s; idle < 0.5 % of a core,
 // ≤ 1 API request per minute; RSS < 70 MB.
@@ -14,6 +14,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { limitJitForAgent } from '../../cli/memory.js';
 import { applyDesired } from '../../agent/apply.js';
 import { plan } from '../../agent/plan.js';
 import { LocalSystemd } from '../../agent/systemd.js';
@@ -37,10 +38,15 @@ const { values } = parseArgs({
     // a second agent without /metrics, its RSS read this many seconds after its first apply
     quiet: { type: 'string', default: '40' },
     'quiet-only': { type: 'boolean', default: false },
-    // measure another build (before/after): its dist/cli/oscar.js
+    // measure another build (before/after): its dist/cli/oscar.js, or a single executable
+    // (npm run build:agent: dist/artifacts/oscar-agent-linux-amd64)
     entry: { type: 'string' },
+    // plan and apply with V8's tiers as the agent sets them (agent), or all of them (full)
+    jit: { type: 'string', default: 'agent' },
   },
 });
+if (values.jit === 'agent') limitJitForAgent();
+else if (values.jit !== 'full') throw new Error('--jit takes agent or full');
 const runs = Number(values.runs);
 
 function stats(samples: number[]): string {
@@ -108,7 +114,7 @@ async function benchApply(): Promise<void> {
   console.log(`apply again (observe 1,000 files, nothing to do): ${stats(noopSamples)}`);
 }
 
-console.log(`agent bench (${new Date().toISOString()})`);
+console.log(`agent bench (${new Date().toISOString()}, --jit ${values.jit})`);
 if (!values['api-only']) {
   console.log(`plan: 1,000 files, 100 units, ${String(runs)} runs each`);
   benchPlan();
