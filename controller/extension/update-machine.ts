@@ -1,0 +1,164 @@
+/**
+ * UpdateMachine: make the machine's node follow the reconcile OSC its OscarConfig now names, and
+ * answer "in progress" until the node's OperatingSystemConfigNode reports that rendering applied
+ * and confirmed, then done. The node takes it through the same grant the rollout controller writes
+ * (controller/rollout/): Cluster API paces these machines itself, so the extension grants the node
+ * directly instead of waiting for oscar's waves. Stateless and idempotent: every call reads the
+ * node object and either writes the grant (once: a grant for the target is never rewritten) or
+ * reports what the node said, so repeated calls and a restarted extension give the same answer.
+ */
+import type { RevisionGrant } from '../../api/schema.js';
+import { grantFor } from '../rollout/planner.js';
+import type { ResolvedPolicy } from '../../api/rollout.js';
+import type { OscNodeObject } from '../osc/node-index.js';
+import {
+  HOOKS_API_VERSION,
+  type UpdateMachineRequest,
+  type UpdateMachineResponse,
+} from './hooks.js';
+import type { ReconcileLookup } from './reconcile-state.js';
+
+/** How soon Cluster API asks again while a node applies: a grant takes a second or two to apply. */
+export const RETRY_APPLYING_SECONDS = 5;
+/** While something outside the node must happen first (a rendering, the agent's first report). */
+export const RETRY_WAITING_SECONDS = 15;
+
+/** The revision of the target OSC the grant names: a kept revision, else its reconcile Secret. */
+export interface GrantTarget {
+  number: number;
+  secretName: string;
+}
+
+export type Decision =
+  | { kind: 'done'; message: string }
+  | { kind: 'progress'; message: string; retryAfterSeconds: number }
+  | { kind: 'failure'; message: string }
+  | { kind: 'grant'; grant: RevisionGrant; message: string };
+
+export interface UpdateInputs {
+  namespace: string;
+  node: string;
+  target: ReconcileLookup;
+  oscNode: OscNodeObject | undefined;
+  /** Only read when a grant is to be written. */
+  revision: () => Promise<GrantTarget>;
+  policy: () => Promise<ResolvedPolicy>;
+  now: Date;
+}
+
+function nodeError(n: OscNodeObject): string {
+  const e = n.status?.lastError;
+  if (!e) return '';
+  return `; last error${e.unit ? ` (${e.unit})` : ''}: ${e.message}`;
+}
+
+/** What to do for one call: a pure reading of the node's object against the target. */
+export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
+  const { node, oscNode: n, target } = i;
+  if ('missing' in target) {
+    return { kind: 'progress', message: target.missing, retryAfterSeconds: RETRY_WAITING_SECONDS };
+  }
+  const short = target.checksum.slice(0, 12);
+  if (!n) {
+    return {
+      kind: 'progress',
+      message: `waiting for the agent of node ${node} to report (OperatingSystemConfigNode ${node})`,
+      retryAfterSeconds: RETRY_WAITING_SECONDS,
+    };
+  }
+  if (n.status?.source !== 'Grant') {
+    return {
+      kind: 'failure',
+      message: `node ${node}'s agent follows ${n.status?.source ?? 'nothing yet'}, not grants: in-place updates need the agent in grant mode (oscar agent --osc), see docs/cluster-api.md`,
+    };
+  }
+  const grant = n.spec?.revision;
+  const granted =
+    grant !== undefined &&
+    grant.namespace === i.namespace &&
+    grant.osc === target.osc &&
+    grant.checksum === target.checksum;
+  if (!granted) {
+    const rev = await i.revision();
+    const policy = await i.policy();
+    const g = grantFor(
+      { number: rev.number, secretName: rev.secretName, checksum: target.checksum },
+      {
+        tryMode: true,
+        canary: false,
+        policy,
+        namespace: i.namespace,
+        osc: target.osc,
+        now: i.now,
+      },
+    );
+    return {
+      kind: 'grant',
+      grant: g,
+      message: `granted node ${node} ${target.osc} (checksum ${short})`,
+    };
+  }
+  const status = n.status;
+  const report = status.revision;
+  const answered =
+    report !== undefined &&
+    report.observedGeneration === (n.metadata.generation ?? 0) &&
+    report.checksum === target.checksum;
+  if (answered && report.phase === 'Confirmed' && status.appliedChecksum === target.checksum) {
+    return { kind: 'done', message: `node ${node} applied ${target.osc} (checksum ${short})` };
+  }
+  if (answered && (report.phase === 'RolledBack' || report.phase === 'Failed')) {
+    return {
+      kind: 'failure',
+      message: `node ${node} ${report.phase === 'RolledBack' ? 'rolled back' : 'failed to apply'} ${target.osc} (checksum ${short}): ${report.reason}: ${report.message}${nodeError(n)}`,
+    };
+  }
+  if (status.needsReplacement === true && status.desiredChecksum === target.checksum) {
+    return {
+      kind: 'failure',
+      message: `node ${node} cannot take ${target.osc} in place (ReplacementNeeded)${nodeError(n)}`,
+    };
+  }
+  return {
+    kind: 'progress',
+    message: `node ${node} is applying ${target.osc} (checksum ${short}${answered ? `, ${report.phase}` : ''})`,
+    retryAfterSeconds: RETRY_APPLYING_SECONDS,
+  };
+}
+
+/** The OscarConfig and node an UpdateMachine request is about, or why it is not oscar's. */
+export function requestTarget(
+  req: UpdateMachineRequest,
+): { namespace: string; node: string; reconcile: string } | { notOscar: string } {
+  const config = req.desired?.bootstrapConfig;
+  const machine = req.desired?.machine;
+  if ((config?.apiVersion ?? '').split('/')[0] !== 'bootstrap.oscar.dev') {
+    return { notOscar: 'the machine has no OscarConfig: nothing oscar updates' };
+  }
+  const reconcile = (config?.spec?.reconcileRef as { name?: string } | undefined)?.name;
+  const namespace = config?.metadata?.namespace ?? machine?.metadata?.namespace ?? '';
+  // oscar's bootstrap starts the agent as --node <Machine name>: its OperatingSystemConfigNode
+  // carries the Machine's name (the same join check as controller/bootstrap/).
+  const node = machine?.metadata?.name ?? '';
+  if (!reconcile || !namespace || !node) {
+    return { notOscar: 'the request names no Machine, namespace or spec.reconcileRef' };
+  }
+  return { namespace, node, reconcile };
+}
+
+export function response(d: Exclude<Decision, { kind: 'grant' }>): UpdateMachineResponse {
+  const base = { apiVersion: HOOKS_API_VERSION, kind: 'UpdateMachineResponse' } as const;
+  switch (d.kind) {
+    case 'done':
+      return { ...base, status: 'Success', message: d.message, retryAfterSeconds: 0 };
+    case 'progress':
+      return {
+        ...base,
+        status: 'Success',
+        message: d.message,
+        retryAfterSeconds: d.retryAfterSeconds,
+      };
+    case 'failure':
+      return { ...base, status: 'Failure', message: d.message, retryAfterSeconds: 0 };
+  }
+}
