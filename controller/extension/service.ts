@@ -180,7 +180,7 @@ export class InPlaceExtension {
     target: { checksum: string; secretName: string } | '',
   ): Promise<GrantTarget> {
     if (target === '') throw new Error('no target rendering');
-    const list = await this.http.request<{ items: SecretMeta[] }>(
+    const list = await this.http.request<{ items?: SecretMeta[] | null }>(
       'GET',
       `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`,
       {
@@ -189,7 +189,8 @@ export class InPlaceExtension {
       },
     );
     let highest = 0;
-    for (const s of list.items) {
+    // a metadata list with nothing in it comes back with items: null
+    for (const s of list.items ?? []) {
       const n = Number(s.metadata.labels?.[LABEL_REVISION] ?? '0');
       if (Number.isInteger(n) && n > highest) highest = n;
       if (s.metadata.annotations?.[ANNOTATION_CHECKSUM] === target.checksum && n > 0) {
