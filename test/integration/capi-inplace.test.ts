@@ -1,8 +1,8 @@
 // Cluster API in-place updates through oscar, against the real API server and Cluster API's real
 // core manager (RuntimeSDK, InPlaceUpdates): the oscar controller, oscar's Runtime Extension over
 // HTTPS (registered by an ExtensionConfig with its caBundle, running as its deploy/extension RBAC
-// identity) and one real grant-mode agent per Machine (followGrants, a directory root, its own
-// least-privilege identity, named as its Machine). There is no kubelet, so a small infrastructure
+// identity) and one real grant-mode agent per Machine (`oscar agent --osc` as its own process, a
+// directory root, its own least-privilege identity, named as its Machine). There is no kubelet, so a small infrastructure
 // loop plays the provider: it gives each TestMachine a providerID and marks it provisioned, and
 // registers a Ready Node of the Machine's name, which Cluster API's Machine controller finds (the
 // Cluster's kubeconfig Secret points its cluster cache at this same API server) and sets as
@@ -11,19 +11,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger, createLogger } from '../../log/logger.js';
-import { followGrants } from '../../agent/rollout/follow-grants.js';
-import { LocalSystemd } from '../../agent/systemd.js';
+import { createLogger } from '../../log/logger.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { TestPki } from '../../hack/testenv/certs.js';
 import { runExtension, type ExtensionHandle } from '../../controller/extension/main.js';
 import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, isNotFound } from '../../kube/client.js';
 import type { KubeObject } from '../../controller/kube/types.js';
 import type { OscNodeObject } from '../../controller/osc/node-index.js';
-import { agentIdentity, Api, grantAgent, startController, waitFor } from './controller-support.js';
+import {
+  agentIdentity,
+  Api,
+  grantAgent,
+  spawnOscar,
+  startController,
+  waitFor,
+} from './controller-support.js';
 import {
   clusterUnavailable,
-  kubeConfigFor,
   kubeconfigPathFor,
   kubectl,
   testEnvInfo,
@@ -53,6 +57,7 @@ interface Agent {
   stop: () => Promise<void>;
 }
 const agents = new Map<string, Agent>();
+const agentOutputs = new Map<string, () => string>();
 
 function http() {
   if (!api) throw new Error('no cluster');
@@ -221,37 +226,34 @@ async function allowOscs(node: string, oscs: string[]): Promise<void> {
   await apply(binding);
 }
 
-/** The agent of a Machine: grant mode for the pool's first OSC, its own identity and root. */
+/**
+ * The agent of a Machine, as its own process (`oscar agent --osc`, what a node runs): grant mode
+ * for the pool's first OSC, its own least-privilege identity, a directory root.
+ */
 async function startAgent(node: string): Promise<void> {
   if (agents.has(node) || !api) return;
   agents.set(node, { root: '', stop: () => Promise.resolve() });
   const revoke = await grantAgent(api, ns, node, 'v1');
   await allowOscs(node, ['v2', 'v3']);
-  const kc = await kubeConfigFor(agentIdentity(ns, node));
   const root = await mkdtemp(join(tmpdir(), 'oscar-inplace-'));
-  const stateDir = join(root, 'var/lib/oscar');
-  await mkdir(stateDir, { recursive: true });
-  const { agent, reporter } = followGrants(kc, {
-    namespace: ns,
-    osc: 'v1',
+  const agent = spawnOscar('agent', [
+    '--kubeconfig',
+    await kubeconfigPathFor(agentIdentity(ns, node)),
+    '--namespace',
+    ns,
+    '--osc',
+    'v1',
+    '--node',
     node,
-    deps: {
-      root,
-      stateDir,
-      systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
-      owners: false,
-    },
-    pollIntervalMs: 60_000,
-    log: silentLogger(),
-    backoffMaxMs: 2_000,
-    tickMs: 200,
-  });
-  await agent.start();
+    '--root',
+    root,
+  ]);
+  agentOutputs.set(node, agent.output);
   agents.set(node, {
     root,
     stop: async () => {
-      await agent.stop();
-      reporter.stop();
+      agent.child.kill('SIGTERM');
+      await agent.exited;
       await revoke();
       await rm(root, { recursive: true, force: true });
     },
@@ -342,7 +344,10 @@ async function withCapiLogs<T>(fn: () => Promise<T>): Promise<T> {
       .filter((l) => /error|Error|in-place|InPlace|UpdateMachine|CanUpdate/.test(l))
       .slice(-30)
       .join('\n');
-    throw new Error(`${(error as Error).message}\nCluster API manager:\n${lines}`, {
+    const nodes = [...agentOutputs]
+      .map(([node, out]) => `agent ${node}:\n${out().split('\n').slice(-8).join('\n')}`)
+      .join('\n');
+    throw new Error(`${(error as Error).message}\nCluster API manager:\n${lines}\n${nodes}`, {
       cause: error,
     });
   }
@@ -637,6 +642,31 @@ describe('Cluster API in-place updates through oscar', () => {
     // the node still reports the last revision it applied: v2
     expect(n?.status?.appliedChecksum).toBe(await checksumOf('v2'));
   }, 300_000);
+
+  it("the extension's deploy/ identity: what it reads and the grants it writes, nothing more", async (ctx) => {
+    if (clusterUnavailable !== null || skipReason)
+      return ctx.skip(clusterUnavailable ?? skipReason);
+    const as = 'system:serviceaccount:oscar-system:oscar-extension';
+    const can = async (...args: string[]): Promise<boolean> =>
+      (await kubectl(['auth', 'can-i', ...args, `--as=${as}`])).code === 0;
+    expect(await can('get', 'secrets', '-n', ns)).toBe(true);
+    expect(await can('list', 'secrets', '-n', ns)).toBe(true);
+    expect(await can('get', 'operatingsystemconfigs.oscar.dev', '-n', ns)).toBe(true);
+    expect(await can('patch', 'operatingsystemconfignodes.oscar.dev')).toBe(true);
+    for (const denied of [
+      ['create', 'secrets', '-n', ns],
+      ['update', 'secrets', '-n', ns],
+      ['watch', 'secrets', '-n', ns],
+      ['patch', 'operatingsystemconfignodes.oscar.dev', '--subresource=status'],
+      ['delete', 'operatingsystemconfignodes.oscar.dev'],
+      ['create', 'operatingsystemconfignodes.oscar.dev'],
+      ['patch', 'operatingsystemconfigs.oscar.dev', '-n', ns],
+      ['patch', 'machines.cluster.x-k8s.io', '-n', ns],
+      ['patch', 'oscarconfigs.bootstrap.oscar.dev', '-n', ns],
+    ]) {
+      expect(await can(...denied), denied.join(' ')).toBe(false);
+    }
+  });
 
   it('a change of spec.type: no patch from oscar, a normal rollout (a new Machine)', async (ctx) => {
     if (clusterUnavailable !== null || skipReason)
