@@ -151,6 +151,36 @@ describe('UpdateMachine: decideUpdate', () => {
     expect(d.message).toMatch(why);
   });
 
+  it('a failure reported 5 minutes ago or more: granted again (a node never retries a rolled-back grant itself)', async () => {
+    const rolledBack = (minutesAgo: number) =>
+      node(
+        {
+          spec: { revision: grantV2 },
+          status: {
+            source: 'Grant',
+            appliedChecksum: OLD,
+            revision: {
+              observedGeneration: 4,
+              number: 4,
+              checksum: SUM,
+              phase: 'RolledBack',
+              reason: 'HealthCheckFailed',
+              message: 'kubelet unhealthy',
+              lastTransitionTime: new Date(NOW.getTime() - minutesAgo * 60_000).toISOString(),
+            },
+          },
+        },
+        4,
+      );
+    expect((await decideUpdate(inputs({ oscNode: rolledBack(4) }))).kind).toBe('failure');
+    const again = await decideUpdate(inputs({ oscNode: rolledBack(5) }));
+    expect(again).toMatchObject({
+      kind: 'grant',
+      grant: { osc: 'v2', checksum: SUM, grantedTime: NOW.toISOString() },
+      message: expect.stringMatching(/granted again node m-1/) as unknown,
+    });
+  });
+
   it('ReplacementNeeded on the node: Failure', async () => {
     const n = node(
       {

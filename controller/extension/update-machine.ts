@@ -22,6 +22,12 @@ import type { ReconcileLookup } from './reconcile-state.js';
 export const RETRY_APPLYING_SECONDS = 5;
 /** While something outside the node must happen first (a rendering, the agent's first report). */
 export const RETRY_WAITING_SECONDS = 15;
+/**
+ * A node that rolled back or failed the target is granted it again once this long has passed
+ * since its report (a node never retries a rolled-back grant by itself): Cluster API keeps calling
+ * with backoff after a Failure, and the cause (a full disk, a unit's dependency) may be gone.
+ */
+export const REGRANT_AFTER_FAILURE_SECONDS = 300;
 
 /** The revision of the target OSC the grant names: a kept revision, else its reconcile Secret. */
 export interface GrantTarget {
@@ -78,7 +84,21 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
     grant.namespace === i.namespace &&
     grant.osc === target.osc &&
     grant.checksum === target.checksum;
-  if (!granted) {
+  const report = n.status.revision;
+  const answered =
+    granted &&
+    report !== undefined &&
+    report.observedGeneration === (n.metadata.generation ?? 0) &&
+    report.checksum === target.checksum;
+  const failedAt =
+    answered && (report.phase === 'RolledBack' || report.phase === 'Failed')
+      ? Date.parse(report.lastTransitionTime)
+      : undefined;
+  const retry =
+    failedAt !== undefined &&
+    Number.isFinite(failedAt) &&
+    i.now.getTime() - failedAt >= REGRANT_AFTER_FAILURE_SECONDS * 1000;
+  if (!granted || retry) {
     const rev = await i.revision();
     const policy = await i.policy();
     const g = grantFor(
@@ -95,15 +115,10 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
     return {
       kind: 'grant',
       grant: g,
-      message: `granted node ${node} ${target.osc} (checksum ${short})`,
+      message: `${retry ? 'granted again' : 'granted'} node ${node} ${target.osc} (checksum ${short})`,
     };
   }
   const status = n.status;
-  const report = status.revision;
-  const answered =
-    report !== undefined &&
-    report.observedGeneration === (n.metadata.generation ?? 0) &&
-    report.checksum === target.checksum;
   if (answered && report.phase === 'Confirmed' && status.appliedChecksum === target.checksum) {
     return { kind: 'done', message: `node ${node} applied ${target.osc} (checksum ${short})` };
   }
