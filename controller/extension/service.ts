@@ -14,7 +14,12 @@ import {
   LABEL_REVISION,
   PURPOSE_REVISION,
 } from '../../api/secret.js';
-import { CONTENT_MERGE_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import {
+  ACCEPT_METADATA_LIST,
+  CONTENT_MERGE_PATCH,
+  isNotFound,
+  type KubeHttp,
+} from '../../kube/client.js';
 import type { OscNodeObject } from '../osc/node-index.js';
 import { canUpdateMachine, canUpdateMachineSet } from './can-update.js';
 import {
@@ -26,7 +31,11 @@ import {
   type UpdateMachineRequest,
   type UpdateMachineResponse,
 } from './hooks.js';
-import { KubeReconcileStates, type ReconcileStates } from './reconcile-state.js';
+import {
+  KubeReconcileStates,
+  type ReconcileState,
+  type ReconcileStates,
+} from './reconcile-state.js';
 import {
   decideUpdate,
   requestTarget,
@@ -119,7 +128,7 @@ export class InPlaceExtension {
       node,
       target,
       oscNode,
-      revision: () => this.revisionOf(namespace, reconcile, 'missing' in target ? '' : target),
+      revision: (t) => this.revisionOf(namespace, t),
       policy: () => this.policyOf(namespace, reconcile),
       now: this.now(),
     });
@@ -174,18 +183,14 @@ export class InPlaceExtension {
    * node as granted its target), else the reconcile Secret under the number the rollout
    * controller gives its next revision.
    */
-  private async revisionOf(
-    namespace: string,
-    osc: string,
-    target: { checksum: string; secretName: string } | '',
-  ): Promise<GrantTarget> {
-    if (target === '') throw new Error('no target rendering');
+  private async revisionOf(namespace: string, target: ReconcileState): Promise<GrantTarget> {
+    const osc = target.osc;
     const list = await this.http.request<{ items?: SecretMeta[] | null }>(
       'GET',
       `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`,
       {
         query: { labelSelector: `${LABEL_OSC}=${osc},${LABEL_PURPOSE}=${PURPOSE_REVISION}` },
-        accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1',
+        accept: ACCEPT_METADATA_LIST,
       },
     );
     let highest = 0;

@@ -16,7 +16,7 @@ import {
   type UpdateMachineRequest,
   type UpdateMachineResponse,
 } from './hooks.js';
-import type { ReconcileLookup } from './reconcile-state.js';
+import type { ReconcileLookup, ReconcileState } from './reconcile-state.js';
 
 /** How soon Cluster API asks again while a node applies: a grant takes a second or two to apply. */
 export const RETRY_APPLYING_SECONDS = 5;
@@ -46,8 +46,8 @@ export interface UpdateInputs {
   node: string;
   target: ReconcileLookup;
   oscNode: OscNodeObject | undefined;
-  /** Only read when a grant is to be written. */
-  revision: () => Promise<GrantTarget>;
+  /** Only read when a grant is to be written: which kept revision (or Secret) to grant. */
+  revision: (target: ReconcileState) => Promise<GrantTarget>;
   policy: () => Promise<ResolvedPolicy>;
   now: Date;
 }
@@ -99,7 +99,7 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
     Number.isFinite(failedAt) &&
     i.now.getTime() - failedAt >= REGRANT_AFTER_FAILURE_SECONDS * 1000;
   if (!granted || retry) {
-    const rev = await i.revision();
+    const rev = await i.revision(target);
     const policy = await i.policy();
     const g = grantFor(
       { number: rev.number, secretName: rev.secretName, checksum: target.checksum },
