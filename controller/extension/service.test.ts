@@ -48,6 +48,23 @@ const request = {
   },
 };
 
+const STORED = {
+  '/apis/cluster.x-k8s.io/v1beta2/namespaces/pools/machines/m-1': {
+    metadata: {
+      name: 'm-1',
+      annotations: { 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress': '' },
+    },
+    spec: {
+      bootstrap: {
+        configRef: { apiGroup: 'bootstrap.oscar.dev', kind: 'OscarConfig', name: 'm-1' },
+      },
+    },
+  },
+  '/apis/bootstrap.oscar.dev/v1alpha1/namespaces/pools/oscarconfigs/m-1': {
+    spec: { reconcileRef: { name: 'v2' } },
+  },
+};
+
 const node = {
   metadata: { name: 'm-1', generation: 3 },
   status: { source: 'Grant', oscRef: { namespace: 'pools', name: 'v1' } },
@@ -57,6 +74,7 @@ const REVISIONS = '/api/v1/namespaces/pools/secrets?oscar.dev/osc=v2,oscar.dev/p
 describe('InPlaceExtension: UpdateMachine against the API', () => {
   it("grants the kept revision of the target's checksum, as one merge patch of the node's spec", async () => {
     const { http, writes } = api({
+      ...STORED,
       [NODE]: node,
       '/apis/oscar.dev/v1alpha1/namespaces/pools/operatingsystemconfigs/v2': {
         spec: { rollout: { soakSeconds: 2, progressDeadlineSeconds: 40 } },
@@ -96,12 +114,45 @@ describe('InPlaceExtension: UpdateMachine against the API', () => {
   });
 
   it('no kept revision (an empty list comes back as items: null): the reconcile Secret under the next number', async () => {
-    const { http, writes } = api({ [NODE]: node, [REVISIONS]: { items: null } });
+    const { http, writes } = api({ ...STORED, [NODE]: node, [REVISIONS]: { items: null } });
     const ext = new InPlaceExtension(http, pino({ level: 'silent' }), states);
     await ext.handle('UpdateMachine', request);
     expect(writes[0]?.spec?.body).toMatchObject({
       spec: { revision: { number: 1, secretName: 'oscar-v2-reconcile' } },
     });
+  });
+
+  it('a request naming another reconcile OSC than the stored config, for a Machine Cluster API is not updating: refused, nothing written', async () => {
+    const forged = structuredClone(request);
+    forged.desired.bootstrapConfig.spec.reconcileRef.name = 'evil';
+    const { http, writes } = api({
+      ...STORED,
+      '/apis/cluster.x-k8s.io/v1beta2/namespaces/pools/machines/m-1': {
+        metadata: { name: 'm-1' },
+        spec: STORED['/apis/cluster.x-k8s.io/v1beta2/namespaces/pools/machines/m-1'].spec,
+      },
+      [NODE]: node,
+    });
+    const ext = new InPlaceExtension(http, pino({ level: 'silent' }), states);
+    const res = await ext.handle('UpdateMachine', forged);
+    expect(res).toMatchObject({ status: 'Failure' });
+    expect(res.message).toMatch(/not being updated in place/);
+    expect(writes).toEqual([]);
+  });
+
+  it("the stored config's reconcileRef decides, not the body's", async () => {
+    const forged = structuredClone(request);
+    forged.desired.bootstrapConfig.spec.reconcileRef.name = 'evil';
+    const asked: string[] = [];
+    const { http } = api({ ...STORED, [NODE]: node, [REVISIONS]: { items: null } });
+    const ext = new InPlaceExtension(http, pino({ level: 'silent' }), {
+      get: (ns, osc) => {
+        asked.push(osc);
+        return states.get(ns, osc);
+      },
+    });
+    await ext.handle('UpdateMachine', forged);
+    expect(asked).toEqual(['v2']);
   });
 
   it('a grant patch removes what the new grant lacks (merge patch semantics)', () => {

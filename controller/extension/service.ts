@@ -41,7 +41,10 @@ import {
   requestTarget,
   response,
   RETRY_APPLYING_SECONDS,
+  storedTarget,
   type GrantTarget,
+  type StoredConfig,
+  type StoredMachine,
 } from './update-machine.js';
 
 const FIELD_MANAGER = 'oscar-extension';
@@ -118,7 +121,22 @@ export class InPlaceExtension {
       this.counts.updateAnswers.done++;
       return response({ kind: 'done', message: t.notOscar });
     }
-    const { namespace, node, reconcile } = t;
+    const { namespace } = t;
+    const [machine, config] = await Promise.all([
+      this.getOptional<StoredMachine>(
+        `/apis/cluster.x-k8s.io/v1beta2/namespaces/${encodeURIComponent(namespace)}/machines/${encodeURIComponent(t.machine)}`,
+      ),
+      this.getOptional<StoredConfig>(
+        `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${encodeURIComponent(namespace)}/oscarconfigs/${encodeURIComponent(t.config)}`,
+      ),
+    ]);
+    const stored = storedTarget(namespace, t.machine, t.config, machine, config);
+    if ('refused' in stored) {
+      this.counts.updateAnswers.failure++;
+      this.log.warn({ hook: 'UpdateMachine', machine: t.machine }, stored.refused);
+      return response({ kind: 'failure', message: stored.refused });
+    }
+    const { node, reconcile } = stored;
     const [target, oscNode] = await Promise.all([
       this.states.get(namespace, reconcile),
       this.getNode(node),
@@ -156,9 +174,13 @@ export class InPlaceExtension {
     return response(d);
   }
 
-  private async getNode(name: string): Promise<OscNodeObject | undefined> {
+  private getNode(name: string): Promise<OscNodeObject | undefined> {
+    return this.getOptional<OscNodeObject>(`${NODES}/${encodeURIComponent(name)}`);
+  }
+
+  private async getOptional<T>(path: string): Promise<T | undefined> {
     try {
-      return await this.http.request<OscNodeObject>('GET', `${NODES}/${encodeURIComponent(name)}`);
+      return await this.http.request<T>('GET', path);
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;

@@ -6,6 +6,7 @@ import {
   decideUpdate,
   requestTarget,
   response,
+  storedTarget,
   RETRY_APPLYING_SECONDS,
   type UpdateInputs,
 } from './update-machine.js';
@@ -218,7 +219,7 @@ describe('UpdateMachine: decideUpdate', () => {
 });
 
 describe('UpdateMachine: request and response', () => {
-  it('reads the OscarConfig, its namespace and the Machine (whose name the agent reports under)', () => {
+  it('reads which Machine and OscarConfig the request is about (one namespace)', () => {
     expect(
       requestTarget({
         desired: {
@@ -231,7 +232,7 @@ describe('UpdateMachine: request and response', () => {
           },
         },
       }),
-    ).toEqual({ namespace: 'pools', node: 'm-1', reconcile: 'v2' });
+    ).toEqual({ namespace: 'pools', machine: 'm-1', config: 'm-1' });
     expect(
       requestTarget({
         desired: {
@@ -240,6 +241,35 @@ describe('UpdateMachine: request and response', () => {
         },
       }),
     ).toHaveProperty('notOscar');
+  });
+
+  it('acts on the stored objects, not on the body: the Machine marked in progress by Cluster API, naming the config; the stored reconcileRef', () => {
+    const machine = (annotations: Record<string, string>, config = 'm-1') => ({
+      metadata: { name: 'm-1', annotations },
+      spec: {
+        bootstrap: {
+          configRef: { apiGroup: 'bootstrap.oscar.dev', kind: 'OscarConfig', name: config },
+        },
+      },
+    });
+    const marked = { 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress': '' };
+    const stored = { spec: { reconcileRef: { name: 'v2' } } };
+    expect(storedTarget('pools', 'm-1', 'm-1', machine(marked), stored)).toEqual({
+      node: 'm-1',
+      reconcile: 'v2',
+    });
+    expect(storedTarget('pools', 'm-1', 'm-1', undefined, stored)).toEqual({
+      refused: 'Machine pools/m-1 not found',
+    });
+    expect(storedTarget('pools', 'm-1', 'm-1', machine({}), stored)).toMatchObject({
+      refused: expect.stringMatching(/not being updated in place/) as unknown,
+    });
+    expect(storedTarget('pools', 'm-1', 'm-1', machine(marked, 'other'), stored)).toMatchObject({
+      refused: expect.stringMatching(/does not name OscarConfig m-1/) as unknown,
+    });
+    expect(storedTarget('pools', 'm-1', 'm-1', machine(marked), undefined)).toMatchObject({
+      refused: expect.stringMatching(/OscarConfig pools\/m-1 not found/) as unknown,
+    });
   });
 
   it('done is Success with retryAfterSeconds 0; in progress > 0; failure is Failure', () => {

@@ -7,6 +7,7 @@
  * node object and either writes the grant (once: a grant for the target is never rewritten) or
  * reports what the node said, so repeated calls and a restarted extension give the same answer.
  */
+import { BOOTSTRAP_GROUP } from '../../api/bootstrap/constants.js';
 import type { RevisionGrant } from '../../api/schema.js';
 import { grantFor } from '../rollout/planner.js';
 import type { ResolvedPolicy } from '../../api/rollout.js';
@@ -17,6 +18,9 @@ import {
   type UpdateMachineResponse,
 } from './hooks.js';
 import type { ReconcileLookup, ReconcileState } from './reconcile-state.js';
+
+/** Cluster API's mark on a Machine (and its configs) while it is updated in place. */
+export const UPDATE_IN_PROGRESS = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
 
 /** How soon Cluster API asks again while a node applies: a grant takes a second or two to apply. */
 export const RETRY_APPLYING_SECONDS = 5;
@@ -141,24 +145,66 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
   };
 }
 
-/** The OscarConfig and node an UpdateMachine request is about, or why it is not oscar's. */
+/** The Machine and OscarConfig an UpdateMachine request names, or why it is not oscar's. */
 export function requestTarget(
   req: UpdateMachineRequest,
-): { namespace: string; node: string; reconcile: string } | { notOscar: string } {
+): { namespace: string; machine: string; config: string } | { notOscar: string } {
   const config = req.desired?.bootstrapConfig;
   const machine = req.desired?.machine;
-  if ((config?.apiVersion ?? '').split('/')[0] !== 'bootstrap.oscar.dev') {
+  if ((config?.apiVersion ?? '').split('/')[0] !== BOOTSTRAP_GROUP) {
     return { notOscar: 'the machine has no OscarConfig: nothing oscar updates' };
   }
-  const reconcile = (config?.spec?.reconcileRef as { name?: string } | undefined)?.name;
-  const namespace = config?.metadata?.namespace ?? machine?.metadata?.namespace ?? '';
-  // oscar's bootstrap starts the agent as --node <Machine name>: its OperatingSystemConfigNode
-  // carries the Machine's name (the same join check as controller/bootstrap/).
-  const node = machine?.metadata?.name ?? '';
-  if (!reconcile || !namespace || !node) {
-    return { notOscar: 'the request names no Machine, namespace or spec.reconcileRef' };
+  const namespace = machine?.metadata?.namespace ?? '';
+  const name = machine?.metadata?.name ?? '';
+  const configName = config?.metadata?.name ?? '';
+  if (!namespace || !name || !configName || config?.metadata?.namespace !== namespace) {
+    return { notOscar: 'the request names no Machine and OscarConfig of one namespace' };
   }
-  return { namespace, node, reconcile };
+  return { namespace, machine: name, config: configName };
+}
+
+/** What of a stored Machine the check reads. */
+export interface StoredMachine {
+  metadata: { name: string; annotations?: Record<string, string> };
+  spec?: { bootstrap?: { configRef?: { apiGroup?: string; kind?: string; name?: string } } };
+}
+
+/** What of a stored OscarConfig the check reads. */
+export interface StoredConfig {
+  spec?: { reconcileRef?: { name?: string } };
+}
+
+/**
+ * The request is input from the network: the extension acts on what the API server holds, not on
+ * what the body says. The Machine must exist, be marked for an in-place update by Cluster API and
+ * name the OscarConfig as its bootstrap config; the reconcile OSC is the stored config's. So a
+ * caller that can reach the extension but cannot write Machines and OscarConfigs cannot move a
+ * node anywhere. The node is the Machine's: oscar's bootstrap starts its agent as --node <Machine
+ * name> (the same join check as controller/bootstrap/).
+ */
+export function storedTarget(
+  namespace: string,
+  machineName: string,
+  configName: string,
+  machine: StoredMachine | undefined,
+  config: StoredConfig | undefined,
+): { node: string; reconcile: string } | { refused: string } {
+  const m = `Machine ${namespace}/${machineName}`;
+  if (!machine) return { refused: `${m} not found` };
+  if (machine.metadata.annotations?.[UPDATE_IN_PROGRESS] === undefined) {
+    return { refused: `${m} is not being updated in place (no ${UPDATE_IN_PROGRESS} annotation)` };
+  }
+  const ref = machine.spec?.bootstrap?.configRef;
+  if (ref?.apiGroup !== BOOTSTRAP_GROUP || ref.kind !== 'OscarConfig' || ref.name !== configName) {
+    return { refused: `${m} does not name OscarConfig ${configName} as its bootstrap config` };
+  }
+  const reconcile = config?.spec?.reconcileRef?.name;
+  if (!config || !reconcile) {
+    return {
+      refused: `OscarConfig ${namespace}/${configName} not found, or it has no reconcileRef`,
+    };
+  }
+  return { node: machine.metadata.name, reconcile };
 }
 
 export function response(d: Exclude<Decision, { kind: 'grant' }>): UpdateMachineResponse {

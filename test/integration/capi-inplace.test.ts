@@ -653,6 +653,8 @@ describe('Cluster API in-place updates through oscar', () => {
     expect(await can('list', 'secrets', '-n', ns)).toBe(true);
     expect(await can('get', 'operatingsystemconfigs.oscar.dev', '-n', ns)).toBe(true);
     expect(await can('patch', 'operatingsystemconfignodes.oscar.dev')).toBe(true);
+    expect(await can('get', 'machines.cluster.x-k8s.io', '-n', ns)).toBe(true);
+    expect(await can('get', 'oscarconfigs.bootstrap.oscar.dev', '-n', ns)).toBe(true);
     for (const denied of [
       ['create', 'secrets', '-n', ns],
       ['update', 'secrets', '-n', ns],
@@ -663,6 +665,7 @@ describe('Cluster API in-place updates through oscar', () => {
       ['patch', 'operatingsystemconfigs.oscar.dev', '-n', ns],
       ['patch', 'machines.cluster.x-k8s.io', '-n', ns],
       ['patch', 'oscarconfigs.bootstrap.oscar.dev', '-n', ns],
+      ['list', 'machines.cluster.x-k8s.io', '-n', ns],
     ]) {
       expect(await can(...denied), denied.join(' ')).toBe(false);
     }
