@@ -14,7 +14,11 @@ import { join } from 'node:path';
 import { createLogger } from '../../log/logger.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { TestPki } from '../../hack/testenv/certs.js';
-import { runExtension, type ExtensionHandle } from '../../controller/extension/main.js';
+import {
+  runExtension,
+  type ExtensionConfig,
+  type ExtensionHandle,
+} from '../../controller/extension/main.js';
 import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, isNotFound } from '../../kube/client.js';
 import type { KubeObject } from '../../controller/kube/types.js';
 import type { OscNodeObject } from '../../controller/osc/node-index.js';
@@ -45,6 +49,15 @@ let capi: CapiManager | undefined;
 let skipReason: string | undefined;
 let ns = '';
 let ext: ExtensionHandle | undefined;
+let extensionConfig: ExtensionConfig | undefined;
+
+/** Stops the extension and starts a new one on the same address: nothing kept in between. */
+async function restartExtension(): Promise<void> {
+  if (!ext || !extensionConfig) throw new Error('no extension');
+  const port = ext.server.port;
+  await ext.stop();
+  ext = await runExtension({ ...extensionConfig, port });
+}
 const api = clusterUnavailable === null ? new Api() : undefined;
 const cleanups: (() => Promise<unknown>)[] = [];
 let infraLoop: Promise<void> | undefined;
@@ -415,7 +428,7 @@ beforeAll(async () => {
   const pki = new TestPki(dir);
   await pki.init();
   const pair = await pki.issueServing(['127.0.0.1'], []);
-  ext = await runExtension({
+  extensionConfig = {
     kubeconfig: await kubeconfigPathFor({
       user: 'system:serviceaccount:oscar-system:oscar-extension',
       groups: ['system:serviceaccounts', 'system:serviceaccounts:oscar-system'],
@@ -425,7 +438,8 @@ beforeAll(async () => {
     host: '127.0.0.1',
     port: 0,
     log: createLogger({ component: 'extension', level: 'warn' }),
-  });
+  };
+  ext = await runExtension(extensionConfig);
   cleanups.push(() => ext?.stop() ?? Promise.resolve());
   const extName = uniqueName('oscar');
   await apply({
@@ -602,7 +616,7 @@ describe('Cluster API in-place updates through oscar', () => {
     expect(calls.CanUpdateMachineSet).toBeGreaterThanOrEqual(1);
   }, 600_000);
 
-  it('a change whose apply fails on the node: InPlaceUpdateFailed on that Machine, with the node’s error', async (ctx) => {
+  it('a change whose apply fails on the node: InPlaceUpdateFailed on that Machine, with the node’s error; the extension restarted meanwhile', async (ctx) => {
     if (clusterUnavailable !== null || skipReason)
       return ctx.skip(clusterUnavailable ?? skipReason);
     if (originals.length !== 3) throw new Error('the in-place rollout above did not run');
@@ -612,9 +626,19 @@ describe('Cluster API in-place updates through oscar', () => {
         recursive: true,
       });
     }
-    const before = ext?.extension.counts.updateAnswers.failure ?? 0;
+    const grantsBefore = ext?.extension.counts.grants ?? 0;
     await apply(template('tpl-v3', 'v3'));
     await apply(machineDeployment('a', 'c1', 'tpl-v3', 3));
+    // the extension restarts once it has granted v3 (stateless: the new one must not grant again)
+    await withCapiLogs(() =>
+      waitFor(
+        'the grant of v3',
+        () =>
+          Promise.resolve((ext?.extension.counts.grants ?? 0) > grantsBefore ? true : undefined),
+        120_000,
+      ),
+    );
+    await restartExtension();
     const failed = await withCapiLogs(() =>
       waitFor(
         'a Machine with Updating=True, InPlaceUpdateFailed',
@@ -635,7 +659,11 @@ describe('Cluster API in-place updates through oscar', () => {
     // the apply failed; undoing its partial writes meets the same directory
     expect(report?.reason).toMatch(/^(ApplyFailed|RollbackFailed)$/);
     expect(report?.message).toMatch(/extra\.conf/);
-    expect(ext?.extension.counts.updateAnswers.failure ?? 0).toBeGreaterThan(before);
+    // the restarted extension answered from the node's object: Failure, and no second grant
+    await waitFor('a Failure from the restarted extension', () =>
+      Promise.resolve((ext?.extension.counts.updateAnswers.failure ?? 0) > 0 ? true : undefined),
+    );
+    expect(ext?.extension.counts.grants).toBe(0);
     // Cluster API logs the extension's Failure answer, which carries the node's own error
     expect(capi?.logs()).toContain(`node ${failed.metadata.name} `);
     expect(capi?.logs()).toMatch(/extra\.conf/);
