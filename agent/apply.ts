@@ -5,6 +5,7 @@
  * error names the action and, for a unit, carries its last journal lines.
  */
 import type { ResolvedConfig } from '../api/resolved.js';
+import { replacementReason } from '../api/in-place.js';
 import { repairFor } from './drift/policy.js';
 import type { UnitStateReader } from './drift/unit-state.js';
 import {
@@ -98,24 +99,6 @@ export class ReplacementNeeded extends Error {
 function assertInPlace(last: ResolvedConfig | undefined, desired: ResolvedConfig): void {
   const reason = replacementReason(last, desired);
   if (reason !== undefined) throw new ReplacementNeeded(reason);
-}
-
-/** Why `desired` needs a new machine rather than an apply on top of `last`, or undefined. */
-export function replacementReason(
-  last: ResolvedConfig | undefined,
-  desired: ResolvedConfig,
-): string | undefined {
-  if (!last) return undefined;
-  if (last.type !== desired.type) {
-    return `spec.type changed from "${last.type}" to "${desired.type}": an OS cannot become another in place; replace the machine`;
-  }
-  // containerd is the only runtime today; its cgroup driver is what a running node cannot change
-  const was = last.cri;
-  const now = desired.cri;
-  if (was && now && was.cgroupDriver !== now.cgroupDriver) {
-    return `spec.cri.cgroupDriver changed from ${was.cgroupDriver} to ${now.cgroupDriver}: running containers and the kubelet cannot switch cgroup drivers in place; replace the machine`;
-  }
-  return undefined;
 }
 
 /** Jobs that run twice if repeated; they are journaled with the unit's invocation token. */

@@ -156,16 +156,16 @@ describe('GrantSource', () => {
     await source.stop();
   });
 
-  it('refuses a grant for another OSC once, and fetches nothing for it', async () => {
+  it('refuses a grant for another namespace once, and fetches nothing for it', async () => {
     const api = new Api();
     api.node = {
       ...nodeObj(10, 2),
-      spec: { revision: { ...nodeObj(10, 2).spec.revision, osc: 'x' } },
+      spec: { revision: { ...nodeObj(10, 2).spec.revision, namespace: 'x' } },
     };
     const { source, got, errors, started } = start(api);
     await started;
     await until(() => errors[0], 'the refusal');
-    expect(errors[0]).toMatch(/refusing the grant of node n1: spec.revision names ns\/x/);
+    expect(errors[0]).toMatch(/refusing the grant of node n1: spec.revision names namespace x/);
     expect(got).toEqual([]);
     expect(api.requests.some((r) => r.includes('/secrets/'))).toBe(false);
     await source.stop();

@@ -170,7 +170,7 @@ export class GrantSource {
         { signal: this.stopAll.signal, timeoutMs: 30_000 },
       );
       if (this.current !== grant) return; // a newer grant came meanwhile
-      const desired = verifyRevision(secret, grant, this.opts);
+      const desired = verifyRevision(secret, grant);
       this.fetchFailures = 0;
       events.onGrant({ grant, desired });
     } catch (error) {
@@ -313,12 +313,12 @@ export class GrantSource {
   }
 }
 
-/** The revision Secret, checked against the grant: same OSC, same checksum, intact data. */
-export function verifyRevision(secret: SecretObject, grant: Grant, scope: GrantScope): Desired {
+/** The revision Secret, checked against the grant: the granted OSC, its checksum, intact data. */
+export function verifyRevision(secret: SecretObject, grant: Grant): Desired {
   const labels = secret.metadata?.labels ?? {};
-  if (labels[LABEL_OSC] !== scope.osc) {
+  if (labels[LABEL_OSC] !== grant.osc) {
     throw new CorruptPayloadError(
-      `${grant.secretName} is not a revision of ${scope.osc} (label ${LABEL_OSC}=${labels[LABEL_OSC] ?? 'missing'})`,
+      `${grant.secretName} is not a revision of ${grant.osc} (label ${LABEL_OSC}=${labels[LABEL_OSC] ?? 'missing'})`,
     );
   }
   const annotated = secret.metadata?.annotations?.[ANNOTATION_CHECKSUM];

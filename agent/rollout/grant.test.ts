@@ -19,6 +19,7 @@ describe('parseGrant', () => {
   it('reads a plain grant and a try grant with defaults for the checks', () => {
     expect(parseGrant(node(base), scope)).toEqual({
       generation: 4,
+      osc: 'w',
       number: 3,
       secretName: 'oscar-w-rev-2',
       checksum: 'a'.repeat(64),
@@ -72,19 +73,40 @@ describe('parseGrant', () => {
     });
   });
 
+  it("another OSC of its namespace (Cluster API's in-place update moves the node): a revision slot or the reconcile Secret of that OSC", () => {
+    expect(parseGrant(node({ ...base, osc: 'w2', secretName: 'oscar-w2-rev-0' }), scope)).toEqual(
+      expect.objectContaining({ osc: 'w2', secretName: 'oscar-w2-rev-0' }),
+    );
+    expect(
+      parseGrant(node({ ...base, osc: 'w2', secretName: 'oscar-w2-reconcile' }), scope),
+    ).toEqual(expect.objectContaining({ osc: 'w2', secretName: 'oscar-w2-reconcile' }));
+    expect(parseGrant(node({ ...base, secretName: 'oscar-w-reconcile' }), scope)).toEqual(
+      expect.objectContaining({ osc: 'w', secretName: 'oscar-w-reconcile' }),
+    );
+  });
+
   it('no grant: undefined', () => {
     expect(parseGrant({ metadata: { name: 'n1' } }, scope)).toBeUndefined();
     expect(parseGrant(node(null), scope)).toBeUndefined();
   });
 
   it.each([
-    ['another OSC', { ...base, osc: 'other' }, /names ns\/other, but this agent follows ns\/w/],
-    ['another namespace', { ...base, namespace: 'kube-system' }, /names kube-system\/w/],
+    [
+      'another namespace',
+      { ...base, namespace: 'kube-system' },
+      /names namespace kube-system, but this agent follows OSCs in ns/,
+    ],
     [
       'a Secret that is no revision of its OSC',
-      { ...base, secretName: 'oscar-w-reconcile' },
+      { ...base, secretName: 'oscar-w-provision' },
       /not a revision Secret of w/,
     ],
+    [
+      'another OSC with a Secret of its own OSC',
+      { ...base, osc: 'other', secretName: 'oscar-w-rev-2' },
+      /not a revision Secret of other/,
+    ],
+    ['no OSC', { ...base, osc: '' }, /spec.revision.osc must be a string/],
     [
       'a Secret of another OSC',
       { ...base, secretName: 'oscar-x-rev-0' },

@@ -1,13 +1,17 @@
 /**
  * The grant a node's agent reads from its OperatingSystemConfigNode (spec.revision), checked
  * field by field before anything acts on it: the agent runs as root and the object is input
- * like any other. A grant must name this agent's own OSC and namespace and one of that OSC's
- * revision Secrets; its health checks must be what the CRD allows (an absolute program, a port on
- * loopback, bounded timeouts). Plain code: the agent loads no schema library.
+ * like any other. A grant must name this agent's own namespace, an OSC there, and one of that
+ * OSC's revision Secrets (or its reconcile Secret); its health checks must be what the CRD allows
+ * (an absolute program, a port on loopback, bounded timeouts). Plain code: the agent loads no
+ * schema library. A grant naming another OSC than the agent's --osc moves the node to that OSC:
+ * Cluster API's in-place update does that when a machine's OscarConfig names a new reconcile OSC
+ * (controller/extension/). Only the controller writes a node's spec, and the agent's RBAC names
+ * the Secrets it may read, so this widens nothing the agent can reach.
  */
 import { ROLLOUT_LIMITS } from '../../api/constants.js';
 import { ROLLOUT_DEFAULTS } from '../../api/rollout.js';
-import { revisionSecretName } from '../../api/secret.js';
+import { revisionSecretName, secretNameFor } from '../../api/secret.js';
 
 interface CheckTiming {
   timeoutMs: number;
@@ -41,6 +45,8 @@ export interface TryPolicy {
 export interface Grant {
   /** metadata.generation of the node object: a new grant, a new generation. */
   generation: number;
+  /** The OSC whose rendering this is (the agent's own, or the one Cluster API moves it to). */
+  osc: string;
   number: number;
   secretName: string;
   checksum: string;
@@ -158,18 +164,20 @@ export function parseGrant(node: unknown, scope: GrantScope): Grant | undefined 
   if (!isObj(r)) throw new GrantError('spec.revision must be a mapping');
   const meta = isObj(node.metadata) ? node.metadata : {};
   const generation = int(meta.generation ?? 0, 'metadata.generation', 0, Number.MAX_SAFE_INTEGER);
-  if (r.namespace !== scope.namespace || r.osc !== scope.osc) {
+  if (r.namespace !== scope.namespace) {
     throw new GrantError(
-      `spec.revision names ${String(r.namespace)}/${String(r.osc)}, but this agent follows ${scope.namespace}/${scope.osc}`,
+      `spec.revision names namespace ${String(r.namespace)}, but this agent follows OSCs in ${scope.namespace}`,
     );
   }
+  const osc = str(r.osc, 'spec.revision.osc');
   const secretName = str(r.secretName, 'spec.revision.secretName');
-  const slots = Array.from({ length: ROLLOUT_LIMITS.revisionSlots }, (_, k) =>
-    revisionSecretName(scope.osc, k),
-  );
-  if (!slots.includes(secretName)) {
+  const allowed = [
+    ...Array.from({ length: ROLLOUT_LIMITS.revisionSlots }, (_, k) => revisionSecretName(osc, k)),
+    secretNameFor(osc, 'reconcile'),
+  ];
+  if (!allowed.includes(secretName)) {
     throw new GrantError(
-      `spec.revision.secretName "${secretName}" is not a revision Secret of ${scope.osc} (${slots[0] ?? ''} …)`,
+      `spec.revision.secretName "${secretName}" is not a revision Secret of ${osc} (${allowed[0] ?? ''} …) nor its reconcile Secret`,
     );
   }
   const checksum = str(r.checksum, 'spec.revision.checksum', 64);
@@ -178,6 +186,7 @@ export function parseGrant(node: unknown, scope: GrantScope): Grant | undefined 
   }
   const grant: Grant = {
     generation,
+    osc,
     number: int(r.number, 'spec.revision.number', 1, Number.MAX_SAFE_INTEGER),
     secretName,
     checksum,

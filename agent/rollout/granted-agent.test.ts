@@ -200,6 +200,7 @@ function grantOf(
 ): GrantedDesired {
   const grant: Grant = {
     generation: ++generation,
+    osc: 'w',
     number: generation,
     secretName: 'oscar-w-rev-0',
     checksum: d.checksum,

@@ -136,6 +136,8 @@ export class GrantedAgent {
   lastPhase: GrantPhase | undefined;
   /** The checksum on the node, for /healthz. */
   applied: string | undefined;
+  /** The OSC this node reports it follows: its --osc until a grant names another. */
+  private following: string | undefined;
 
   constructor(private readonly o: GrantedAgentOptions) {
     this.applier = o.drift ? withDrift(o.applier, o.drift) : o.applier;
@@ -147,6 +149,7 @@ export class GrantedAgent {
 
   async start(): Promise<void> {
     const { reporter, tryState, scope } = this.o;
+    this.following = scope.osc;
     reporter.setSource('Grant', { namespace: scope.namespace, name: scope.osc });
     const last = await this.applier.lastApplied();
     if (last) reporter.restored(last.checksum);
@@ -325,6 +328,12 @@ export class GrantedAgent {
 
   private async process({ grant, desired }: GrantedDesired): Promise<void> {
     const { tryState, reporter } = this.o;
+    if (grant.osc !== this.following) {
+      // Cluster API's in-place update moved this node to another OSC: report it there, so that
+      // OSC's rollout counts the node and its old OSC's rollout lets go of it
+      this.following = grant.osc;
+      reporter.setSource('Grant', { namespace: this.o.scope.namespace, name: grant.osc });
+    }
     // before any try starts: a revision oscar's rules refuse is never applied, so never reverted
     checkDesired(desired.config, `revision ${String(grant.number)} (${grant.secretName})`);
     const failed = await tryState.failed();

@@ -41,6 +41,7 @@ const KEYS = '/home/core/.ssh/authorized_keys';
 const next = desiredOf(config([], [file(KEYS, 'ssh-ed25519 AAAA oscar\n')]));
 const grant: Grant = {
   generation: 1,
+  osc: 'web',
   number: 2,
   secretName: 'web-rev-2',
   checksum: next.checksum,

@@ -33,6 +33,7 @@ describe('the command table', () => {
         'agent',
         'controller',
         'crd',
+        'extension',
         'plan',
         'render',
         'renderer',
@@ -56,6 +57,9 @@ describe('the command table', () => {
       expect(helpOf('rollout', sub)).toMatch(/-n, --namespace <ns>/);
     }
     expect(helpOf('rollout', 'undo')).toMatch(/--to-revision <n>/);
+    expect(helpOf('extension', 'serve')).toMatch(
+      /--kubeconfig <path>[\s\S]*--listen <addr>[\s\S]*--tls-cert <path>[\s\S]*--tls-key <path>/,
+    );
   });
 
   it('shows examples in the help of every command', () => {

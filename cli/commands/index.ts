@@ -15,6 +15,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { tuneHeapForLongRunning } from '../memory.js';
 import type { ControllerOptions } from './controller.js';
+import type { ExtensionServeOptions } from './extension.js';
 import type { PlaceholderFlags } from './placeholders.js';
 import type { RenderCommandOptions } from './render.js';
 import type { RolloutFlags } from './rollout.js';
@@ -149,6 +150,34 @@ export function registerCommands(program: Command): void {
       'oscar renderer serve --type ubuntu,debian --listen 127.0.0.1:8443',
       'oscar renderer serve --type flatcar --tls-cert tls.crt --tls-key tls.key',
     ],
+  );
+
+  const extension = program
+    .command('extension')
+    .description(
+      "Cluster API's Runtime Extension: in-place machine updates through oscar (docs/cluster-api.md)",
+    );
+  examples(
+    longRunning(
+      extension
+        .command('serve')
+        .description(
+          'serve the in-place update hooks over HTTPS: discovery, CanUpdateMachineSet, CanUpdateMachine, UpdateMachine',
+        )
+        .option(
+          '--kubeconfig <path>',
+          'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
+        )
+        .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':9443')
+        .requiredOption(
+          '--tls-cert <path>',
+          "PEM serving certificate (the ExtensionConfig's caBundle signs it)",
+        )
+        .requiredOption('--tls-key <path>', 'PEM private key of --tls-cert'),
+    ).action(async (opts: ExtensionServeOptions) => {
+      await (await import('./extension.js')).extensionServeCommand(program, opts);
+    }),
+    ['oscar extension serve --tls-cert /tls/tls.crt --tls-key /tls/tls.key --listen :9443'],
   );
 
   examples(

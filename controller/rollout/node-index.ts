@@ -7,10 +7,16 @@
 import type { OscNodeObject } from '../osc/node-index.js';
 import type { NodeState } from './planner.js';
 
-/** The OSC ("namespace/name") a grant-following node belongs to, and its planner state. */
+/**
+ * The OSC ("namespace/name") a grant-following node belongs to, and its planner state. A grant
+ * decides it before the node's report does: Cluster API's in-place update (controller/extension/)
+ * grants a node a rendering of another OSC, and from that write on the node is that OSC's (its old
+ * OSC's rollout must not grant it back while the agent has not reported the move yet).
+ */
 export function nodeStateOf(node: OscNodeObject): { osc: string; state: NodeState } | undefined {
   const s = node.status;
-  const ref = s?.oscRef;
+  const granted = node.spec?.revision;
+  const ref = granted ? { namespace: granted.namespace, name: granted.osc } : s?.oscRef;
   if (s?.source !== 'Grant' || !ref?.name || !ref.namespace) return undefined;
   const state: NodeState = {
     name: node.metadata.name,

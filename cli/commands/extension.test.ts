@@ -1,0 +1,120 @@
+// `oscar extension serve` as the process a Deployment runs: it reads its flags and files, prints
+// where it listens, serves discovery over HTTPS with the given certificate, stops on SIGTERM.
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestPki } from '../../hack/testenv/certs.js';
+import { requireTool } from '../../test/support/tools.js';
+
+const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+let dir = '';
+let skip: string | undefined;
+
+beforeAll(async () => {
+  if (!requireTool('openssl', 'apt-get install openssl (hack/deps.sh)')) {
+    skip = 'openssl is missing';
+    return;
+  }
+  dir = await mkdtemp(join(tmpdir(), 'oscar-ext-cli-'));
+  const pki = new TestPki(dir);
+  await pki.init();
+  const pair = await pki.issueServing(['127.0.0.1'], []);
+  await writeFile(join(dir, 'tls.crt'), await readFile(pair.certPath));
+  await writeFile(join(dir, 'tls.key'), await readFile(pair.keyPath));
+  // never contacted: discovery needs no API server
+  await writeFile(
+    join(dir, 'kubeconfig'),
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
+      'users: [{name: u, user: {token: t}}]',
+      'contexts: [{name: x, context: {cluster: c, user: u}}]',
+      'current-context: x',
+      '',
+    ].join('\n'),
+  );
+});
+
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function oscar(args: string[]) {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(repoRoot, 'cli', 'oscar.ts'), 'extension', 'serve', ...args],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { child, out: () => out, err: () => err, exited };
+}
+
+describe('oscar extension serve', () => {
+  it('serves discovery over HTTPS on the address it prints; SIGTERM ends it with 0', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    const p = oscar([
+      '--kubeconfig',
+      join(dir, 'kubeconfig'),
+      '--listen',
+      '127.0.0.1:0',
+      '--tls-cert',
+      join(dir, 'tls.crt'),
+      '--tls-key',
+      join(dir, 'tls.key'),
+      '--log-format',
+      'json',
+    ]);
+    const deadline = Date.now() + 30_000;
+    let url = '';
+    while (!url && Date.now() < deadline) {
+      const line = p
+        .out()
+        .split('\n')
+        .find((l) => l.includes('"listening"'));
+      if (line) url = (JSON.parse(line) as { url: string }).url;
+      else await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(url, p.err()).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const ca = await readFile(join(dir, 'ca.crt'));
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        `${url}/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery`,
+        { method: 'POST', ca },
+        (res) => {
+          let b = '';
+          res.on('data', (d: Buffer) => (b += d.toString()));
+          res.on('end', () => {
+            resolve(b);
+          });
+        },
+      );
+      req.on('error', reject);
+      req.end('{}');
+    });
+    const discovery = JSON.parse(body) as { kind: string; handlers: { name: string }[] };
+    expect(discovery.kind).toBe('DiscoveryResponse');
+    expect(discovery.handlers.map((h) => h.name)).toEqual([
+      'can-update-machineset',
+      'can-update-machine',
+      'update-machine',
+    ]);
+    p.child.kill('SIGTERM');
+    expect(await p.exited).toBe(0);
+  });
+
+  it('a missing certificate file: exit 1, naming the flag', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    const p = oscar(['--tls-cert', join(dir, 'nope.crt'), '--tls-key', join(dir, 'tls.key')]);
+    expect(await p.exited).toBe(1);
+    expect(p.err()).toMatch(/oscar extension serve: --tls-cert\/--tls-key: .*nope\.crt/);
+  });
+});

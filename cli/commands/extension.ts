@@ -1,0 +1,81 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { runExtension, type ExtensionHandle } from '../../controller/extension/main.js';
+import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
+import { onShutdownSignal, parseDuration } from '../shutdown.js';
+import { userAgent } from '../version.js';
+
+export interface ExtensionServeOptions {
+  kubeconfig?: string;
+  listen: string;
+  tlsCert: string;
+  tlsKey: string;
+  logLevel?: string;
+  logFormat?: string;
+  shutdownTimeout: string;
+}
+
+function parseListenAddr(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  const host = i <= 0 ? '0.0.0.0' : addr.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  const port = Number(i < 0 ? addr : addr.slice(i + 1));
+  if (!Number.isInteger(port) || port < 0 || port > 65535 || addr.trim() === '') {
+    throw new Error(`--listen "${addr}": expected host:port such as ":9443" or "127.0.0.1:0"`);
+  }
+  return { host, port };
+}
+
+/** `oscar extension serve` (flags in ./index.ts). */
+export async function extensionServeCommand(
+  program: Command,
+  opts: ExtensionServeOptions,
+): Promise<void> {
+  const fail = (message: string): never => program.error(`oscar extension serve: ${message}`);
+  let address = { host: '', port: 0 };
+  let shutdownMs = 0;
+  let format, level;
+  try {
+    address = parseListenAddr(opts.listen);
+    shutdownMs = parseDuration(opts.shutdownTimeout, '--shutdown-timeout');
+    format = parseLogFormat(opts.logFormat);
+    level = parseLogLevel(opts.logLevel);
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  let cert: Buffer | undefined;
+  let key: Buffer | undefined;
+  try {
+    cert = await readFile(opts.tlsCert);
+    key = await readFile(opts.tlsKey);
+  } catch (error) {
+    fail(`--tls-cert/--tls-key: ${(error as Error).message}`);
+  }
+  const log = await openLogger({
+    component: 'extension',
+    ...(format ? { format } : {}),
+    ...(level ? { level } : {}),
+  });
+  const started: { handle?: ExtensionHandle } = {};
+  onShutdownSignal(
+    async (_signal, deadline) => {
+      const h = started.handle;
+      if (h && !(await deadline.within(h.stop()))) {
+        log.warn('hook calls still in flight at the shutdown deadline');
+      }
+    },
+    { log, timeoutMs: shutdownMs },
+  );
+  const handle = await runExtension({
+    ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
+    cert: cert ?? '',
+    key: key ?? '',
+    ...address,
+    log,
+    userAgent: userAgent('extension'),
+  });
+  started.handle = handle;
+  const url = `https://${address.host}:${String(handle.server.port)}`;
+  log.info({ url }, 'listening');
+  // one machine-readable line on stdout, so a supervisor (or a test) learns the address
+  process.stdout.write(`${JSON.stringify({ msg: 'listening', url })}\n`);
+}

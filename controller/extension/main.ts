@@ -1,0 +1,41 @@
+/**
+ * `oscar extension serve`: the Cluster API Runtime Extension as its own process (its own Deployment
+ * and ServiceAccount in deploy/extension/): it needs none of the controller's caches — each hook
+ * call reads the few objects it is about — and Cluster API calls it at most a few times per
+ * machine update, so it stays small and its RBAC stays apart from the controller's.
+ */
+import type { Logger } from 'pino';
+import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
+import { InPlaceExtension } from './service.js';
+import { startExtensionServer, type RunningExtensionServer } from './server.js';
+
+export interface ExtensionConfig {
+  kubeconfig?: string;
+  cert: Buffer | string;
+  key: Buffer | string;
+  host: string;
+  port: number;
+  log: Logger;
+  userAgent?: string;
+}
+
+export interface ExtensionHandle {
+  extension: InPlaceExtension;
+  server: RunningExtensionServer;
+  stop(): Promise<void>;
+}
+
+export async function runExtension(c: ExtensionConfig): Promise<ExtensionHandle> {
+  const credentials = await loadKubeCredentials(c.kubeconfig || undefined);
+  const http = kubeHttp(credentials, { userAgent: c.userAgent ?? 'oscar-extension' });
+  const extension = new InPlaceExtension(http, c.log);
+  const server = await startExtensionServer({
+    cert: c.cert,
+    key: c.key,
+    host: c.host,
+    port: c.port,
+    extension,
+    log: c.log,
+  });
+  return { extension, server, stop: () => server.close() };
+}

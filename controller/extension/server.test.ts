@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { TestPki } from '../../hack/testenv/certs.js';
+import { requireTool } from '../../test/support/tools.js';
+import { ApiError, type KubeHttp } from '../../kube/client.js';
+import { InPlaceExtension } from './service.js';
+import { startExtensionServer, type RunningExtensionServer } from './server.js';
+
+let dir = '';
+let ca: Buffer | undefined;
+let running: RunningExtensionServer | undefined;
+let skip: string | undefined;
+const seen: string[] = [];
+
+/** An API that has nothing: every object is not found (a 404 as the real client throws it). */
+const emptyApi: KubeHttp = {
+  request: (method: string, path: string) => {
+    seen.push(`${method} ${path}`);
+    return Promise.reject(new ApiError(404, 'NotFound', 'not found'));
+  },
+  stream: () => Promise.reject(new Error('the extension never watches')),
+};
+
+beforeAll(async () => {
+  if (!requireTool('openssl', 'apt-get install openssl (hack/deps.sh)')) {
+    skip = 'openssl is missing';
+    return;
+  }
+  dir = await mkdtemp(join(tmpdir(), 'oscar-ext-'));
+  const pki = new TestPki(dir);
+  await pki.init();
+  const pair = await pki.issueServing(['127.0.0.1'], []);
+  ca = await readFile(pki.caPath);
+  const log = pino({ level: 'silent' });
+  running = await startExtensionServer({
+    cert: await readFile(pair.certPath),
+    key: await readFile(pair.keyPath),
+    host: '127.0.0.1',
+    port: 0,
+    extension: new InPlaceExtension(emptyApi, log),
+    log,
+  });
+});
+
+afterAll(async () => {
+  await running?.close();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+function post(
+  path: string,
+  body: string,
+  opts: { method?: string; ca?: Buffer } = {},
+): Promise<{ code: number; json: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: running?.port,
+        path,
+        method: opts.method ?? 'POST',
+        ca: opts.ca ?? ca,
+        headers: { 'content-type': 'application/json' },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          resolve({
+            code: res.statusCode ?? 0,
+            json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>,
+          });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const P = '/hooks.runtime.cluster.x-k8s.io/v1alpha1';
+
+describe('the extension over HTTPS', () => {
+  it('discovery lists the three hooks with their handler names, a timeout and failurePolicy Fail', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    const res = await post(`${P}/discovery`, '{}');
+    expect(res.code).toBe(200);
+    expect(res.json).toEqual({
+      apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1',
+      kind: 'DiscoveryResponse',
+      status: 'Success',
+      handlers: ['CanUpdateMachineSet', 'CanUpdateMachine', 'UpdateMachine'].map((hook) => ({
+        name: expect.any(String) as unknown,
+        requestHook: { apiVersion: 'hooks.runtime.cluster.x-k8s.io/v1alpha1', hook },
+        timeoutSeconds: 10,
+        failurePolicy: 'Fail',
+      })),
+    });
+  });
+
+  it('routes <hook lowercase>/<handler name> to the handler', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    const res = await post(`${P}/canupdatemachineset/can-update-machineset`, '{}');
+    expect(res.code).toBe(200);
+    expect(res.json).toMatchObject({ kind: 'CanUpdateMachineSetResponse', status: 'Success' });
+    const upd = await post(
+      `${P}/updatemachine/update-machine`,
+      JSON.stringify({
+        desired: {
+          machine: { metadata: { name: 'm-1', namespace: 'pools' } },
+          bootstrapConfig: {
+            apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+            kind: 'OscarConfig',
+            metadata: { name: 'm-1', namespace: 'pools' },
+            spec: { reconcileRef: { name: 'v2' } },
+          },
+        },
+      }),
+    );
+    // no such Machine in this empty API: refused, and only reads were made
+    expect(upd.json).toMatchObject({
+      kind: 'UpdateMachineResponse',
+      status: 'Failure',
+      message: 'Machine pools/m-1 not found',
+    });
+    expect(seen.every((s) => s.startsWith('GET '))).toBe(true);
+  });
+
+  it('refuses what is not a hook call: an unknown path (404), a GET (405), a body that is not JSON (400)', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    expect((await post(`${P}/updatemachine/other`, '{}')).code).toBe(404);
+    expect((await post(`${P}/discovery`, '', { method: 'GET' })).code).toBe(405);
+    const bad = await post(`${P}/updatemachine/update-machine`, '{not json');
+    expect(bad.code).toBe(400);
+    expect(bad.json).toMatchObject({ status: 'Failure' });
+  });
+
+  it('a client without the CA refuses the serving certificate', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    await expect(post(`${P}/discovery`, '{}', { ca: Buffer.from('') })).rejects.toThrow();
+  });
+});
