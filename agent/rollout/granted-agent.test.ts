@@ -484,7 +484,8 @@ describe('GrantedAgent with drift detection', () => {
       () => s.reporter.sequence.at(-1)?.startsWith('reverted') === true,
     );
     expect(s.reporter.sequence.at(-1)).toBe('reverted: restart app.service');
-    expect(s.drifted.at(-1)).toEqual([]);
+    // the monitor's check after the revert clears the report; under load it may come a moment later
+    await until('the drift report cleared', () => s.drifted.at(-1)?.length === 0);
   });
 
   it("a revert waits for the try's verdict, then puts back what the confirmed revision holds", async () => {
