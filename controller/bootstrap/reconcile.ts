@@ -32,7 +32,7 @@ import { formatBytes } from '../../api/bytes.js';
 import { formatFieldError, type FieldError } from '../../api/field-error.js';
 import type { References } from '../../api/resolve.js';
 import { LIMITS, type OperatingSystemConfigSpec } from '../../api/schema.js';
-import { KEY_FORMAT, KEY_VALUE, secretNameFor } from '../../api/secret.js';
+import { KEY_FORMAT, KEY_VALUE } from '../../api/secret.js';
 import type { RendererRegistry } from '../../renderers/registry.js';
 import { setConditions, type ConditionInput } from '../conditions.js';
 import type { KubeObject, OscObject, OwnerReference } from '../kube/types.js';
@@ -285,7 +285,7 @@ async function render(
       machine: { name: t.machineName, namespace: ns },
       apiServer: settings.apiServer,
       token,
-      reconcileSecret: secretNameFor(reconcileRef.name, 'reconcile'),
+      reconcileOsc: reconcileRef.name,
       agent: { url, sha256 },
     },
     ...(config.spec.format ? { format: config.spec.format } : {}),

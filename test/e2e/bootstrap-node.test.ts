@@ -4,8 +4,10 @@
 // the agent's single executable is downloaded from a loopback HTTP server the test starts,
 // checked against its sha256 and started; it trades the machine's bootstrap token for its own
 // certificate (the approver in the real controller, in this process; kube-controller-manager's
-// signer), follows the reconcile Secret and reports Applied=True with the OSC's checksum. A change
-// of the OSC restarts only the unit it changes; a reboot brings the agent back on its stored
+// signer), follows its reconcile OSC in grant mode (the rollout controller, in this process,
+// grants the joining node the OSC's first revision at once) and reports Applied=True with the
+// OSC's checksum. A change of the OSC arrives as a grant in try mode (a short soak) and restarts
+// only the unit it changes; a reboot brings the agent back on its stored
 // certificate (the token is gone) without applying anything again. A second machine whose user
 // data names a wrong sha256 never installs the agent, and says why on its console and journal.
 // The node shares the host's network (the API server and the HTTP server are on loopback).
@@ -84,6 +86,9 @@ function reconcileSpec(a: string, b: string): OperatingSystemConfigSpec {
   return {
     type: 'debian',
     purpose: 'reconcile',
+    // the agent runs in grant mode: a change is applied in try mode and soaks before it is
+    // confirmed (60 s by default); a short soak keeps the suite fast
+    rollout: { soakSeconds: 2 },
     files: [
       { path: '/etc/app/a.conf', content: { inline: { data: a } } },
       { path: '/etc/app/b.conf', content: { inline: { data: b } } },
@@ -158,7 +163,11 @@ async function boot(name: string, root: string, seed: string): Promise<Node> {
 }
 
 interface NodeReport {
-  status?: { appliedChecksum?: string; conditions?: { type: string; status: string }[] };
+  status?: {
+    appliedChecksum?: string;
+    source?: string;
+    conditions?: { type: string; status: string }[];
+  };
 }
 
 async function appliedWith(machine: string, checksum: string, node: Node, timeoutMs = 240_000) {
@@ -311,8 +320,13 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     const t0 = Date.now();
     let node = await boot(machine, disk.root, seed);
     const checksum1 = await oscChecksum('rec');
-    await appliedWith(machine, checksum1, node);
+    const first = await appliedWith(machine, checksum1, node);
     process.stderr.write(`[e2e] boot → Applied=True: ${String(Date.now() - t0)} ms\n`);
+    // grant mode: the node takes part in rollouts (Cluster API's in-place update grants it too)
+    expect(first.status?.source).toBe('Grant');
+    expect(
+      await readFile(node.hostPath('/etc/systemd/system/oscar-agent.service'), 'utf8'),
+    ).toContain(` --namespace ${ns} --osc rec --node ${machine}\n`);
 
     // its identity: the token is gone, the config says so, the agent runs on its certificate
     const config = await get<{
