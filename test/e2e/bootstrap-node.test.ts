@@ -166,6 +166,7 @@ interface NodeReport {
   status?: {
     appliedChecksum?: string;
     source?: string;
+    revision?: { checksum?: string; phase?: string };
     conditions?: { type: string; status: string }[];
   };
 }
@@ -188,6 +189,21 @@ async function appliedWith(machine: string, checksum: string, node: Node, timeou
         '--- cloud-init',
         (await node.journal('cloud-final.service')).split('\n').slice(-20).join('\n'),
       ].join('\n'),
+  );
+}
+
+/** The node's try of the revision ended: it stayed healthy for the soak and confirmed it. */
+async function confirmedWith(machine: string, checksum: string, node: Node) {
+  return waitFor(
+    `${machine} confirmed ${checksum.slice(0, 12)}`,
+    async () => {
+      const r = await get<NodeReport>(`${NODES}/${machine}`);
+      return r?.status?.revision?.checksum === checksum && r.status.revision.phase === 'Confirmed'
+        ? r
+        : undefined;
+    },
+    60_000,
+    async () => (await node.journal('oscar-agent.service')).split('\n').slice(-40).join('\n'),
   );
 }
 
@@ -385,6 +401,11 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     expect(await readFile(node.hostPath('/etc/app/a.conf'), 'utf8')).toBe('a2\n');
     expect((await node.show('app-a.service', ['MainPID'])).MainPID).not.toBe(pidA);
     expect((await node.show('app-b.service', ['MainPID'])).MainPID).toBe(pidB);
+    // the change came as a grant in try mode: the node confirms it after the soak (a reboot
+    // before that would revert it, as try mode must)
+    await confirmedWith(machine, checksum2, node);
+    expect((await node.show('app-a.service', ['MainPID'])).MainPID).not.toBe(pidA);
+    expect((await node.show('app-b.service', ['MainPID'])).MainPID).toBe(pidB);
 
     // reboot: the agent comes back on its stored certificate and applies nothing
     const mtime = (await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs;
@@ -396,7 +417,7 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
       'the agent to restore its state after the reboot',
       async () => {
         const j = await node.journal('oscar-agent.service');
-        return /using the stored node certificate[\s\S]*restored from the state directory[\s\S]*"msg":"desired"/.test(
+        return /using the stored node certificate[\s\S]*restored from the state directory[\s\S]*"msg":"granted"/.test(
           j,
         )
           ? j
@@ -406,9 +427,11 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
       () => node.journal('oscar-agent.service'),
     );
     expect(afterReboot).not.toMatch(/requested a node certificate|bootstrap token/);
-    expect(afterReboot).not.toMatch(/"msg":"applied"/);
-    expect((await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs).toBe(mtime);
+    // the confirmed revision is granted again: nothing to do (no action, no revert)
     await appliedWith(machine, checksum2, node, 60_000);
+    const journal = await node.journal('oscar-agent.service');
+    expect(journal).not.toMatch(/"actions":[1-9]|reverting/);
+    expect((await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs).toBe(mtime);
   }, 900_000);
 
   it('a machine whose user data names a wrong sha256 never runs the agent, and says why', async (ctx) => {
