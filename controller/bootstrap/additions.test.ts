@@ -19,6 +19,7 @@ import {
 import { existsSync } from 'node:fs';
 import {
   agentInstallScript,
+  AGENT_BINARY_PATH,
   AGENT_INSTALL_PATH,
   AGENT_UNIT,
   CA_PATH,
@@ -80,9 +81,11 @@ describe('bootstrap additions', () => {
       expect(install?.content.toString()).toContain(`\nurl=${inputs.agent.url}\n`);
       expect(install?.content.toString()).toContain(`\nsum=${inputs.agent.sha256}\n`);
       const agentUnit = byPath.get(`/etc/systemd/system/${AGENT_UNIT}`)?.content.toString();
+      // grant mode: the rollout controller paces the node's changes (docs/identity.md)
       expect(agentUnit).toContain(
-        `--namespace ${inputs.machine.namespace} --secret ${inputs.reconcileSecret} --node ${inputs.machine.name}`,
+        `\nExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name}\n`,
       );
+      expect(agentUnit).not.toContain('--secret');
       const kubeconfig = byPath.get(BOOTSTRAP_KUBECONFIG_PATH);
       expect(kubeconfig?.mode).toBe(0o600);
       const kc = parse(kubeconfig?.content.toString() ?? '') as {
@@ -133,14 +136,14 @@ describe('bootstrap additions', () => {
     const bad = sampleBootstrapInputs();
     bad.agent = { url: 'ftp://x/y z', sha256: 'ABC' };
     bad.apiServer = { url: 'https://h:6443', caPem: 'not a cert' };
-    bad.reconcileSecret = 'a;rm -rf /';
+    bad.reconcileOsc = 'a;rm -rf /';
     const r = bootstrapAdditions(bad);
     expect('errors' in r && r.errors.map((e) => e.path).sort()).toEqual([
       'agent.sha256',
       'agent.url',
       'agent.url',
       'apiServer.caPem',
-      'reconcileSecret',
+      'reconcileOsc',
     ]);
   });
 

@@ -10,7 +10,10 @@
  *   with the agent's URL and sha256 in it: fetch with retries and backoff, refuse a wrong sha256,
  *   install only once checked; a no-op when the installed agent already has the sha256;
  * - oscar-agent-install.service (oneshot, after network-online) and oscar-agent.service, which
- *   runs the agent for this machine's name, namespace and reconcile Secret.
+ *   runs the agent in grant mode (`--osc`) for this machine's name, namespace and reconcile OSC:
+ *   the rollout controller grants a joining node the stable revision at once, outside the waves,
+ *   so a pool booting together is not paced, and later changes arrive through grants (rollouts,
+ *   Cluster API's in-place update).
  * Every value written into them is checked to need no quoting.
  *
  * Pure: the controller, the CLI and the benchmarks call it with what they know.
@@ -30,8 +33,8 @@ export interface BootstrapInputs {
   machine: { name: string; namespace: string };
   apiServer: { url: string; caPem: string };
   token: { id: string; secret: string };
-  /** The reconcile Secret the agent follows (in the machine's namespace). */
-  reconcileSecret: string;
+  /** The reconcile OSC whose grants the agent follows (in the machine's namespace). */
+  reconcileOsc: string;
   agent: { url: string; sha256: string };
 }
 
@@ -84,7 +87,7 @@ Description=oscar agent
 Requires=${AGENT_INSTALL_UNIT}
 After=${AGENT_INSTALL_UNIT}
 [Service]
-ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --secret ${inputs.reconcileSecret} --node ${inputs.machine.name}
+ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
 RestartSec=5
@@ -135,7 +138,7 @@ export function bootstrapAdditions(
   const plain: [string, string][] = [
     ['machine.name', inputs.machine.name],
     ['machine.namespace', inputs.machine.namespace],
-    ['reconcileSecret', inputs.reconcileSecret],
+    ['reconcileOsc', inputs.reconcileOsc],
     ['agent.url', inputs.agent.url],
     ['apiServer.url', inputs.apiServer.url],
     ['token.id', inputs.token.id],

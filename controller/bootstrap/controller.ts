@@ -28,6 +28,7 @@ import type { KubeObject, OscObject } from '../kube/types.js';
 import { errorFields, type Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
+import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../identity/rbac.js';
 import {
   machineOwner,
   reconcileBootstrap,
@@ -38,6 +39,7 @@ import {
   type BootstrapEvent,
   type TokenConsumed,
   type TokenState,
+  type RoleObject,
 } from './reconcile.js';
 import {
   slimCluster,
@@ -70,6 +72,8 @@ export interface BootstrapControllerOptions {
 interface Informers {
   configs: Informer<ConfigObject>;
   secrets: Informer<KubeObject>;
+  /** The machines' Roles the identity approver wrote (node access follows the config). */
+  roles: Informer<RoleObject>;
   machines?: Informer<MachineObject>;
   clusters?: Informer<ClusterObject>;
 }
@@ -126,6 +130,7 @@ export class BootstrapController implements BootstrapCaches {
   private started = false;
   private readonly statusOverlay = new Map<string, { rv: string; status: OscarConfigStatus }>();
   private readonly secretOverlay = new Map<string, KubeObject>();
+  private readonly roleOverlay = new Map<string, RoleObject>();
   private readonly writer: BootstrapWriter;
 
   constructor(private readonly o: BootstrapControllerOptions) {
@@ -246,7 +251,33 @@ export class BootstrapController implements BootstrapCaches {
       },
       common(`secrets(${scope}, user data)`),
     );
-    const set: Informers = { configs, secrets };
+    const configOfRole = (r: RoleObject): string | undefined => {
+      const ref = r.metadata.ownerReferences?.find((o) => o.kind === OSCAR_CONFIG_KIND);
+      return ref ? `${r.metadata.namespace ?? ''}/${ref.name}` : undefined;
+    };
+    const touchRole = (r: RoleObject): void => {
+      const k = configOfRole(r);
+      if (k) this.queue.add(k);
+    };
+    const roles = new Informer<RoleObject>(
+      httpSource(http, {
+        path: `/apis/${RBAC_API_VERSION}${nsPath}/roles`,
+        labelSelector: NODE_RBAC_SELECTOR,
+        ...timeout,
+      }),
+      {
+        onAdd: touchRole,
+        onUpdate: (before, after) => {
+          this.roleOverlay.delete(keyOf(after));
+          if (JSON.stringify(before.rules) !== JSON.stringify(after.rules)) touchRole(after);
+        },
+        onDelete: (r) => {
+          this.roleOverlay.delete(keyOf(r));
+        },
+      },
+      common(`roles(${scope}, node access)`),
+    );
+    const set: Informers = { configs, secrets, roles };
     if (this.capi) {
       const configKeyOf = (m: MachineObject): string | undefined => {
         const ref = m.spec?.bootstrap?.configRef;
@@ -315,6 +346,7 @@ export class BootstrapController implements BootstrapCaches {
     return [...this.sets.values()].flatMap((s): Informer<KubeObject>[] => [
       s.configs,
       s.secrets,
+      s.roles,
       ...(s.machines ? [s.machines] : []),
       ...(s.clusters ? [s.clusters] : []),
     ]);
@@ -479,6 +511,17 @@ export class BootstrapController implements BootstrapCaches {
         count('events', 'create');
         return inner.event(c, e);
       },
+      applyNodeRole: async (b) => {
+        count('roles', 'apply');
+        const stored = await inner.applyNodeRole(b);
+        if (stored) {
+          this.roleOverlay.set(keyOf(stored), {
+            ...stored,
+            rules: (b as { rules?: unknown }).rules,
+          });
+        }
+        return stored;
+      },
     };
   }
 
@@ -517,5 +560,15 @@ export class BootstrapController implements BootstrapCaches {
   }
   nodeReported(name: string): boolean {
     return this.o.shared.nodeReported(name);
+  }
+  nodeRole(namespace: string, name: string): RoleObject | undefined {
+    const cached = this.setFor(namespace)?.roles.get(namespace, name);
+    const own = this.roleOverlay.get(`${namespace}/${name}`);
+    if (!cached || !own) return cached;
+    const a = Number(cached.metadata.resourceVersion ?? 0);
+    const b = Number(own.metadata.resourceVersion ?? 0);
+    if (Number.isFinite(a) && Number.isFinite(b) && a < b) return own;
+    this.roleOverlay.delete(`${namespace}/${name}`);
+    return cached;
   }
 }

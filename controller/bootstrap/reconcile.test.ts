@@ -4,12 +4,14 @@ import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
+import { machineGrantFor, nodeRole } from '../identity/rbac.js';
 import {
   reconcileBootstrap,
   TokenGoneError,
   type BootstrapCaches,
   type BootstrapDeps,
   type BootstrapWriter,
+  type RoleObject,
 } from './reconcile.js';
 import { sampleBootstrapInputs } from './sizes.js';
 import type { ConfigObject } from './types.js';
@@ -31,6 +33,7 @@ class World implements BootstrapCaches {
   secrets = new Map<string, KubeObject>();
   tokens = new Set<string>();
   nodes = new Set<string>();
+  roles = new Map<string, RoleObject>();
   calls: string[] = [];
   config(_ns: string, name: string) {
     return this.configs.get(name);
@@ -56,6 +59,9 @@ class World implements BootstrapCaches {
   }
   nodeReported(name: string) {
     return this.nodes.has(name);
+  }
+  nodeRole(_ns: string, name: string) {
+    return this.roles.get(name);
   }
   writer(): BootstrapWriter {
     return {
@@ -98,6 +104,12 @@ class World implements BootstrapCaches {
       event: (_c, e) => {
         this.calls.push(`event ${e.reason}`);
         return Promise.resolve();
+      },
+      applyNodeRole: (body) => {
+        const role = body as unknown as RoleObject;
+        this.calls.push(`applyNodeRole ${role.metadata.name}`);
+        this.roles.set(role.metadata.name, role);
+        return Promise.resolve({ metadata: role.metadata });
       },
     };
   }
@@ -298,5 +310,80 @@ describe('reconcileBootstrap', () => {
     world.calls = [];
     expect((await reconcileBootstrap(`${NS}/m1`, deps)).result).toBe('deleted');
     expect(world.calls).toEqual([expect.stringMatching(/^deleteToken /)]);
+  });
+
+  describe('node access: the Role the approver wrote follows spec.reconcileRef', () => {
+    // the machine joined and its identity was issued: the approver wrote the Role for 'rec'
+    async function issued() {
+      const { world, deps, add } = setup();
+      const c = add('m1');
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      world.nodes.add('m1');
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      world.roles.set('oscar-node-m1', nodeRole(machineGrantFor(c, 'm1')) as unknown as RoleObject);
+      world.calls = [];
+      return { world, deps, c };
+    }
+    const secretsOf = (role: RoleObject | undefined) =>
+      (role?.rules as { resourceNames: string[] }[] | undefined)?.flatMap((r) => r.resourceNames);
+
+    it('at steady state: no write', async () => {
+      const { world, deps } = await issued();
+      expect(await reconcileBootstrap(`${NS}/m1`, deps)).toMatchObject({
+        result: 'unchanged',
+        writes: 0,
+      });
+      expect(world.calls).toEqual([]);
+    });
+
+    it('a new reconcileRef: one apply naming only the new OSC, then nothing', async () => {
+      const { world, deps, c } = await issued();
+      world.calls = [];
+      c.spec = { ...c.spec, reconcileRef: { name: 'rec2' } };
+      const out = await reconcileBootstrap(`${NS}/m1`, deps);
+      expect(world.calls).toEqual(['applyNodeRole oscar-node-m1']);
+      expect(out).toMatchObject({ result: 'access', writes: 1 });
+      expect(secretsOf(world.roles.get('oscar-node-m1'))).toEqual([
+        'oscar-rec2-reconcile',
+        'oscar-rec2-rev-0',
+        'oscar-rec2-rev-1',
+        'oscar-rec2-rev-2',
+        'oscar-rec2-rev-3',
+        'oscar-rec2-rev-4',
+      ]);
+      world.calls = [];
+      expect((await reconcileBootstrap(`${NS}/m1`, deps)).writes).toBe(0);
+      expect(world.calls).toEqual([]);
+    });
+
+    it('no identity yet (no Role): nothing — the approver writes it from the config then', async () => {
+      const { world, deps, add } = setup();
+      const c = add('m1');
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      c.spec = { ...c.spec, reconcileRef: { name: 'rec2' } };
+      world.calls = [];
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      expect(world.calls.filter((x) => x.startsWith('applyNodeRole'))).toEqual([]);
+    });
+
+    it("a Role another config owns (the machine's name reused) is left alone", async () => {
+      const { world, deps, c } = await issued();
+      const other = nodeRole(
+        machineGrantFor({ ...c, metadata: { ...c.metadata, uid: 'uid-other' } }, 'm1'),
+      ) as unknown as RoleObject;
+      world.roles.set('oscar-node-m1', other);
+      c.spec = { ...c.spec, reconcileRef: { name: 'rec2' } };
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      expect(world.calls).toEqual([]);
+      expect(world.roles.get('oscar-node-m1')).toBe(other);
+    });
+
+    it('paused: the Role is not rewritten until resumed', async () => {
+      const { world, deps, c } = await issued();
+      c.metadata.annotations = { 'cluster.x-k8s.io/paused': '' };
+      c.spec = { ...c.spec, reconcileRef: { name: 'rec2' } };
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      expect(world.calls.filter((x) => x.startsWith('applyNodeRole'))).toEqual([]);
+    });
   });
 });

@@ -1,6 +1,7 @@
 /**
  * One reconcile of one OscarConfig, in phases: delete → owner (a Cluster API Machine, or none) →
- * pause → joined → render once (token, Secret) → token upkeep → status. Reads come from caches,
+ * pause → node access (the machine's Role follows spec.reconcileRef) → joined → render once
+ * (token, Secret) → token upkeep → status. Reads come from caches,
  * writes go through a narrow Writer, so it is unit-tested in memory and integration-tested
  * against the real API server and Cluster API's manager unchanged.
  *
@@ -32,12 +33,13 @@ import { formatBytes } from '../../api/bytes.js';
 import { formatFieldError, type FieldError } from '../../api/field-error.js';
 import type { References } from '../../api/resolve.js';
 import { LIMITS, type OperatingSystemConfigSpec } from '../../api/schema.js';
-import { KEY_FORMAT, KEY_VALUE, secretNameFor } from '../../api/secret.js';
+import { KEY_FORMAT, KEY_VALUE } from '../../api/secret.js';
 import type { RendererRegistry } from '../../renderers/registry.js';
 import { setConditions, type ConditionInput } from '../conditions.js';
 import type { KubeObject, OscObject, OwnerReference } from '../kube/types.js';
 import { jsonEqual, splitKey } from '../osc/reconcile.js';
 import { PROVISION_SECRET_TYPE } from '../osc/secret-object.js';
+import { machineGrantFor, nodeRole, nodeRoleCurrent, nodeRoleName } from '../identity/rbac.js';
 import { renderMachine } from './render.js';
 import { newTokenSecret, refreshDueAt, tokenIdFor, tokenSecretBody } from './token.js';
 import type { ClusterObject, ConfigObject, MachineObject } from './types.js';
@@ -55,6 +57,13 @@ export interface BootstrapCaches {
   cluster(namespace: string, name: string): ClusterObject | undefined;
   /** Whether an OperatingSystemConfigNode with this name exists (its agent has reported). */
   nodeReported(name: string): boolean;
+  /** The machine's Role the identity approver wrote (controller/identity/rbac.ts), if any. */
+  nodeRole(namespace: string, name: string): RoleObject | undefined;
+}
+
+/** A Role, slimmed to what node access compares. */
+export interface RoleObject extends KubeObject {
+  rules?: unknown;
 }
 
 export interface BootstrapEvent {
@@ -80,6 +89,8 @@ export interface BootstrapWriter {
     status: OscarConfigStatus,
   ): Promise<KubeObject | undefined>;
   event(config: ConfigObject, event: BootstrapEvent): Promise<void>;
+  /** Server-side apply of the machine's Role (the identity approver's field manager). */
+  applyNodeRole(body: Record<string, unknown>): Promise<KubeObject | undefined>;
 }
 
 export class TokenConflictError extends Error {
@@ -139,6 +150,7 @@ export type BootstrapResult =
   | 'reissued' // the token had expired before the machine joined: new token, new user data
   | 'refreshed' // the token's expiration moved
   | 'joined' // the machine joined: its token deleted
+  | 'access' // the machine's Role rewritten for the config's reconcile OSC
   | 'unchanged'
   | 'paused'
   | 'waiting' // for its Machine, Cluster, or an OSC
@@ -285,7 +297,7 @@ async function render(
       machine: { name: t.machineName, namespace: ns },
       apiServer: settings.apiServer,
       token,
-      reconcileSecret: secretNameFor(reconcileRef.name, 'reconcile'),
+      reconcileOsc: reconcileRef.name,
       agent: { url, sha256 },
     },
     ...(config.spec.format ? { format: config.spec.format } : {}),
@@ -509,6 +521,28 @@ async function reconcileDelete(
   return { result: 'deleted', writes: 0 };
 }
 
+// Phase: node access — the Role the identity approver wrote when it issued the machine's
+// certificate names the Secrets of the reconcile OSC; when spec.reconcileRef changes (Cluster
+// API's in-place update patches it before it asks for the update, or an operator), the Role is
+// rewritten for the new OSC, so the node can read the new OSC's revision Secrets before a grant
+// of them lands. Only the new OSC: a node never reads an OSC its config no longer names (its
+// applied state is on its disk). No Role yet: no identity yet, the approver writes it then
+// (from the config as it is then). A Role another config owns (a machine name reused) is left to
+// that config. One write when the rules differ, none at steady state.
+async function nodeAccess(config: ConfigObject, t: Target, deps: BootstrapDeps): Promise<number> {
+  const ns = config.metadata.namespace ?? '';
+  const stored = deps.caches.nodeRole(ns, nodeRoleName(t.machineName));
+  if (!stored) return 0;
+  const owned = stored.metadata.ownerReferences?.some(
+    (o) => o.kind === OSCAR_CONFIG_KIND && o.uid === config.metadata.uid,
+  );
+  if (owned !== true) return 0;
+  const desired = nodeRole(machineGrantFor(config, t.machineName));
+  if (nodeRoleCurrent(stored, desired)) return 0;
+  await deps.writer.applyNodeRole(desired);
+  return 1;
+}
+
 // Phase: token upkeep for a machine whose Secret exists.
 async function upkeep(
   config: ConfigObject,
@@ -679,14 +713,24 @@ export async function reconcileBootstrap(
     return { result: 'paused', writes: await writeStatus(config, status, deps) };
   }
 
+  const access = await nodeAccess(config, t, deps);
+  const withAccess = (out: BootstrapOutcome): BootstrapOutcome =>
+    access === 0
+      ? out
+      : {
+          ...out,
+          result: out.result === 'unchanged' ? 'access' : out.result,
+          writes: out.writes + access,
+        };
+
   const existing = deps.caches.dataSecret(namespace, dataSecretNameFor(config));
   const ours =
     existing !== undefined && existing.metadata.labels?.[LABEL_CONFIG_UID] === config.metadata.uid;
   const reissue = deps.tokens.get(key)?.reissue === true;
   // A machine that joined needs no user data (even if its Secret was deleted since), only its
   // token gone.
-  if (joined(t, deps.caches)) return upkeep(config, t, deps);
-  if (ours && !reissue) return upkeep(config, t, deps);
+  if (joined(t, deps.caches)) return withAccess(await upkeep(config, t, deps));
+  if (ours && !reissue) return withAccess(await upkeep(config, t, deps));
 
   const issued = await issue(config, t, deps, ours && reissue);
   if ('reason' in issued) {

@@ -26,7 +26,7 @@ export function sampleBootstrapInputs(): BootstrapInputs {
     machine: { name: 'workers-md-0-7d9f8b5c4x-abcde', namespace: 'cluster-prod-eu1' },
     apiServer: { url: 'https://api.prod-eu1.example.com:6443', caPem: caPemOfRealisticSize() },
     token: { id: 'abcdef', secret: '0123456789abcdef' },
-    reconcileSecret: 'oscar-workers-reconcile-reconcile',
+    reconcileOsc: 'workers-reconcile',
     agent: {
       url: 'https://downloads.example.com/oscar/v0.1.0/oscar-agent-linux-amd64',
       sha256: 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',

@@ -29,6 +29,8 @@ import {
   type BootstrapEvent,
   type BootstrapWriter,
 } from './reconcile.js';
+import { RBAC_API_VERSION } from '../identity/rbac.js';
+import { IDENTITY_FIELD_MANAGER } from '../identity/writer.js';
 import { tokenSecretName } from './token.js';
 import type { ConfigObject } from './types.js';
 
@@ -190,5 +192,22 @@ export class HttpBootstrapWriter implements BootstrapWriter {
         count: 1,
       },
     });
+  }
+
+  async applyNodeRole(body: Record<string, unknown>): Promise<KubeObject | undefined> {
+    const meta = body.metadata as { name: string; namespace: string };
+    // the approver's field manager: the Role has one writer of its rules, whichever controller
+    // of this process writes them
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `/apis/${RBAC_API_VERSION}/namespaces/${meta.namespace}/roles/${meta.name}`,
+      {
+        query: { fieldManager: IDENTITY_FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body,
+      },
+    );
+    return metadataOf(stored);
   }
 }

@@ -16,7 +16,7 @@ import { WorkQueue, type HandlerResult } from '../queue.js';
 import { machineOwner, type BootstrapEvent, type TokenConsumed } from '../bootstrap/reconcile.js';
 import type { ConfigObject } from '../bootstrap/types.js';
 import { decide, decided, type CsrObject, type Decision, type TokenMachine } from './decide.js';
-import { nodeRole, nodeRoleBinding } from './rbac.js';
+import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
 import { parseRequest } from './request.js';
 import { CSR_PATH, type IdentityWriter } from './writer.js';
 
@@ -176,12 +176,7 @@ export class IdentityController {
         });
         count('oscarconfigs/status', 'apply');
       }
-      const grant = {
-        machine: d.machine,
-        namespace: config.metadata.namespace ?? '',
-        osc: config.spec.reconcileRef.name,
-        config: { name: config.metadata.name, uid: config.metadata.uid ?? '' },
-      };
+      const grant = machineGrantFor(config, d.machine);
       await writer.apply(nodeRole(grant));
       await writer.apply(nodeRoleBinding(grant));
       count('roles', 'apply');

@@ -6,6 +6,10 @@
  * garbage collector removes them with the machine. What it may write (its own
  * OperatingSystemConfigNode) is the shared ClusterRole oscar:node and the
  * ValidatingAdmissionPolicy oscar-node-own-object in deploy/identity/.
+ *
+ * The Role follows the config: when spec.reconcileRef changes (Cluster API's in-place update, or
+ * an operator), the bootstrap reconcile rewrites it for the new OSC (controller/bootstrap/
+ * reconcile.ts, phase "node access"), before any grant of the new OSC can reach the node.
  */
 import { BOOTSTRAP_API_VERSION, OSCAR_CONFIG_KIND } from '../../api/bootstrap/constants.js';
 import { ROLLOUT_LIMITS } from '../../api/constants.js';
@@ -24,6 +28,39 @@ export interface MachineGrant {
   /** The reconcile OSC the machine follows. */
   osc: string;
   config: { name: string; uid: string };
+}
+
+/** Labels on every Role and RoleBinding the approver writes (the bootstrap controller watches them). */
+export const NODE_RBAC_LABELS: Readonly<Record<string, string>> = {
+  'app.kubernetes.io/managed-by': 'oscar-controller',
+};
+export const NODE_RBAC_SELECTOR = 'app.kubernetes.io/managed-by=oscar-controller';
+
+/** What the machine of this config may read: the Secrets of the config's reconcile OSC now. */
+export function machineGrantFor(
+  config: {
+    metadata: { name: string; namespace?: string; uid?: string };
+    spec: { reconcileRef: { name: string } };
+  },
+  machine: string,
+): MachineGrant {
+  return {
+    machine,
+    namespace: config.metadata.namespace ?? '',
+    osc: config.spec.reconcileRef.name,
+    config: { name: config.metadata.name, uid: config.metadata.uid ?? '' },
+  };
+}
+
+/**
+ * Whether a stored Role already grants what `desired` does and is the one this config owns:
+ * the rules alone decide (the approver's labels and owner do not change with the config).
+ */
+export function nodeRoleCurrent(
+  stored: { rules?: unknown },
+  desired: Record<string, unknown>,
+): boolean {
+  return JSON.stringify(stored.rules) === JSON.stringify(desired.rules);
 }
 
 function owner(g: MachineGrant): Record<string, unknown> {
@@ -46,7 +83,7 @@ export function nodeRole(g: MachineGrant): Record<string, unknown> {
     metadata: {
       name: nodeRoleName(g.machine),
       namespace: g.namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'oscar-controller' },
+      labels: { ...NODE_RBAC_LABELS },
       ownerReferences: [owner(g)],
     },
     rules: [
@@ -71,7 +108,7 @@ export function nodeRoleBinding(g: MachineGrant): Record<string, unknown> {
     metadata: {
       name: nodeRoleName(g.machine),
       namespace: g.namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'oscar-controller' },
+      labels: { ...NODE_RBAC_LABELS },
       ownerReferences: [owner(g)],
     },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: nodeRoleName(g.machine) },

@@ -4,8 +4,10 @@
 // the agent's single executable is downloaded from a loopback HTTP server the test starts,
 // checked against its sha256 and started; it trades the machine's bootstrap token for its own
 // certificate (the approver in the real controller, in this process; kube-controller-manager's
-// signer), follows the reconcile Secret and reports Applied=True with the OSC's checksum. A change
-// of the OSC restarts only the unit it changes; a reboot brings the agent back on its stored
+// signer), follows its reconcile OSC in grant mode (the rollout controller, in this process,
+// grants the joining node the OSC's first revision at once) and reports Applied=True with the
+// OSC's checksum. A change of the OSC arrives as a grant in try mode (a short soak) and restarts
+// only the unit it changes; a reboot brings the agent back on its stored
 // certificate (the token is gone) without applying anything again. A second machine whose user
 // data names a wrong sha256 never installs the agent, and says why on its console and journal.
 // The node shares the host's network (the API server and the HTTP server are on loopback).
@@ -84,6 +86,9 @@ function reconcileSpec(a: string, b: string): OperatingSystemConfigSpec {
   return {
     type: 'debian',
     purpose: 'reconcile',
+    // the agent runs in grant mode: a change is applied in try mode and soaks before it is
+    // confirmed (60 s by default); a short soak keeps the suite fast
+    rollout: { soakSeconds: 2 },
     files: [
       { path: '/etc/app/a.conf', content: { inline: { data: a } } },
       { path: '/etc/app/b.conf', content: { inline: { data: b } } },
@@ -158,7 +163,12 @@ async function boot(name: string, root: string, seed: string): Promise<Node> {
 }
 
 interface NodeReport {
-  status?: { appliedChecksum?: string; conditions?: { type: string; status: string }[] };
+  status?: {
+    appliedChecksum?: string;
+    source?: string;
+    revision?: { checksum?: string; phase?: string };
+    conditions?: { type: string; status: string }[];
+  };
 }
 
 async function appliedWith(machine: string, checksum: string, node: Node, timeoutMs = 240_000) {
@@ -179,6 +189,21 @@ async function appliedWith(machine: string, checksum: string, node: Node, timeou
         '--- cloud-init',
         (await node.journal('cloud-final.service')).split('\n').slice(-20).join('\n'),
       ].join('\n'),
+  );
+}
+
+/** The node's try of the revision ended: it stayed healthy for the soak and confirmed it. */
+async function confirmedWith(machine: string, checksum: string, node: Node) {
+  return waitFor(
+    `${machine} confirmed ${checksum.slice(0, 12)}`,
+    async () => {
+      const r = await get<NodeReport>(`${NODES}/${machine}`);
+      return r?.status?.revision?.checksum === checksum && r.status.revision.phase === 'Confirmed'
+        ? r
+        : undefined;
+    },
+    60_000,
+    async () => (await node.journal('oscar-agent.service')).split('\n').slice(-40).join('\n'),
   );
 }
 
@@ -311,8 +336,13 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     const t0 = Date.now();
     let node = await boot(machine, disk.root, seed);
     const checksum1 = await oscChecksum('rec');
-    await appliedWith(machine, checksum1, node);
+    const first = await appliedWith(machine, checksum1, node);
     process.stderr.write(`[e2e] boot → Applied=True: ${String(Date.now() - t0)} ms\n`);
+    // grant mode: the node takes part in rollouts (Cluster API's in-place update grants it too)
+    expect(first.status?.source).toBe('Grant');
+    expect(
+      await readFile(node.hostPath('/etc/systemd/system/oscar-agent.service'), 'utf8'),
+    ).toContain(` --namespace ${ns} --osc rec --node ${machine}\n`);
 
     // its identity: the token is gone, the config says so, the agent runs on its certificate
     const config = await get<{
@@ -371,6 +401,11 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     expect(await readFile(node.hostPath('/etc/app/a.conf'), 'utf8')).toBe('a2\n');
     expect((await node.show('app-a.service', ['MainPID'])).MainPID).not.toBe(pidA);
     expect((await node.show('app-b.service', ['MainPID'])).MainPID).toBe(pidB);
+    // the change came as a grant in try mode: the node confirms it after the soak (a reboot
+    // before that would revert it, as try mode must)
+    await confirmedWith(machine, checksum2, node);
+    expect((await node.show('app-a.service', ['MainPID'])).MainPID).not.toBe(pidA);
+    expect((await node.show('app-b.service', ['MainPID'])).MainPID).toBe(pidB);
 
     // reboot: the agent comes back on its stored certificate and applies nothing
     const mtime = (await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs;
@@ -382,7 +417,7 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
       'the agent to restore its state after the reboot',
       async () => {
         const j = await node.journal('oscar-agent.service');
-        return /using the stored node certificate[\s\S]*restored from the state directory[\s\S]*"msg":"desired"/.test(
+        return /using the stored node certificate[\s\S]*restored from the state directory[\s\S]*"msg":"granted"/.test(
           j,
         )
           ? j
@@ -392,9 +427,11 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
       () => node.journal('oscar-agent.service'),
     );
     expect(afterReboot).not.toMatch(/requested a node certificate|bootstrap token/);
-    expect(afterReboot).not.toMatch(/"msg":"applied"/);
-    expect((await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs).toBe(mtime);
+    // the confirmed revision is granted again: nothing to do (no action, no revert)
     await appliedWith(machine, checksum2, node, 60_000);
+    const journal = await node.journal('oscar-agent.service');
+    expect(journal).not.toMatch(/"actions":[1-9]|reverting/);
+    expect((await stat(node.hostPath('/etc/app/a.conf'))).mtimeMs).toBe(mtime);
   }, 900_000);
 
   it('a machine whose user data names a wrong sha256 never runs the agent, and says why', async (ctx) => {

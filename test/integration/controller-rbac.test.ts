@@ -133,6 +133,11 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['patch', 'secrets', 'kube-system'],
       ['delete', 'secrets', 'kube-system'],
       ['patch', 'operatingsystemconfignodes.oscar.dev', undefined],
+      // The machines' Roles: written on approval, watched and rewritten when a config's
+      // reconcileRef changes.
+      ['patch', 'roles.rbac.authorization.k8s.io', watched],
+      ['list', 'roles.rbac.authorization.k8s.io', watched],
+      ['watch', 'roles.rbac.authorization.k8s.io', watched],
     ];
     const denied: [string, string, string | undefined, string[]?][] = [
       // Secrets nowhere but in the watched namespace; never cluster-wide.
@@ -169,6 +174,9 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['list', 'oscarconfigs.bootstrap.oscar.dev', other],
       ['patch', 'machines.cluster.x-k8s.io', watched],
       ['update', 'clusters.cluster.x-k8s.io', watched],
+      ['list', 'roles.rbac.authorization.k8s.io', other],
+      ['delete', 'roles.rbac.authorization.k8s.io', watched],
+      ['list', 'rolebindings.rbac.authorization.k8s.io', watched],
     ];
     const wrong: string[] = [];
     for (const [verb, res, ns, extra] of allowed) {

@@ -439,6 +439,40 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
     expect(events?.some((e) => e.reason === 'IdentityRenewed')).toBe(true);
   }, 60_000);
 
+  it("its config's reconcileRef changes: the certificate reads the new OSC's Secrets, no longer the old one's", async () => {
+    const h = m1Http;
+    const secrets = `/api/v1/namespaces/${ns}/secrets`;
+    // a revision Secret of the new OSC is what a grant of it (Cluster API's in-place update)
+    // names; no grant-mode node follows OSC other here, so the test writes one slot itself
+    const revision = 'oscar-other-rev-4';
+    await api?.putSecret(ns, revision, { 'config.json': '{}' });
+    expect(await status(h, 'GET', `${secrets}/oscar-other-reconcile`)).toBe(403);
+    expect(await status(h, 'GET', `${secrets}/${revision}`)).toBe(403);
+    await http().request('PATCH', configPath(machine()), {
+      contentType: 'application/merge-patch+json',
+      body: { spec: { reconcileRef: { name: 'other' } } },
+    });
+    await waitFor(
+      'the node may read the new OSC',
+      async () =>
+        (await status(h, 'GET', `${secrets}/oscar-other-reconcile`)) === 200 ? true : undefined,
+      20_000,
+    );
+    expect(await status(h, 'GET', `${secrets}/${revision}`)).toBe(200);
+    expect(
+      await status(h, 'GET', secrets, undefined, {
+        query: { fieldSelector: 'metadata.name=oscar-other-reconcile', watch: 'false' },
+      }),
+    ).toBe(200);
+    // only the OSC its config names: the old one's Secrets are refused now
+    expect(await status(h, 'GET', `${secrets}/oscar-rec-reconcile`)).toBe(403);
+    expect(await status(h, 'GET', `${secrets}/oscar-rec-rev-0`)).toBe(403);
+    // a renewal (the approver writes the Role again) keeps following the config
+    await m1.renewNow();
+    expect(await status(h, 'GET', `${secrets}/oscar-other-reconcile`)).toBe(200);
+    expect(await status(h, 'GET', `${secrets}/oscar-rec-reconcile`)).toBe(403);
+  }, 60_000);
+
   it('refuses a renewal that names another machine, with a reason', async () => {
     const c = await csrAs(m1Http, uniqueName('renew-other'), {
       commonName: `oscar:node:${ns}-m2`,

@@ -1,0 +1,46 @@
+// What a machine's certificate may read, as a function of its config.
+import { describe, expect, it } from 'vitest';
+import { machineGrantFor, nodeRole, nodeRoleBinding, nodeRoleCurrent } from './rbac.js';
+
+const config = (osc: string) => ({
+  metadata: { name: 'cfg', namespace: 'ns', uid: 'uid-cfg' },
+  spec: { reconcileRef: { name: osc } },
+});
+
+describe('the per-machine Role', () => {
+  it("names the reconcile OSC's Secret (get, list, watch) and its five revision slots (get), nothing else", () => {
+    const role = nodeRole(machineGrantFor(config('rec'), 'm1'));
+    expect(role.metadata).toMatchObject({
+      name: 'oscar-node-m1',
+      namespace: 'ns',
+      labels: { 'app.kubernetes.io/managed-by': 'oscar-controller' },
+      ownerReferences: [{ kind: 'OscarConfig', name: 'cfg', uid: 'uid-cfg' }],
+    });
+    expect(role.rules).toEqual([
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: ['oscar-rec-reconcile'],
+        verbs: ['get', 'list', 'watch'],
+      },
+      {
+        apiGroups: [''],
+        resources: ['secrets'],
+        resourceNames: [0, 1, 2, 3, 4].map((i) => `oscar-rec-rev-${String(i)}`),
+        verbs: ['get'],
+      },
+    ]);
+  });
+
+  it('follows spec.reconcileRef: another OSC, other rules; the same config, the same rules', () => {
+    const before = nodeRole(machineGrantFor(config('rec'), 'm1'));
+    const after = nodeRole(machineGrantFor(config('rec2'), 'm1'));
+    expect(nodeRoleCurrent(before, after)).toBe(false);
+    expect(JSON.stringify(after.rules)).not.toContain('oscar-rec-');
+    expect(nodeRoleCurrent(before, nodeRole(machineGrantFor(config('rec'), 'm1')))).toBe(true);
+    // the binding does not depend on the OSC
+    expect(nodeRoleBinding(machineGrantFor(config('rec2'), 'm1'))).toEqual(
+      nodeRoleBinding(machineGrantFor(config('rec'), 'm1')),
+    );
+  });
+});
