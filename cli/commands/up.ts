@@ -116,7 +116,6 @@ export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
     process.exitCode = ok ? 0 : 1;
     return;
   }
-  opts.print(`watching ${dirArg}/ for changes — edit a file and save; Ctrl-C to stop`);
   const timers = new Map<string, NodeJS.Timeout>();
   // one apply at a time, in save order
   let chain = Promise.resolve();
@@ -161,4 +160,6 @@ export async function upCommand(dirArg: string, flags: UpFlags): Promise<void> {
       timeoutMs: shutdownMs,
     },
   );
+  // only now: a signal from here on finds its handler (the logger loads pino first)
+  opts.print(`watching ${dirArg}/ for changes — edit a file and save; Ctrl-C to stop`);
 }
