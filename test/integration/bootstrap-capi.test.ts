@@ -210,19 +210,23 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
     expect(secret.type).toBe('cluster.x-k8s.io/secret');
     expect(Object.keys(secret.data ?? {}).sort()).toEqual(['format', 'value']);
     expect(decoded(secret, 'format')).toBe('cloud-config');
-    const created = await get<ConfigObject>(configPath('hand-1'));
+    // the status is the config's last write, after the Secret (and the token): wait for it
+    const created = await waitFor('hand-1 status.dataSecretName', async () => {
+      const c = await get<ConfigObject>(configPath('hand-1'));
+      return c?.status?.dataSecretName !== undefined ? c : undefined;
+    });
     expect(secret.metadata.ownerReferences).toEqual([
       expect.objectContaining({
         kind: 'OscarConfig',
         name: 'hand-1',
-        uid: created?.metadata.uid,
+        uid: created.metadata.uid,
         controller: true,
       }),
     ]);
     expect(secret.metadata.labels?.['cluster.x-k8s.io/cluster-name']).toBeUndefined();
-    expect(created?.status?.dataSecretName).toBe('hand-1');
-    expect(created?.status?.initialization?.dataSecretCreated).toBe(true);
-    expect(created?.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+    expect(created.status?.dataSecretName).toBe('hand-1');
+    expect(created.status?.initialization?.dataSecretCreated).toBe(true);
+    expect(created.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
 
     const { files, token } = userDataOf(secret);
     expect(files.get('/etc/oscar/node.env')).toBe(
@@ -230,7 +234,7 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
     );
     const t = await tokenOf('hand-1');
     expect(t.type).toBe('bootstrap.kubernetes.io/token');
-    expect(t.metadata.labels?.['bootstrap.oscar.dev/config-uid']).toBe(created?.metadata.uid);
+    expect(t.metadata.labels?.['bootstrap.oscar.dev/config-uid']).toBe(created.metadata.uid);
     expect(t.metadata.annotations?.['bootstrap.oscar.dev/machine']).toBe(`${ns}/hand-1`);
     expect(decoded(t, 'auth-extra-groups')).toBe('system:bootstrappers:oscar');
     expect(decoded(t, 'usage-bootstrap-authentication')).toBe('true');
