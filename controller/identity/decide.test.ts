@@ -214,11 +214,42 @@ describe('decide: every refusal, one by one', () => {
     denied(csr({ request: Buffer.from('hello').toString('base64') }), 'InvalidRequest');
   });
   it('a request whose signature does not verify', () => {
-    const der = Buffer.from(
-      /-----BEGIN CERTIFICATE REQUEST-----([\s\S]+?)-----END/.exec(goodPem)?.[1] ?? '',
-      'base64',
-    );
+    const der = derOf(goodPem);
     der.writeUInt8((der.at(-3) ?? 0) ^ 0xff, der.length - 3); // inside the signature
-    denied(csr({ request: der.toString('base64') }), 'InvalidRequest');
+    denied(csr({ request: pemOf(der) }), 'InvalidRequest');
+  });
+  it('a request signed with an algorithm oscar does not know (positive control: a known one)', () => {
+    const der = derOf(goodPem);
+    const ecdsaSha256 = Buffer.from('06082a8648ce3d040302', 'hex');
+    const at = der.lastIndexOf(ecdsaSha256);
+    expect(run(csr({ request: pemOf(der) })).action).toBe('approve');
+    der.writeUInt8(0x05, at + ecdsaSha256.length - 1); // 1.2.840.10045.4.3.5: no algorithm oscar knows
+    expect(denied(csr({ request: pemOf(der) }), 'InvalidRequest')).toMatch(/signature/);
+  });
+  it('a request in DER, not PEM (the API server reads only PEM)', () => {
+    denied(csr({ request: derOf(goodPem).toString('base64') }), 'InvalidRequest');
+  });
+  it('two blocks: its own name in a first block Go skips (a junk character), another user in the second', () => {
+    const own = goodPem.replace('\n', '\n.');
+    const other = certificateRequest(newNodeKey(), {
+      commonName: 'system:serviceaccount:kube-system:generic-garbage-collector',
+      organizations: ['system:serviceaccounts'],
+    });
+    const renewal = { username: 'oscar:node:m1', groups: ['oscar:nodes'] };
+    expect(run(csr({ ...renewal })).action).toBe('approve');
+    const message = denied(
+      csr({ ...renewal, request: Buffer.from(own + other).toString('base64') }),
+      'InvalidRequest',
+    );
+    expect(message).toMatch(/one form oscar reads/);
   });
 });
+
+function derOf(pem: string): Buffer {
+  return Buffer.from(pem.split('\n').slice(1, -2).join(''), 'base64');
+}
+function pemOf(der: Buffer): string {
+  const lines = der.toString('base64').match(/.{1,64}/g) ?? [];
+  const text = `-----BEGIN CERTIFICATE REQUEST-----\n${lines.join('\n')}\n-----END CERTIFICATE REQUEST-----\n`;
+  return Buffer.from(text).toString('base64');
+}

@@ -4,10 +4,17 @@
  * SANs), and whether its self-signature verifies. Parsed with @peculiar/asn1-csr; the signature is
  * checked with node:crypto over the request info's original bytes. Never throws: an unreadable
  * request is an error value, and the approver denies it.
+ *
+ * It reads only what kube-apiserver and the signer (Go) provably read the same way: one strict PEM
+ * block and nothing else (api/pem.ts; no DER, no "NEW CERTIFICATE REQUEST", which the API server
+ * refuses anyway), whose bytes are DER exactly as this parser would write them again (no BER
+ * leniency, no trailing bytes). The differential test against Go's reader is
+ * request.differential.test.ts.
  */
 import { createPublicKey, verify } from 'node:crypto';
 import { CertificationRequest } from '@peculiar/asn1-csr';
 import { AsnConvert } from '@peculiar/asn1-schema';
+import { readStrictPem } from '../../api/pem.js';
 
 export const OID_COMMON_NAME = '2.5.4.3';
 export const OID_ORGANIZATION = '2.5.4.10';
@@ -29,13 +36,20 @@ export interface ParsedRequest {
   signatureValid: boolean;
 }
 
-/** The PEM (or DER) request → its parts, or an Error saying why it cannot be read. */
+/** Most bytes of spec.request read (an RSA-4096 request is under 2 KiB of PEM). */
+export const MAX_REQUEST_BYTES = 16 * 1024;
+
+/** The PEM request → its parts, or an Error saying why it cannot be read. */
 export function parseRequest(request: Buffer): ParsedRequest | Error {
+  const der = readStrictPem(request, 'CERTIFICATE REQUEST', { maxBytes: MAX_REQUEST_BYTES });
+  if (der instanceof Error) {
+    return new Error(`the request is not in the one form oscar reads: ${der.message}`);
+  }
   try {
-    const text = request.toString('latin1');
-    const match = /-----BEGIN (?:NEW )?CERTIFICATE REQUEST-----([\s\S]+?)-----END/.exec(text);
-    const der = match ? Buffer.from(match[1] ?? '', 'base64') : request;
     const csr = AsnConvert.parse(der, CertificationRequest);
+    if (!Buffer.from(AsnConvert.serialize(csr)).equals(der)) {
+      return new Error('the request is not a PKCS#10 certificate request in DER (strict encoding)');
+    }
     const info = csr.certificationRequestInfo;
     const subject = info.subject.flatMap((rdn) =>
       rdn.map((atv) => ({ type: atv.type, value: atv.value.toString() })),

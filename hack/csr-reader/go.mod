@@ -1,0 +1,3 @@
+module oscar.dev/hack/csr-reader
+
+go 1.24
