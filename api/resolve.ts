@@ -3,8 +3,8 @@
  * references → the ResolvedConfig every other part of oscar consumes. Pure: the caller looks the
  * references up (the controller from its informer caches, the CLI from files) and passes them in.
  */
-import { gunzipSync } from 'node:zlib';
 import { DEFAULTS } from './defaults.js';
+import { DECODE_LIMITS, DecodeLimitError, gunzipBounded } from './gunzip.js';
 import { fieldError, type FieldError } from './field-error.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from './resolved.js';
 import { parseMode } from './resolved.js';
@@ -35,8 +35,15 @@ export function referencedObjects(spec: OperatingSystemConfigSpec): {
   return { secrets: [...secrets].sort(), configMaps: [...configMaps].sort() };
 }
 
-/** Decodes inline data; throws with a message fit for a field error. */
-export function decodeInline(data: string, encoding: string | undefined): Buffer {
+/**
+ * Decodes inline data; throws with a message fit for a field error. gzip output is bounded by
+ * `maxBytes` while it inflates (api/gunzip.ts): at most what one Secret can hold.
+ */
+export function decodeInline(
+  data: string,
+  encoding: string | undefined,
+  maxBytes: number = DECODE_LIMITS.inlineFileBytes,
+): Buffer {
   switch (encoding ?? '') {
     case '':
       return Buffer.from(data, 'utf8');
@@ -45,8 +52,14 @@ export function decodeInline(data: string, encoding: string | undefined): Buffer
     case 'gzip+b64': {
       const zipped = decodeBase64Strict(data);
       try {
-        return gunzipSync(zipped);
+        return gunzipBounded(zipped, maxBytes);
       } catch (error) {
+        if (error instanceof DecodeLimitError) {
+          throw new Error(
+            `data ${error.message} (${maxBytes < DECODE_LIMITS.inlineFileBytes ? "the rest of the OSC's budget for decompressed files" : 'what a Kubernetes Secret can hold'}); ship it in the image instead`,
+            { cause: error },
+          );
+        }
         throw new Error(
           `data is not valid gzip after base64 decoding (${(error as Error).message}); produce it with "gzip -c FILE | base64 -w0"`,
           { cause: error },
@@ -136,6 +149,8 @@ function lookup(
 class InlineArena {
   private readonly buf: Buffer;
   private used = 0;
+  /** What gzip+b64 files may still decompress to, all together (DECODE_LIMITS). */
+  private gzipBudget: number = DECODE_LIMITS.inlineTotalBytes;
 
   constructor(files: readonly File[]) {
     let capacity = 0;
@@ -168,7 +183,10 @@ class InlineArena {
         return this.buf.subarray(start, this.used);
       }
     }
-    return decodeInline(data, encoding);
+    const limit = Math.min(DECODE_LIMITS.inlineFileBytes, this.gzipBudget);
+    const decoded = decodeInline(data, encoding, limit);
+    if (encoding === 'gzip+b64') this.gzipBudget -= decoded.length;
+    return decoded;
   }
 }
 

@@ -3,7 +3,8 @@
  * controller that writes them and the agents (and Cluster API providers) that read them.
  */
 import { createHash } from 'node:crypto';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { gzipSync } from 'node:zlib';
+import { DECODE_LIMITS, gunzipBounded } from './gunzip.js';
 import { parseCanonical, sha256Hex } from './canonical.js';
 import type { ResolvedConfig } from './resolved.js';
 import { GROUP, type Purpose } from './constants.js';
@@ -85,10 +86,10 @@ export function decodeConfigData(
   if (plain && !zipped) bytes = plain;
   else if (zipped && !plain) {
     try {
-      bytes = gunzipSync(zipped);
+      bytes = gunzipBounded(zipped, DECODE_LIMITS.configBytes);
     } catch (error) {
       throw new CorruptPayloadError(
-        `${KEY_CONFIG_GZIP} is not valid gzip: ${(error as Error).message}`,
+        `${KEY_CONFIG_GZIP} is not valid gzip within the limit: ${(error as Error).message}`,
         {
           cause: error,
         },

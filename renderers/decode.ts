@@ -8,6 +8,7 @@
  * dialect of cloud-init's PyYAML.
  */
 import { gunzipSync } from 'node:zlib';
+import { DECODE_LIMITS } from '../api/gunzip.js';
 import { parse as parseYaml } from 'yaml';
 import type { ResolvedConfig, ResolvedPackage } from '../api/resolved.js';
 import type { Format, UnitCommand } from '../api/schema.js';
@@ -15,6 +16,9 @@ import { planUnits } from './common.js';
 import { IGNITION_MODE_BITS } from './ignition.js';
 import { B64_DELIMITER } from './script.js';
 import { readYamlSubset } from './yaml-reader.js';
+
+/** Rendered output read back is bounded while it inflates (api/gunzip.ts). */
+const RENDERED = { maxOutputLength: DECODE_LIMITS.renderedBytes };
 
 export interface DecodedFile {
   path: string;
@@ -121,7 +125,7 @@ export const yamlLibraryReader: YamlReader = (text) =>
   parseYaml(text, { version: '1.1', uniqueKeys: true, maxAliasCount: 0 }) as Obj;
 
 export function decodeCloudConfig(userData: Buffer, reader: YamlReader = readYamlSubset): Decoded {
-  const text = (isGzip(userData) ? gunzipSync(userData) : userData).toString('utf8');
+  const text = (isGzip(userData) ? gunzipSync(userData, RENDERED) : userData).toString('utf8');
   if (!text.startsWith('#cloud-config\n')) throw new DecodeError('no #cloud-config header');
   const doc = reader(text);
   const files = new Map<string, DecodedFile>();
@@ -135,7 +139,7 @@ export function decodeCloudConfig(userData: Buffer, reader: YamlReader = readYam
     if (encoding === '' || encoding === 'text/plain') bytes = Buffer.from(content, 'utf8');
     else if (encoding === 'b64' || encoding === 'base64') bytes = Buffer.from(content, 'base64');
     else if (['gz+b64', 'gzip+base64', 'gz+base64', 'gzip+b64'].includes(encoding)) {
-      bytes = gunzipSync(Buffer.from(content, 'base64'));
+      bytes = gunzipSync(Buffer.from(content, 'base64'), RENDERED);
     } else throw new DecodeError(`${what}.encoding "${encoding}" is not one oscar writes`);
     const mode =
       entry.permissions === undefined
@@ -233,7 +237,7 @@ export function decodeIgnition(userData: Buffer): Decoded {
     const what = `storage.files[${i}]`;
     const contents = (f.contents ?? {}) as Obj;
     let content = dataUrl(str(contents.source, `${what}.contents.source`), what);
-    if (contents.compression === 'gzip') content = gunzipSync(content);
+    if (contents.compression === 'gzip') content = gunzipSync(content, RENDERED);
     else if (contents.compression !== undefined && contents.compression !== '') {
       throw new DecodeError(`${what}: compression ${JSON.stringify(contents.compression)}`);
     }
