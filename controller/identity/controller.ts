@@ -17,7 +17,7 @@ import { machineOwner, type BootstrapEvent, type TokenConsumed } from '../bootst
 import type { ConfigObject } from '../bootstrap/types.js';
 import { decide, decided, type CsrObject, type Decision, type TokenMachine } from './decide.js';
 import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
-import { parseRequest } from './request.js';
+import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
 import { CSR_PATH, type IdentityWriter } from './writer.js';
 
 /** What the approver needs of the bootstrap controller (same process, its caches). */
@@ -49,6 +49,11 @@ function keyOf(config: ConfigObject): string {
 
 function machineOf(config: ConfigObject): string {
   return machineOwner(config)?.name ?? config.metadata.name;
+}
+
+/** spec.request's bytes; an oversized one is cut at the limit (parseRequest then refuses it). */
+function boundedRequest(base64: string): Buffer {
+  return Buffer.from(base64.slice(0, Math.ceil((MAX_REQUEST_BYTES + 1) / 3) * 4), 'base64');
 }
 
 export class IdentityController {
@@ -97,30 +102,39 @@ export class IdentityController {
     await this.csrs.stop();
   }
 
-  private tokenMachine(id: string): TokenMachine | undefined {
-    const config = this.o.bootstrap.configForToken(id);
-    if (!config) return undefined;
-    const key = keyOf(config);
+  /** The message saying which CSR took this config's token, when one did. */
+  private issuedBy(config: ConfigObject): { message: string | undefined; available: boolean } {
     const condition = config.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable');
-    const consumed = this.o.bootstrap.consumed.get(key);
-    const issuedBy =
+    const consumed = this.o.bootstrap.consumed.get(keyOf(config));
+    const message =
       consumed?.message ??
       (condition?.status === 'False' && condition.reason === REASON_IDENTITY_ISSUED
         ? condition.message
         : undefined);
-    const consumedBy = issuedBy === undefined ? undefined : CONSUMED_BY.exec(issuedBy)?.[1];
+    return { message, available: consumed === undefined && condition?.status !== 'False' };
+  }
+
+  private tokenMachine(id: string): TokenMachine | undefined {
+    const config = this.o.bootstrap.configForToken(id);
+    if (!config) return undefined;
+    const { message, available } = this.issuedBy(config);
+    const consumedBy = message === undefined ? undefined : CONSUMED_BY.exec(message)?.[1];
     return {
-      config: key,
+      config: keyOf(config),
       machine: machineOf(config),
-      tokenAvailable: consumed === undefined && condition?.status !== 'False',
+      tokenAvailable: available,
       ...(consumedBy !== undefined ? { consumedBy } : {}),
     };
   }
 
   decision(csr: CsrObject): Decision {
-    return decide(csr, parseRequest(Buffer.from(csr.spec.request, 'base64')), {
+    return decide(csr, parseRequest(boundedRequest(csr.spec.request)), {
       tokenMachine: (id) => this.tokenMachine(id),
-      machineConfigs: (machine) => this.o.bootstrap.configsForMachine(machine).map(keyOf),
+      machineConfigs: (machine) =>
+        this.o.bootstrap.configsForMachine(machine).map((c) => ({
+          config: keyOf(c),
+          issued: this.issuedBy(c).message !== undefined,
+        })),
       maxExpirationSeconds: this.o.maxExpirationSeconds,
     });
   }

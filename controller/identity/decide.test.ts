@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { certificateRequest, newNodeKey } from '../../agent/identity/csr.js';
-import { decide, type CsrObject, type DecideContext, type TokenMachine } from './decide.js';
+import {
+  decide,
+  type CsrObject,
+  type DecideContext,
+  type MachineConfig,
+  type TokenMachine,
+} from './decide.js';
 import { parseRequest } from './request.js';
 
 const key = newNodeKey();
@@ -29,7 +35,12 @@ function csr(over: Partial<CsrObject['spec']> = {}, name = 'oscar-m1-abc'): CsrO
 }
 
 const m1: TokenMachine = { config: 'default/m1', machine: 'm1', tokenAvailable: true };
-function ctx(token: TokenMachine | undefined = m1, m1Configs = ['default/m1']): DecideContext {
+const holder: MachineConfig = { config: 'default/m1', issued: true };
+const newcomer: MachineConfig = { config: 'team-b/m1', issued: false };
+function ctx(
+  token: TokenMachine | undefined = m1,
+  m1Configs: MachineConfig[] = [holder],
+): DecideContext {
   return {
     tokenMachine: (id) => (id === 'abc123' ? token : undefined),
     machineConfigs: (machine) => (machine === 'm1' ? m1Configs : []),
@@ -192,16 +203,39 @@ describe('decide: every refusal, one by one', () => {
       'RenewalSubjectMismatch',
     );
   });
-  it('a machine name that a config in another namespace uses too (first identity)', () => {
-    expect(denied(csr(), 'MachineNameTaken', ctx(m1, ['default/m1', 'team-b/m1']))).toMatch(
-      /team-b\/m1/,
-    );
+  it('a machine name another namespace holds: the newcomer is denied (first identity)', () => {
+    const taken = ctx(m1, [
+      { ...holder, issued: false },
+      { ...newcomer, issued: true },
+    ]);
+    expect(denied(csr(), 'MachineNameTaken', taken)).toMatch(/team-b\/m1/);
+    const unissued = ctx(m1, [{ ...holder, issued: false }, newcomer]);
+    denied(csr(), 'MachineNameTaken', unissued);
   });
-  it('a machine name that two configs use (renewal)', () => {
-    denied(
-      csr({ username: 'oscar:node:m1', groups: ['oscar:nodes'] }),
-      'MachineNameTaken',
-      ctx(m1, ['default/m1', 'team-b/m1']),
+  it('…but the holder’s own retried approval still goes through (positive control)', () => {
+    const retry = ctx({ ...m1, tokenAvailable: false, consumedBy: 'oscar-m1-abc' }, [
+      holder,
+      newcomer,
+    ]);
+    expect(run(csr(), retry).action).toBe('approve');
+  });
+  const renewal = { username: 'oscar:node:m1', groups: ['oscar:nodes'] };
+  it('a newcomer naming the machine never takes the holder’s renewal (positive control)', () => {
+    expect(run(csr(renewal), ctx(m1, [holder, newcomer]))).toMatchObject({
+      action: 'approve',
+      kind: 'renewal',
+      config: 'default/m1',
+    });
+    expect(run(csr(renewal), ctx(m1, [newcomer, holder]))).toMatchObject({
+      config: 'default/m1',
+    });
+  });
+  it('a renewal when two configs hold the name', () => {
+    denied(csr(renewal), 'MachineNameTaken', ctx(m1, [holder, { ...newcomer, issued: true }]));
+  });
+  it('a renewal of a name reused after deletion, before its new machine has an identity', () => {
+    expect(denied(csr(renewal), 'IdentityNotIssued', ctx(m1, [newcomer]))).toMatch(
+      /earlier machine of that name renews nothing/,
     );
   });
   it('a renewal for a machine that is gone: never approved', () => {

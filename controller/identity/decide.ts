@@ -51,15 +51,22 @@ export interface TokenMachine {
   consumedBy?: string;
 }
 
+export interface MachineConfig {
+  /** The OscarConfig (namespace/name). */
+  config: string;
+  issued: boolean;
+}
+
 export interface DecideContext {
   /** The machine a token id belongs to, if oscar issued it. */
   tokenMachine(id: string): TokenMachine | undefined;
   /**
-   * The OscarConfigs (namespace/name) that name a machine: one normally; none once it is deleted
-   * (a deleted machine renews nothing); two when configs in two namespaces name the same machine
-   * (its user, oscar:node:<machine>, would be both: no identity is issued).
+   * The live OscarConfigs that name a machine: one normally; none once it is deleted (a deleted
+   * machine renews nothing); two when configs in two namespaces name the same machine (its user,
+   * oscar:node:<machine>, would be both). `issued`: this config's token was traded for the
+   * machine's identity — that config holds the name, and a collision never takes it away.
    */
-  machineConfigs(machine: string): string[];
+  machineConfigs(machine: string): MachineConfig[];
   maxExpirationSeconds: number;
 }
 
@@ -113,6 +120,41 @@ export function subjectProblem(
   return `the subject must be exactly CN=${nodeUser(machine)}, O=${NODES_GROUP}; the request asks for ${describe(subject)}`;
 }
 
+/**
+ * The config a renewal by machine's node renews: the one live config that issued its identity.
+ * A newcomer naming the same machine in another namespace takes nothing from it; a config that
+ * has not issued an identity (a name reused after deletion) renews nobody's certificate.
+ */
+function renewalHolder(
+  machine: string,
+  configs: MachineConfig[],
+): Decision | { action: 'approve'; config: string } {
+  if (configs.length === 0) {
+    // No config here names it: a deleted machine (never renewed) or another controller's.
+    return {
+      action: 'ignore',
+      why: `no OscarConfig this controller watches names machine ${machine}: not renewed here`,
+    };
+  }
+  const holders = configs.filter((c) => c.issued);
+  const [holder] = holders;
+  if (holder === undefined) {
+    return {
+      action: 'deny',
+      reason: 'IdentityNotIssued',
+      message: `no OscarConfig naming machine ${machine} (${configs.map((c) => c.config).join(', ')}) has issued its identity yet: a certificate of an earlier machine of that name renews nothing; the new machine bootstraps with its own token`,
+    };
+  }
+  if (holders.length > 1) {
+    return {
+      action: 'deny',
+      reason: 'MachineNameTaken',
+      message: `machine ${machine} holds identities issued by OscarConfigs ${holders.map((c) => c.config).join(', ')}: node identities are cluster-wide; rename one machine`,
+    };
+  }
+  return { action: 'approve', config: holder.config };
+}
+
 export function decide(
   csr: CsrObject,
   parsed: ParsedRequest | Error,
@@ -136,12 +178,13 @@ export function decide(
       };
     }
     ({ machine, config } = found);
-    const others = ctx.machineConfigs(machine).filter((c) => c !== found.config);
-    if (others.length > 0) {
+    const others = ctx.machineConfigs(machine).filter((c) => c.config !== found.config);
+    // A retried approval of the CSR that already took this token is the holder's: not a newcomer.
+    if (others.length > 0 && found.tokenAvailable) {
       return {
         action: 'deny',
         reason: 'MachineNameTaken',
-        message: `machine ${machine} is also named by OscarConfig ${others.join(', ')}: node identities are cluster-wide (oscar:node:${machine}); rename one machine`,
+        message: `machine ${machine} is also named by OscarConfig ${others.map((c) => c.config).join(', ')}: node identities are cluster-wide (oscar:node:${machine}); rename this machine`,
         config,
       };
     }
@@ -156,23 +199,9 @@ export function decide(
     tokenId = requester.tokenId;
   } else {
     machine = requester.machine;
-    const configs = ctx.machineConfigs(machine);
-    const found = configs[0];
-    if (configs.length > 1) {
-      return {
-        action: 'deny',
-        reason: 'MachineNameTaken',
-        message: `machine ${machine} is named by OscarConfigs ${configs.join(', ')}: node identities are cluster-wide; rename one machine`,
-      };
-    }
-    if (found === undefined) {
-      // No config here names it: a deleted machine (never renewed) or another controller's.
-      return {
-        action: 'ignore',
-        why: `no OscarConfig this controller watches names machine ${machine}: not renewed here`,
-      };
-    }
-    config = found;
+    const renewal = renewalHolder(machine, ctx.machineConfigs(machine));
+    if (renewal.action !== 'approve') return renewal;
+    config = renewal.config;
   }
   const deny = (reason: string, message: string): Decision => ({
     action: 'deny',
