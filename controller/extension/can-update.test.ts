@@ -84,17 +84,54 @@ describe('CanUpdateMachineSet', () => {
     ['another spec.type', 'flatcar', /spec.type changed from "ubuntu" to "flatcar"/],
     ['another cgroup driver', 'cgroupfs', /cgroupDriver changed from systemd to cgroupfs/],
     ['an OSC that has not rendered', 'nope', /pools\/nope has no reconcile Secret/],
-  ])('leaves %s to a rollout: no patch, the reason in the message', async (_what, to, why) => {
+  ])('leaves %s to a rollout: no patch, the reason in the log only', async (_what, to, why) => {
+    const logged: string[] = [];
     const res = await canUpdateMachineSet(
       {
         current: { bootstrapConfigTemplate: template('v1') },
         desired: { bootstrapConfigTemplate: template(to) },
       },
       STATES,
+      (d) => logged.push(d),
     );
     expect(res.status).toBe('Success');
     expect(res.bootstrapConfigTemplatePatch).toBeUndefined();
-    expect(res.message).toMatch(why);
+    expect(res.message).toMatch(/^not in place/);
+    expect(res.message).not.toMatch(why);
+    expect(logged).toEqual([expect.stringMatching(why)]);
+  });
+
+  it('says the same of an OSC that does not exist and one that has not rendered (no existence oracle), and no checksum', async () => {
+    const ask = async (to: string) =>
+      (
+        await canUpdateMachineSet(
+          {
+            current: { bootstrapConfigTemplate: template('v1') },
+            desired: { bootstrapConfigTemplate: template(to) },
+          },
+          STATES,
+        )
+      ).message ?? '';
+    const absent = await ask('nope');
+    const corrupt: ReconcileStates = {
+      get: (_ns, osc) =>
+        Promise.resolve(
+          osc === 'v1'
+            ? STATES.get('pools', 'v1')
+            : { missing: `Secret pools/x: checksum mismatch` },
+        ),
+    };
+    const unrendered = await canUpdateMachineSet(
+      {
+        current: { bootstrapConfigTemplate: template('v1') },
+        desired: { bootstrapConfigTemplate: template('nope') },
+      },
+      corrupt,
+    );
+    expect(unrendered.message).toBe(absent);
+    const covered = await ask('v2');
+    expect(covered).toMatch(/in place$/);
+    expect(covered).not.toMatch(/checksum|sha256/);
   });
 
   it('answers from the same rule the agent refuses by (api/in-place.ts replacementReason)', async () => {

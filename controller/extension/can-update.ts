@@ -33,8 +33,10 @@ interface ConfigSpec {
 export interface Coverage {
   /** The reconcileRef to patch `current` to, when oscar takes the change in place. */
   reconcileRef?: { name: string };
-  /** Why oscar leaves (part of) the change to a rollout, or what it will do. */
+  /** Why oscar leaves (part of) the change to a rollout, or what it will do: the reply. */
   message: string;
+  /** The full reason, for the extension's log only (never in a reply). */
+  detail?: string;
 }
 
 function isOscar(obj: HookObject | undefined): boolean {
@@ -59,14 +61,23 @@ export async function reconcileCoverage(
   if (!from || !to) return { message: 'no reconcileRef on both sides: nothing oscar updates' };
   if (from === to) return { message: `reconcileRef unchanged (${to})` };
   const [was, now] = await Promise.all([states.get(namespace, from), states.get(namespace, to)]);
-  if ('missing' in now) return { message: `not in place: ${now.missing}` };
-  if ('missing' in was) return { message: `not in place: ${was.missing}` };
+  // The request is unauthenticated input: the reply says no more than the verdict. Whether an OSC
+  // exists, why it has no rendering, its checksum and contents stay out of it (the extension's
+  // log has them); the OSCs' own status says the rest to whoever may read them.
+  if ('missing' in now || 'missing' in was) {
+    return {
+      message: `not in place: reconcile OSCs ${from} and ${to} do not both have a rendering to compare (see their status)`,
+      detail: 'missing' in now ? now.missing : 'missing' in was ? was.missing : '',
+    };
+  }
   const reason = replacementReason(was.config, now.config);
-  if (reason !== undefined) return { message: `not in place: ${reason}` };
-  return {
-    reconcileRef: { name: to },
-    message: `reconcileRef ${from} → ${to} in place (checksum ${now.checksum.slice(0, 12)})`,
-  };
+  if (reason !== undefined) {
+    return {
+      message: `not in place: the rendering of ${to} needs a new machine (see the OSCs' status)`,
+      detail: reason,
+    };
+  }
+  return { reconcileRef: { name: to }, message: `reconcileRef ${from} → ${to} in place` };
 }
 
 function namespaceOf(...objs: (HookObject | undefined)[]): string {
@@ -74,9 +85,13 @@ function namespaceOf(...objs: (HookObject | undefined)[]): string {
   return '';
 }
 
+/** Where a decision's full reason goes: the extension's log, never the reply. */
+export type DetailSink = (detail: string) => void;
+
 export async function canUpdateMachineSet(
   req: CanUpdateMachineSetRequest,
   states: ReconcileStates,
+  note: DetailSink = () => undefined,
 ): Promise<CanUpdateMachineSetResponse> {
   const response: CanUpdateMachineSetResponse = {
     apiVersion: HOOKS_API_VERSION,
@@ -92,6 +107,7 @@ export async function canUpdateMachineSet(
   const namespace = namespaceOf(cur, des, req.current?.machineSet);
   const c = await reconcileCoverage(namespace, specAt(cur, true), specAt(des, true), states);
   response.message = c.message;
+  if (c.detail !== undefined) note(c.detail);
   if (c.reconcileRef) {
     response.bootstrapConfigTemplatePatch = encodePatch([
       { op: 'add', path: '/spec/template/spec/reconcileRef', value: c.reconcileRef },
@@ -103,6 +119,7 @@ export async function canUpdateMachineSet(
 export async function canUpdateMachine(
   req: CanUpdateMachineRequest,
   states: ReconcileStates,
+  note: DetailSink = () => undefined,
 ): Promise<CanUpdateMachineResponse> {
   const response: CanUpdateMachineResponse = {
     apiVersion: HOOKS_API_VERSION,
@@ -118,6 +135,7 @@ export async function canUpdateMachine(
   const namespace = namespaceOf(cur, des, req.current?.machine);
   const c = await reconcileCoverage(namespace, specAt(cur, false), specAt(des, false), states);
   response.message = c.message;
+  if (c.detail !== undefined) note(c.detail);
   if (c.reconcileRef) {
     response.bootstrapConfigPatch = encodePatch([
       { op: 'add', path: '/spec/reconcileRef', value: c.reconcileRef },

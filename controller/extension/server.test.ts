@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { TestPki } from '../../hack/testenv/certs.js';
 import { requireTool } from '../../test/support/tools.js';
 import { ApiError, type KubeHttp } from '../../kube/client.js';
-import { InPlaceExtension } from './service.js';
+import { InPlaceExtension, NOT_IN_PLACE_TARGET } from './service.js';
 import { startExtensionServer, type RunningExtensionServer } from './server.js';
 
 let dir = '';
@@ -125,7 +125,7 @@ describe('the extension over HTTPS', () => {
     expect(upd.json).toMatchObject({
       kind: 'UpdateMachineResponse',
       status: 'Failure',
-      message: 'Machine pools/m-1 not found',
+      message: NOT_IN_PLACE_TARGET,
     });
     expect(seen.every((s) => s.startsWith('GET '))).toBe(true);
   });

@@ -48,6 +48,9 @@ import {
 } from './update-machine.js';
 
 const FIELD_MANAGER = 'oscar-extension';
+/** The one reply to an UpdateMachine request whose stored Machine and OscarConfig do not match. */
+export const NOT_IN_PLACE_TARGET =
+  'the request names no Machine being updated in place with this OscarConfig as its bootstrap config (the extension log says which check failed)';
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 
 /** A grant as a merge patch: every optional field the new grant lacks is removed, not kept. */
@@ -96,7 +99,13 @@ export class InPlaceExtension {
     this.counts.calls[hook]++;
     switch (hook) {
       case 'CanUpdateMachineSet': {
-        const res = await canUpdateMachineSet(body as CanUpdateMachineSetRequest, this.states);
+        const res = await canUpdateMachineSet(
+          body as CanUpdateMachineSetRequest,
+          this.states,
+          (d) => {
+            this.log.info({ hook, detail: d }, 'why not in place');
+          },
+        );
         this.log.info(
           { hook, covered: res.bootstrapConfigTemplatePatch !== undefined },
           res.message ?? '',
@@ -104,7 +113,9 @@ export class InPlaceExtension {
         return res;
       }
       case 'CanUpdateMachine': {
-        const res = await canUpdateMachine(body as CanUpdateMachineRequest, this.states);
+        const res = await canUpdateMachine(body as CanUpdateMachineRequest, this.states, (d) => {
+          this.log.info({ hook, detail: d }, 'why not in place');
+        });
         this.log.info({ hook, covered: res.bootstrapConfigPatch !== undefined }, res.message ?? '');
         return res;
       }
@@ -134,7 +145,9 @@ export class InPlaceExtension {
     if ('refused' in stored) {
       this.counts.updateAnswers.failure++;
       this.log.warn({ hook: 'UpdateMachine', machine: t.machine }, stored.refused);
-      return response({ kind: 'failure', message: stored.refused });
+      // The reply does not say which check failed: that would tell an unauthenticated caller
+      // which Machines and OscarConfigs exist in a namespace.
+      return response({ kind: 'failure', message: NOT_IN_PLACE_TARGET });
     }
     const { node, reconcile } = stored;
     const [target, oscNode] = await Promise.all([

@@ -287,3 +287,27 @@ describe('UpdateMachine: request and response', () => {
     expect(response({ kind: 'failure', message: 'x' })).toMatchObject({ status: 'Failure' });
   });
 });
+
+describe('UpdateMachine: tenancy (a node of another namespace is never granted)', () => {
+  const tenantB = { namespace: 'team-b', osc: 'prod' };
+  it('refuses a node whose grant is another namespace’s, naming neither it nor its OSC', async () => {
+    const theirs = node({ spec: { revision: { ...grantV2, ...tenantB } } });
+    const d = await decideUpdate(inputs({ oscNode: theirs }));
+    expect(d).toMatchObject({
+      kind: 'failure',
+      message: expect.stringMatching(/not this Machine's/) as unknown,
+    });
+    expect(d.message).not.toMatch(/team-b|prod/);
+  });
+  it('refuses a node that reports another namespace’s OSC before any grant', async () => {
+    const theirs = node();
+    theirs.status = { ...theirs.status, oscRef: { namespace: 'team-b', name: 'prod' } };
+    expect((await decideUpdate(inputs({ oscNode: theirs }))).kind).toBe('failure');
+  });
+  it('grants this namespace’s node (positive control), whatever it reports once granted here', async () => {
+    expect((await decideUpdate(inputs())).kind).toBe('grant');
+    const ours = node({ spec: { revision: { ...grantV2, osc: 'v1', checksum: OLD } } });
+    ours.status = { ...ours.status, oscRef: { namespace: 'team-b', name: 'prod' } };
+    expect((await decideUpdate(inputs({ oscNode: ours }))).kind).toBe('grant');
+  });
+});

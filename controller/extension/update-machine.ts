@@ -62,6 +62,18 @@ function nodeError(n: OscNodeObject): string {
   return `; last error${e.unit ? ` (${e.unit})` : ''}: ${e.message}`;
 }
 
+/**
+ * Tenancy (docs/identity.md): node objects are cluster-wide and named after machines, so a
+ * Machine of one namespace can share its name with another namespace's node. The node is this
+ * namespace's unless what oscar granted it (spec.revision, written by oscar) — or, before any
+ * grant, what it follows by its own report — names another namespace. A report is only ever
+ * used to refuse here, never to act.
+ */
+export function ofNamespace(n: OscNodeObject, namespace: string): boolean {
+  const home = n.spec?.revision?.namespace ?? n.status?.oscRef?.namespace;
+  return home === undefined || home === namespace;
+}
+
 /** What to do for one call: a pure reading of the node's object against the target. */
 export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
   const { node, oscNode: n, target } = i;
@@ -74,6 +86,12 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
       kind: 'progress',
       message: `waiting for the agent of node ${node} to report (OperatingSystemConfigNode ${node})`,
       retryAfterSeconds: RETRY_WAITING_SECONDS,
+    };
+  }
+  if (!ofNamespace(n, i.namespace)) {
+    return {
+      kind: 'failure',
+      message: `node ${node} is not this Machine's: its grant (or, before any grant, its report) is another namespace's; node names are cluster-wide, rename the Machine`,
     };
   }
   if (n.status?.source !== 'Grant') {
