@@ -22,7 +22,6 @@ export interface PemLimits {
 }
 
 const BASE64_LINE = /^[A-Za-z0-9+/=]+$/;
-const BASE64_CANONICAL = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /** The DER bytes of the single `label` block that is the whole of `text`, or why not. */
 export function readStrictPem(text: Buffer, label: string, limits: PemLimits): Buffer | Error {
@@ -36,22 +35,21 @@ export function readStrictPem(text: Buffer, label: string, limits: PemLimits): B
   const body = bodyOf(text.toString('latin1'), begin, end);
   if (body instanceof Error) return body;
   const lines = body.split('\n');
-  // The body ends in '\n', so the last element is empty; every other one is a base64 line.
+  // The body ends in '\n' (bodyOf), so the last element is empty; every other one is a line.
   lines.pop();
-  if (lines.length === 0 || !lines.every((line) => BASE64_LINE.test(line))) {
+  if (!lines.every((line) => BASE64_LINE.test(line))) {
     return new Error(
       `between the ${label} lines there must be only lines of base64 (A-Z a-z 0-9 + / =), each ending in a newline: no headers, spaces, tabs or CR`,
     );
   }
   const joined = lines.join('');
-  if (!BASE64_CANONICAL.test(joined)) {
-    return new Error(
-      'its base64 is not canonical: the length must be a multiple of 4, with = only as the final padding',
-    );
-  }
+  // Node writes base64 only in the canonical form: a text that is its own re-encoding has a
+  // length that is a multiple of 4, '=' only as the final padding and no stray bits.
   const der = Buffer.from(joined, 'base64');
   if (der.toString('base64') !== joined) {
-    return new Error('its base64 is not canonical: the final character carries stray bits');
+    return new Error(
+      'its base64 is not canonical: the length must be a multiple of 4, with = only as the final padding and no stray bits',
+    );
   }
   return der;
 }
