@@ -83,3 +83,26 @@ describe('the renderer server', () => {
     expect(() => parseListen('localhost:http')).toThrow('expected host:port');
   });
 });
+
+describe('a gzip bomb as the request body', () => {
+  it('is refused with 413 as it inflates (the limit counts inflated bytes); the server answers on', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const bomb = gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20), { level: 1 });
+    const res = await fetch(`${running.url}${RENDER_PATH}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: bomb,
+    });
+    expect(res.status).toBe(413);
+    const before = process.memoryUsage().rss;
+    expect(bomb.length).toBeLessThan((64 * 1024 * 1024) / 100);
+    // positive control: the same server still renders a small gzip body
+    const ok = await fetch(`${running.url}${RENDER_PATH}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(Buffer.from(JSON.stringify(request('generic')))),
+    });
+    expect(ok.status).toBe(200);
+    expect(process.memoryUsage().rss - before).toBeLessThan(32 * 1024 * 1024);
+  });
+});
