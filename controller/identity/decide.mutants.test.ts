@@ -49,7 +49,7 @@ describe('decide: the boundaries', () => {
     expect(run(c)).toMatchObject({ action: 'deny', reason: 'WrongUsages' });
   });
   it('a renewal approval carries no token to consume', () => {
-    expect(run(csr())).toEqual({
+    expect(run(csr())).toStrictEqual({
       action: 'approve',
       kind: 'renewal',
       machine: 'm1',

@@ -144,7 +144,15 @@ async function csrAs(
   name: string,
   subject: { commonName: string; organizations: string[] },
 ): Promise<{ type: string; reason?: string; message?: string }> {
-  const pem = certificateRequest(newNodeKey(), subject);
+  return csrWith(h, name, certificateRequest(newNodeKey(), subject));
+}
+
+/** A CSR whose spec.request is exactly `pem`, created as `h`; its first condition once decided. */
+async function csrWith(
+  h: KubeHttp,
+  name: string,
+  pem: string,
+): Promise<{ type: string; reason?: string; message?: string }> {
   await h.request('POST', CSRS, {
     body: {
       apiVersion: 'certificates.k8s.io/v1',
@@ -183,7 +191,8 @@ beforeAll(async () => {
   await api?.applyOsc(ns, 'rec', demoSpec('reconcile'));
   await api?.applyOsc(ns, 'other', demoSpec('reconcile'));
   await api?.putSecret(other, 'oscar-rec-reconcile', { x: 'not yours' });
-  const started = await startController([ns], {
+  // `other` too: a config there naming one of this namespace's machines must be seen to matter
+  const started = await startController([ns, other], {
     bootstrap: {
       enabled: true,
       agentUrl: 'http://127.0.0.1:9/oscar-agent',
@@ -479,6 +488,56 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       organizations: ['oscar:nodes'],
     });
     expect(c).toMatchObject({ type: 'Denied', reason: 'RenewalSubjectMismatch' });
+  }, 60_000);
+
+  it('adversarial: a renewal whose request the API server (Go) reads as a kube-system service account, and oscar’s old reader as the node, is denied', async () => {
+    // Go's pem.Decode skips the first block (a "." in its base64 does not decode) and the signer
+    // signs the second; the API server accepts the CSR as valid.
+    const own = certificateRequest(newNodeKey(), {
+      commonName: `oscar:node:${machine()}`,
+      organizations: ['oscar:nodes'],
+    }).replace('\n', '\n.');
+    const sa = certificateRequest(newNodeKey(), {
+      commonName: 'system:serviceaccount:kube-system:generic-garbage-collector',
+      organizations: ['system:serviceaccounts'],
+    });
+    const c = await csrWith(m1Http, uniqueName('renew-two-blocks'), own + sa);
+    expect(c).toMatchObject({ type: 'Denied', reason: 'InvalidRequest' });
+    expect(c.message).toMatch(/one form oscar reads/);
+  }, 60_000);
+
+  it('adversarial: a config in another namespace naming the same machine takes nothing from its holder (its renewal is approved), and is itself refused', async () => {
+    await apply(
+      `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${other}/oscarconfigs/${machine()}`,
+      {
+        apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+        kind: 'OscarConfig',
+        metadata: { name: machine(), namespace: other },
+        spec: { provisionRef: { name: 'prov' }, reconcileRef: { name: 'rec' } },
+      },
+    );
+    try {
+      // the controller has the newcomer in its cache once the bootstrap reconcile wrote its status
+      await waitFor('the newcomer config reconciled', async () =>
+        (
+          await get<ConfigObject>(
+            `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${other}/oscarconfigs/${machine()}`,
+          )
+        )?.status?.conditions?.length
+          ? true
+          : undefined,
+      );
+      const renewed = await csrAs(m1Http, uniqueName('renew-held'), {
+        commonName: `oscar:node:${machine()}`,
+        organizations: ['oscar:nodes'],
+      });
+      expect(renewed).toMatchObject({ type: 'Approved', reason: 'OscarNodeRenewal' });
+    } finally {
+      await http().request(
+        'DELETE',
+        `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${other}/oscarconfigs/${machine()}`,
+      );
+    }
   }, 60_000);
 
   describe('with an unused token of machine m2', () => {

@@ -1,0 +1,104 @@
+// Decompression bombs fed to the controller as its own process (what its Deployment runs): one
+// OSC whose gzip+b64 inline file would inflate to 700 MiB, in under 1 MiB of text. The controller
+// refuses it by its field, stays alive, and its peak RSS stays under its Deployment's memory limit
+// (deploy/controller/deployment.yaml: 512Mi); an ordinary OSC beside it renders (positive
+// control). Before bounded decoding (api/gunzip.ts) the controller inflated the whole file first.
+import { readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createGzip } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OperatingSystemConfigSpec } from '../../api/schema.js';
+import {
+  Api,
+  demoSpec,
+  spawnController,
+  stopProcess,
+  waitFor,
+  type ControllerProcess,
+} from './controller-support.js';
+import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+
+const MiB = 1024 * 1024;
+/** The controller Deployment's memory limit. */
+const CONTROLLER_LIMIT = 512 * MiB;
+
+/** gzip of `mib` MiB of zeros, made in a stream (the test never holds the inflated bytes). */
+async function bomb(mib: number): Promise<Buffer> {
+  const zero = Buffer.alloc(MiB);
+  const out: Buffer[] = [];
+  await pipeline(
+    Readable.from(
+      (function* () {
+        for (let i = 0; i < mib; i++) yield zero;
+      })(),
+    ),
+    createGzip({ level: 9 }),
+    async (zipped: AsyncIterable<Buffer>) => {
+      for await (const c of zipped) out.push(c);
+    },
+  );
+  return Buffer.concat(out);
+}
+
+/** Peak resident memory of a process (Linux /proc VmHWM), in bytes. */
+function peakRss(pid: number): number {
+  const line = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
+  return Number(line?.[1] ?? 'NaN') * 1024;
+}
+
+const api = clusterUnavailable === null ? new Api() : undefined;
+let ns = '';
+let controller: ControllerProcess | undefined;
+
+beforeAll(async () => {
+  if (!api) return;
+  ns = uniqueName('bombs');
+  const created = await kubectl(['create', 'namespace', ns]);
+  if (created.code !== 0) throw new Error(created.stderr);
+  controller = spawnController([
+    '--kubeconfig',
+    testEnvInfo().kubeconfigPath,
+    '--namespace',
+    ns,
+    '--metrics-addr=0',
+    '--no-bootstrap',
+  ]);
+});
+
+afterAll(async () => {
+  if (controller) await stopProcess(controller);
+  if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+});
+
+describe.skipIf(clusterUnavailable !== null)('a decompression bomb in an OSC', () => {
+  it('is refused by its field; the controller lives on under its memory limit and renders the next OSC', async () => {
+    const zipped = await bomb(700);
+    const data = zipped.toString('base64');
+    expect(data.length).toBeLessThan(MiB); // within the schema's inline limit: the API takes it
+    const demo = demoSpec('reconcile');
+    const spec: OperatingSystemConfigSpec = {
+      ...demo,
+      files: [
+        ...(demo.files ?? []),
+        {
+          path: '/etc/bomb',
+          content: { inline: { encoding: 'gzip+b64', data } },
+        },
+      ],
+    };
+    await api?.applyOsc(ns, 'bomb', spec);
+    const refused = await api?.waitCondition(ns, 'bomb', 'Valid', 'False', 90_000);
+    const pid = controller?.child.pid ?? 0;
+    expect(controller?.child.exitCode).toBeNull();
+    const peak = peakRss(pid);
+    console.info(`controller peak RSS after the bomb: ${(peak / MiB).toFixed(0)} MiB`);
+    expect(peak).toBeLessThan(CONTROLLER_LIMIT);
+    const valid = refused?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid?.message).toMatch(/spec\.files\[1\]\.content\.inline\.data.*more than 1\.0 MiB/);
+    // positive control: the same process renders an ordinary OSC afterwards
+    await api?.applyOsc(ns, 'fine', demoSpec('reconcile'));
+    await api?.waitReady(ns, 'fine', 90_000);
+    await waitFor('controller alive', () => Promise.resolve(controller?.child.exitCode === null));
+  }, 180_000);
+});
