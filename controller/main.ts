@@ -269,6 +269,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     // The rollout controller shares the OSC controller's informers and starts once they synced.
     const r = new RolloutController({
       osc: c,
+      issuedNamespaces: (node) => b?.issuedNamespaces(node) ?? [],
       writer: countedRolloutWriter(new HttpRolloutWriter(http), metrics),
       event: (osc, e) => writer.event(osc, e),
       log,

@@ -443,6 +443,21 @@ export class BootstrapController implements BootstrapCaches {
   }
 
   /**
+   * The namespaces whose live config naming `machine` had its identity issued (its token traded
+   * for the node's certificate): where that node belongs (docs/identity.md, "Tenancy"). Empty for
+   * a node oscar issued no identity to (an agent run with other credentials).
+   */
+  issuedNamespaces(machine: string): string[] {
+    return this.configsForMachine(machine)
+      .filter((c) => {
+        if (this.consumed.has(keyOf(c))) return true;
+        const t = c.status?.conditions?.find((x) => x.type === 'BootstrapTokenAvailable');
+        return t?.status === 'False' && t.reason === 'IdentityIssued';
+      })
+      .map((c) => c.metadata.namespace ?? '');
+  }
+
+  /**
    * The identity approver used this config's token: say so in its status (before the token is
    * deleted), and never refresh or re-issue it from now on, whatever a stale cache says.
    */

@@ -17,7 +17,7 @@ import { errorFields, type Logger } from '../../log/logger.js';
 import type { Controller } from '../osc/controller.js';
 import type { EventInput } from '../osc/reconcile.js';
 import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
-import { GrantNodeIndex } from './node-index.js';
+import { GrantNodeIndex, memberOf } from './node-index.js';
 import type { NodeState } from './planner.js';
 import { reconcileRollout, type RolloutCaches, type RolloutMemo } from './reconcile.js';
 import type { RolloutWriter } from './writer.js';
@@ -31,6 +31,8 @@ export interface RolloutControllerOptions {
   queue?: Partial<QueueOptions>;
   clock?: Clock;
   onReconcile?: (result: 'ok' | 'error', writes: number) => void;
+  /** Namespaces whose config had this node's identity issued (none: oscar issued it none). */
+  issuedNamespaces?: (node: string) => readonly string[];
 }
 
 interface Own<T> {
@@ -224,7 +226,9 @@ export class RolloutController implements RolloutCaches {
   }
 
   grantNodesOf(oscKey: string): NodeState[] {
-    return this.index.of(oscKey).map((n) => {
+    const issued = this.o.issuedNamespaces ?? (() => []);
+    const members = this.index.of(oscKey).filter((n) => memberOf(oscKey, issued(n.name)));
+    return members.map((n) => {
       const own = this.ownGrants.get(n.name);
       if (!own || (this.nodeRvs.get(n.name) ?? 0) >= own.resourceVersion) return n;
       return { ...n, grant: own.value.grant, generation: own.value.generation };

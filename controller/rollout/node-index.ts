@@ -29,6 +29,18 @@ export function nodeStateOf(node: OscNodeObject): { osc: string; state: NodeStat
   return { osc: `${ref.namespace}/${ref.name}`, state };
 }
 
+/**
+ * Tenancy (docs/identity.md): a node counts in an OSC's rollout only if oscar issued its identity
+ * for a config of that OSC's namespace — or issued it none at all (an agent run with other
+ * credentials, which an administrator placed). What the node reports about itself never puts an
+ * oscar-issued node into another namespace's rollout, where it could stall it.
+ */
+export function memberOf(oscKey: string, issuedNamespaces: readonly string[]): boolean {
+  if (issuedNamespaces.length === 0) return true;
+  const namespace = oscKey.slice(0, oscKey.indexOf('/'));
+  return issuedNamespaces.every((n) => n === namespace);
+}
+
 function sameState(a: NodeState, b: NodeState): boolean {
   return (
     a.generation === b.generation &&
