@@ -15,7 +15,15 @@ import type { ControllerMetrics } from '../metrics.js';
 import { WorkQueue, type HandlerResult } from '../queue.js';
 import { machineOwner, type BootstrapEvent, type TokenConsumed } from '../bootstrap/reconcile.js';
 import type { ConfigObject } from '../bootstrap/types.js';
-import { decide, decided, type CsrObject, type Decision, type TokenMachine } from './decide.js';
+import { consumerDone, kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
+import { decide, decided, type CsrObject, type TokenMachine } from './decide.js';
+import { approveKubelet } from './kubelet-approval.js';
+import {
+  decideKubelet,
+  isKubeletClientRequest,
+  type AnyDecision,
+  type KubeletMachine,
+} from './kubelet.js';
 import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
 import { parseRequest } from './request.js';
 import { CSR_PATH, type IdentityWriter } from './writer.js';
@@ -26,7 +34,11 @@ export interface BootstrapLink {
   configsForMachine(machine: string): ConfigObject[];
   config(namespace: string, name: string): ConfigObject | undefined;
   readonly consumed: ReadonlyMap<string, TokenConsumed>;
-  tokenConsumed(key: string, consumed: TokenConsumed): Promise<void>;
+  tokenConsumed(
+    key: string,
+    consumed: TokenConsumed,
+    consumer?: 'agent' | 'kubelet',
+  ): Promise<void>;
   event(config: ConfigObject, e: BootstrapEvent): Promise<void>;
 }
 
@@ -103,21 +115,53 @@ export class IdentityController {
     const key = keyOf(config);
     const condition = config.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable');
     const consumed = this.o.bootstrap.consumed.get(key);
+    // with kubelet bootstrapping the token outlives the agent's certificate: NodeIdentity says it
+    const identity = config.status?.conditions?.find(
+      (c) => c.type === 'NodeIdentity' && c.status === 'True' && c.reason === 'Issued',
+    );
     const issuedBy =
       consumed?.message ??
       (condition?.status === 'False' && condition.reason === REASON_IDENTITY_ISSUED
         ? condition.message
-        : undefined);
+        : identity?.message);
     const consumedBy = issuedBy === undefined ? undefined : CONSUMED_BY.exec(issuedBy)?.[1];
     return {
       config: key,
       machine: machineOf(config),
-      tokenAvailable: consumed === undefined && condition?.status !== 'False',
+      tokenAvailable: consumed === undefined && condition?.status !== 'False' && !identity,
       ...(consumedBy !== undefined ? { consumedBy } : {}),
     };
   }
 
-  decision(csr: CsrObject): Decision {
+  private kubeletMachine(config: ConfigObject): KubeletMachine {
+    const key = keyOf(config);
+    const kubelet = config.status?.conditions?.find(
+      (c) => c.type === 'KubeletIdentity' && c.status === 'True',
+    );
+    const issuedBy = this.o.bootstrap.consumed.get(`${key}#kubelet`)?.message ?? kubelet?.message;
+    const consumedBy = issuedBy === undefined ? undefined : CONSUMED_BY.exec(issuedBy)?.[1];
+    return {
+      config: key,
+      machine: machineOf(config),
+      kubeletBootstrap: kubeletBootstraps(config),
+      kubeletDone: consumerDone(config, 'kubelet', this.o.bootstrap.consumed),
+      ...(consumedBy !== undefined ? { consumedBy } : {}),
+    };
+  }
+
+  decision(csr: CsrObject): AnyDecision {
+    if (decided(csr)) return { action: 'ignore', why: 'already decided' };
+    if (isKubeletClientRequest(csr)) {
+      return decideKubelet(csr, parseRequest(Buffer.from(csr.spec.request, 'base64')), {
+        tokenMachine: (id) => {
+          const config = this.o.bootstrap.configForToken(id);
+          return config ? this.kubeletMachine(config) : undefined;
+        },
+        machineConfigs: (machine) =>
+          this.o.bootstrap.configsForMachine(machine).map((c) => this.kubeletMachine(c)),
+        maxExpirationSeconds: this.o.maxExpirationSeconds,
+      });
+    }
     return decide(csr, parseRequest(Buffer.from(csr.spec.request, 'base64')), {
       tokenMachine: (id) => this.tokenMachine(id),
       machineConfigs: (machine) => this.o.bootstrap.configsForMachine(machine).map(keyOf),
@@ -169,6 +213,21 @@ export class IdentityController {
       }
       const config = configOf(d.config, d.tokenId);
       if (!config) throw new Error(`OscarConfig ${d.config} is not in the cache`);
+      if (d.kind === 'kubelet' || d.kind === 'kubeletRenewal') {
+        await approveKubelet(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
+        metrics.reconciles.inc({
+          result: `identity-${d.kind === 'kubelet' ? 'kubelet-issued' : 'kubelet-renewed'}`,
+        });
+        log.info(
+          { csr: name, machine: d.machine, kind: d.kind, config: keyOf(config) },
+          'approved a kubelet certificate',
+        );
+        return undefined;
+      }
+      // the token stays while kubelet still needs it (the kubelet approval then deletes it)
+      const kubeletPending =
+        kubeletBootstraps(config) &&
+        pendingConsumers(config, bootstrap.consumed, 'agent').includes('kubelet');
       if (d.tokenId !== undefined) {
         await bootstrap.tokenConsumed(keyOf(config), {
           reason: REASON_IDENTITY_ISSUED,
@@ -187,14 +246,14 @@ export class IdentityController {
         message: `oscar approved the identity of machine ${d.machine} (${d.kind === 'bootstrap' ? 'its bootstrap token' : 'a renewal by the node itself'})`,
       });
       count('certificatesigningrequests/approval', 'update');
-      if (d.tokenId !== undefined) {
+      if (d.tokenId !== undefined && !kubeletPending) {
         await writer.deleteToken(d.tokenId);
         count('secrets', 'delete');
       }
       await bootstrap.event(config, {
         type: 'Normal',
         reason: d.kind === 'bootstrap' ? 'IdentityIssued' : 'IdentityRenewed',
-        message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId !== undefined ? `; bootstrap token ${d.tokenId} deleted` : ''}.`,
+        message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId === undefined ? '' : kubeletPending ? `; bootstrap token ${d.tokenId} kept for kubelet` : `; bootstrap token ${d.tokenId} deleted`}.`,
       });
       count('events', 'create');
       metrics.reconciles.inc({
