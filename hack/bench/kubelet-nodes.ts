@@ -239,6 +239,15 @@ async function main(): Promise<void> {
     }
     console.log(`  maxPods 110 → 42 applied → every Node Ready with 42: ${secs(Date.now() - t1)}`);
     const writes = writesIn(await getRaw(kc, '/metrics')) - writes0;
+    const own = (await controller.metrics.writes.get()).values;
+    const ownTotal = own.reduce((n, v) => n + v.value, 0);
+    const byKind = own
+      .filter((v) => v.value > 0)
+      .map((v) => `${String(v.labels.resource)} ${String(v.labels.verb)} ${String(v.value)}`)
+      .join(', ');
+    console.log(
+      `  oscar controller's writes: ${String(ownTotal)}, ${(ownTotal / count).toFixed(1)} per machine (${byKind})`,
+    );
     console.log(
       `  API writes (all clients) from the first OscarConfig to the end: ${String(writes)}, ${(writes / count).toFixed(1)} per machine (kubelet's node status and lease updates included)`,
     );
