@@ -12,6 +12,7 @@ export type ConditionType =
   | 'DataSecretAvailable'
   | 'BootstrapTokenAvailable'
   | 'NodeIdentity'
+  | 'KubeletIdentity'
   | 'Paused';
 
 export interface ConditionInput {

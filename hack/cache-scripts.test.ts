@@ -23,11 +23,11 @@ interface Run {
   stderr: string;
 }
 
-function run(script: string, env: Record<string, string>): Promise<Run> {
+function run(script: string, env: Record<string, string>, args: string[] = []): Promise<Run> {
   return new Promise((resolve) => {
     execFile(
       'bash',
-      [join(hack, script)],
+      [join(hack, script), ...args],
       { env: { ...process.env, ...env }, timeout: 60_000 },
       (err, stdout, stderr) => {
         const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
@@ -136,6 +136,33 @@ echo "unexpected go $*" >&2; exit 2`;
     expect(warm.code).toBe(0);
     expect(warm.stdout.trim()).toBe(bin);
     expect(warm.stderr).toBe('');
+  });
+
+  it('--node adds kubelet and kubeadm to the same bin directory, building only those', async () => {
+    await stub(stubs, 'go', `echo "$*" >>"\${GO_LOG}"\n${fakeGo}`);
+    const log = join(work, 'go.log');
+    const env = { PATH: `${stubs}:${process.env.PATH ?? ''}`, OSCAR_CACHE: cache, GO_LOG: log };
+    const plane = await run('testenv/build.sh', env);
+    expect(plane.code).toBe(0);
+    await writeFile(log, '');
+    const node = await run('testenv/build.sh', env, ['--node']);
+    expect(node.code).toBe(0);
+    expect(node.stdout).toBe(plane.stdout);
+    const bin = node.stdout.trim();
+    for (const b of ['kube-apiserver', 'kubectl', 'etcd', 'kubelet', 'kubeadm']) {
+      expect(existsSync(join(bin, b)), b).toBe(true);
+    }
+    const built = (await readFile(log, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => l.split(' ').pop());
+    expect(built).toEqual(['k8s.io/kubernetes/cmd/kubelet', 'k8s.io/kubernetes/cmd/kubeadm']);
+    const warm = await run('testenv/build.sh', env, ['--node']);
+    expect(warm.stderr).toBe('');
+    expect(warm.stdout).toBe(plane.stdout);
+    const bad = await run('testenv/build.sh', env, ['--nodes']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('usage: build.sh [--node]');
   });
 
   it('a failing go build fails the script and leaves no bin directory', async () => {

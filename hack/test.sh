@@ -13,8 +13,8 @@ started=$SECONDS
 step "Debian packages (hack/deps.sh)"
 bash hack/deps.sh
 
-step "test API server: kube-apiserver, etcd, kubectl from Go modules (hack/testenv/build.sh; the first build takes long)"
-bash hack/testenv/build.sh
+step "test API server and node binaries: kube-apiserver, etcd, kubectl, kubelet, kubeadm from Go modules (hack/testenv/build.sh --node; the first build takes long)"
+bash hack/testenv/build.sh --node
 
 step "Cluster API core manager from its Go module (hack/capi/build.sh; the first build takes ~3-12 min)"
 bash hack/capi/build.sh

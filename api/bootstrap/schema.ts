@@ -109,6 +109,12 @@ export const OscarConfigSpec = Type.Object(
       ),
     ),
     agent: Type.Optional(AgentSource),
+    kubeletBootstrap: Type.Optional(
+      Type.Boolean({
+        description:
+          "The machine's kubelet TLS-bootstraps with the machine's own bootstrap token (its bootstrap kubeconfig is /etc/oscar/bootstrap-kubeconfig): oscar's approver then approves a kubelet client certificate for system:node:<machine> only, and the token lives until both the agent's and kubelet's certificates are issued (never past its TTL). Default false: the token serves the agent alone.",
+      }),
+    ),
   },
   {
     description:
@@ -151,6 +157,20 @@ export const OscarConfigStatus = Type.Object(
         description:
           "The id of the machine's bootstrap token (its public half; the token authenticates as system:bootstrap:<id>).",
       }),
+    ),
+    bootstrapTokenNeededBy: Type.Optional(
+      Type.Array(
+        Type.Unsafe<'agent' | 'kubelet'>({
+          type: 'string',
+          enum: ['agent', 'kubelet'],
+          description: 'A consumer of the token: "agent" or "kubelet".',
+        }),
+        {
+          description:
+            'Who still needs the bootstrap token: "agent" until the agent\'s certificate is issued, "kubelet" (with spec.kubeletBootstrap) until kubelet\'s is. Empty once the token is deleted.',
+          maxItems: 2,
+        },
+      ),
     ),
   },
   { description: 'What the controller rendered for this machine.' },

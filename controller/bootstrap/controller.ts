@@ -29,6 +29,7 @@ import { errorFields, type Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
 import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../identity/rbac.js';
+import { consumedKey, type TokenConsumer } from './consumers.js';
 import {
   machineOwner,
   reconcileBootstrap,
@@ -210,6 +211,7 @@ export class BootstrapController implements BootstrapCaches {
           this.byMachineName.remove(k);
           this.statusOverlay.delete(k);
           this.consumed.delete(k);
+          this.consumed.delete(consumedKey(k, 'kubelet'));
           // Remember its token so the delete pass can remove it, also after a restart.
           const id = c.status?.bootstrapTokenID;
           const live =
@@ -461,15 +463,20 @@ export class BootstrapController implements BootstrapCaches {
    * The identity approver used this config's token: say so in its status (before the token is
    * deleted), and never refresh or re-issue it from now on, whatever a stale cache says.
    */
-  async tokenConsumed(key: string, consumed: TokenConsumed): Promise<void> {
-    this.consumed.set(key, consumed);
+  async tokenConsumed(
+    key: string,
+    consumed: TokenConsumed,
+    consumer: TokenConsumer = 'agent',
+  ): Promise<void> {
     const { namespace, name } = {
       namespace: key.split('/')[0] ?? '',
       name: key.split('/')[1] ?? '',
     };
     const config = this.config(namespace, name);
     if (!config) throw new Error(`OscarConfig ${key} is not in the cache`);
-    await this.writer.patchStatus(namespace, name, consumedStatus(config, consumed, new Date()));
+    const status = consumedStatus(config, consumed, new Date(), consumer, this.consumed);
+    this.consumed.set(consumedKey(key, consumer), consumed);
+    await this.writer.patchStatus(namespace, name, status);
   }
 
   /** An Event on a config (the identity approver's decisions). */

@@ -6,6 +6,7 @@ import { defaultRegistry } from '../../renderers/registry.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
 import { machineGrantFor, nodeRole } from '../identity/rbac.js';
 import {
+  consumedStatus,
   reconcileBootstrap,
   TokenGoneError,
   type BootstrapCaches,
@@ -385,5 +386,123 @@ describe('reconcileBootstrap', () => {
       await reconcileBootstrap(`${NS}/m1`, deps);
       expect(world.calls.filter((x) => x.startsWith('applyNodeRole'))).toEqual([]);
     });
+  });
+});
+
+describe('reconcileBootstrap with spec.kubeletBootstrap: the token serves the agent and kubelet', () => {
+  const agentUsed = {
+    reason: 'IdentityIssued',
+    message: 'Token consumed by the agent’s certificate request oscar-m1-abc (user oscar:node:m1).',
+  };
+  const kubeletUsed = {
+    reason: 'KubeletIdentityIssued',
+    message: 'Token consumed by kubelet’s certificate request csr-1 (user system:node:m1).',
+  };
+  const condition = (c: ConfigObject | undefined, type: string) =>
+    c?.status?.conditions?.find((x) => x.type === type);
+
+  function kubeletSetup(t0: Date) {
+    const s = setup(t0);
+    const c = s.add('m1');
+    c.spec = { ...c.spec, kubeletBootstrap: true };
+    return { ...s, c };
+  }
+
+  it('says both consumers need the token until one is done; a registered Node alone deletes nothing', async () => {
+    const t0 = new Date('2026-12-03T10:00:00Z');
+    const { world, deps } = kubeletSetup(t0);
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    const c = world.configs.get('m1');
+    expect(c?.status?.bootstrapTokenNeededBy).toEqual(['agent', 'kubelet']);
+    expect(condition(c, 'BootstrapTokenAvailable')?.message).toMatch(
+      /the agent's and kubelet's certificate/,
+    );
+    world.nodes.add('m1'); // (an OSCNode does not replace the agent's issued certificate)
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls.filter((x) => x.startsWith('deleteToken'))).toEqual([]);
+  });
+
+  it('agent first: the token is kept for kubelet, no longer refreshed, and its expiry is reported', async () => {
+    const t0 = new Date('2026-12-03T10:00:00Z');
+    let now = t0;
+    const { world, deps } = kubeletSetup(t0);
+    deps.now = () => now;
+    deps.consumed = new Map();
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    const c = world.configs.get('m1');
+    if (!c) throw new Error('no config');
+    c.status = consumedStatus(c, agentUsed, now, 'agent', deps.consumed);
+    expect(c.status.bootstrapTokenNeededBy).toEqual(['kubelet']);
+    expect(condition(c, 'BootstrapTokenAvailable')).toMatchObject({
+      status: 'True',
+      reason: 'AwaitingKubelet',
+    });
+    expect(condition(c, 'NodeIdentity')).toMatchObject({ status: 'True', reason: 'Issued' });
+    // past half the TTL: a config waiting for the agent would refresh; this one does not
+    now = new Date(t0.getTime() + 15 * 60_000);
+    world.calls = [];
+    const r = await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls.filter((x) => /refreshToken|deleteToken/.test(x))).toEqual([]);
+    expect(r.requeueAfterMs).toBe(5 * 60_000); // at the expiry
+    now = new Date(t0.getTime() + 20 * 60_000);
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual(['patchStatus m1', 'event KubeletNotRequested']);
+    expect(condition(c, 'BootstrapTokenAvailable')).toMatchObject({
+      status: 'False',
+      reason: 'ExpiredBeforeKubelet',
+    });
+    expect(c.status.bootstrapTokenNeededBy).toEqual([]);
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual([]);
+  });
+
+  it('then kubelet: the token is consumed by both (False, nobody needs it)', () => {
+    const now = new Date('2026-12-03T10:00:00Z');
+    const { c } = kubeletSetup(now);
+    c.status = consumedStatus(c, agentUsed, now, 'agent');
+    c.status = consumedStatus(c, kubeletUsed, now, 'kubelet');
+    expect(condition(c, 'BootstrapTokenAvailable')).toMatchObject({
+      status: 'False',
+      reason: 'KubeletIdentityIssued',
+    });
+    expect(condition(c, 'KubeletIdentity')).toMatchObject({ status: 'True', reason: 'Issued' });
+    expect(c.status.bootstrapTokenNeededBy).toEqual([]);
+  });
+
+  it('kubelet first: the token stays (and is refreshed) for the agent', async () => {
+    const t0 = new Date('2026-12-03T10:00:00Z');
+    let now = t0;
+    const { world, deps } = kubeletSetup(t0);
+    deps.now = () => now;
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    const c = world.configs.get('m1');
+    if (!c) throw new Error('no config');
+    c.status = consumedStatus(c, kubeletUsed, now, 'kubelet');
+    expect(condition(c, 'BootstrapTokenAvailable')).toMatchObject({
+      status: 'True',
+      reason: 'AwaitingAgent',
+    });
+    expect(c.status.bootstrapTokenNeededBy).toEqual(['agent']);
+    now = new Date(t0.getTime() + 10 * 60_000 + 1);
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls[0]).toMatch(/^refreshToken /);
+    expect(c.status.bootstrapTokenNeededBy).toEqual(['agent']);
+  });
+
+  it('without spec.kubeletBootstrap the agent’s certificate ends the token as before', () => {
+    const now = new Date('2026-12-03T10:00:00Z');
+    const { add } = setup(now);
+    const c = add('m2');
+    c.status = consumedStatus(c, agentUsed, now);
+    expect(condition(c, 'BootstrapTokenAvailable')).toMatchObject({
+      status: 'False',
+      reason: 'IdentityIssued',
+    });
+    expect(c.status.bootstrapTokenNeededBy).toBeUndefined();
   });
 });

@@ -41,6 +41,13 @@ import { jsonEqual, splitKey } from '../osc/reconcile.js';
 import { PROVISION_SECRET_TYPE } from '../osc/secret-object.js';
 import { machineGrantFor, nodeRole, nodeRoleCurrent, nodeRoleName } from '../identity/rbac.js';
 import { renderMachine } from './render.js';
+import {
+  awaitingMessage,
+  KUBELET_IDENTITY,
+  kubeletBootstraps,
+  pendingConsumers,
+  type TokenConsumer,
+} from './consumers.js';
 import { newTokenSecret, refreshDueAt, tokenIdFor, tokenSecretBody } from './token.js';
 import type { ClusterObject, ConfigObject, MachineObject } from './types.js';
 
@@ -446,6 +453,7 @@ function statusWith(
     'format',
     'size',
     'bootstrapTokenID',
+    'bootstrapTokenNeededBy',
   ] as const) {
     if (current[k] !== undefined) (status as Record<string, unknown>)[k] = current[k];
   }
@@ -464,15 +472,34 @@ export function consumedStatus(
   config: ConfigObject,
   consumed: TokenConsumed,
   now: Date,
+  consumer: TokenConsumer = 'agent',
+  consumedMap?: ReadonlyMap<string, unknown>,
 ): OscarConfigStatus {
-  return statusWith(
-    config,
-    [
-      { type: 'BootstrapTokenAvailable', status: 'False', ...consumed },
-      { type: 'NodeIdentity', status: 'True', reason: 'Issued', message: consumed.message },
-    ],
-    now,
-  );
+  const identity: ConditionInput = {
+    type: consumer === 'agent' ? 'NodeIdentity' : KUBELET_IDENTITY,
+    status: 'True',
+    reason: 'Issued',
+    message: consumed.message,
+  };
+  if (!kubeletBootstraps(config)) {
+    return statusWith(
+      config,
+      [{ type: 'BootstrapTokenAvailable', status: 'False', ...consumed }, identity],
+      now,
+    );
+  }
+  // kubelet bootstraps too: the token goes only once both have their certificates
+  const pending = pendingConsumers(config, consumedMap, consumer);
+  const token: ConditionInput =
+    pending.length === 0
+      ? { type: 'BootstrapTokenAvailable', status: 'False', ...consumed }
+      : {
+          type: 'BootstrapTokenAvailable',
+          status: 'True',
+          reason: pending.includes('agent') ? 'AwaitingAgent' : 'AwaitingKubelet',
+          message: awaitingMessage(config.status?.bootstrapTokenID ?? '', pending),
+        };
+  return statusWith(config, [token, identity], now, { bootstrapTokenNeededBy: pending });
 }
 
 /** NodeIdentity=False: the machine has not asked for its identity in time (see identityWaitMs). */
@@ -574,13 +601,22 @@ async function upkeep(
     initialization: { dataSecretCreated: true },
   };
   if (id) fields.bootstrapTokenID = id;
+  const kubelet = kubeletBootstraps(config);
+  const pending = pendingConsumers(config, deps.consumed);
+  if (kubelet) {
+    fields.bootstrapTokenNeededBy = pending;
+    if (!pending.includes('agent')) {
+      return kubeletUpkeep(config, { id, pending, base: [...base, secretAvailable], fields }, deps);
+    }
+  }
 
   // Consumed: whoever used the token says so in the status before deleting it (the agent's CSR
   // approver, next issue), so a token gone before the node reports is not mistaken for one that
-  // expired unused.
+  // expired unused. With kubelet bootstrapping, a registered Node (Machine nodeRef) is no sign
+  // the agent is done: only its issued certificate is (kubeletUpkeep).
   const consumedBy = deps.consumed?.get(key);
   const consumed = tokenCondition?.status === 'False' || consumedBy !== undefined;
-  if (joined(t, deps.caches) || consumed) {
+  if ((!kubelet && joined(t, deps.caches)) || consumed) {
     let writes = 0;
     if (!consumed && id) {
       await deps.writer.deleteToken(id);
@@ -652,7 +688,9 @@ async function upkeep(
         type: 'BootstrapTokenAvailable',
         status: 'True',
         reason: 'Issued',
-        message: `Token ${id} is refreshed until the machine joins.`,
+        message: kubelet
+          ? awaitingMessage(id, pending)
+          : `Token ${id} is refreshed until the machine joins.`,
       },
       ...(late && !wasLate ? [notRequested(waited)] : []),
     ],
@@ -673,6 +711,82 @@ async function upkeep(
     due = Math.min(due, written + waitMs - now.getTime());
   }
   return { result, writes, requeueAfterMs: Math.max(1000, due) };
+}
+
+// Phase: token upkeep once the agent has its certificate and kubelet bootstraps too. The token is
+// not refreshed any more (it never outlives its TTL for kubelet); the approver deletes it when
+// kubelet's certificate is issued. Past its expiry kubelet cannot register: the config says so.
+async function kubeletUpkeep(
+  config: ConfigObject,
+  p: {
+    id: string | undefined;
+    pending: TokenConsumer[];
+    base: ConditionInput[];
+    fields: Partial<OscarConfigStatus>;
+  },
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const now = deps.now();
+  const key = keyOf(config);
+  const current = config.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable');
+  if (p.pending.length === 0) {
+    deps.tokens.delete(key);
+    const token: ConditionInput =
+      current?.status === 'False'
+        ? {
+            type: 'BootstrapTokenAvailable',
+            status: 'False',
+            reason: current.reason,
+            message: current.message,
+          }
+        : {
+            type: 'BootstrapTokenAvailable',
+            status: 'False',
+            reason: 'Consumed',
+            message: `Token ${p.id ?? ''} was used by the agent and kubelet; it is deleted.`,
+          };
+    const writes = await writeStatus(
+      config,
+      statusWith(config, [...p.base, token], now, p.fields),
+      deps,
+    );
+    return { result: writes > 0 ? 'joined' : 'unchanged', writes };
+  }
+  const expiresAt = deps.tokens.get(key)?.expiresAt;
+  const expired = expiresAt !== undefined && expiresAt.getTime() <= now.getTime();
+  const token: ConditionInput = expired
+    ? {
+        type: 'BootstrapTokenAvailable',
+        status: 'False',
+        reason: 'ExpiredBeforeKubelet',
+        message: `Token ${p.id ?? ''} expired before kubelet asked for its certificate: the machine cannot register as a Node; replace it (journalctl -u kubelet on the machine says why).`,
+      }
+    : {
+        type: 'BootstrapTokenAvailable',
+        status: 'True',
+        reason: 'AwaitingKubelet',
+        message: awaitingMessage(p.id ?? '', p.pending),
+      };
+  if (expired) p.fields.bootstrapTokenNeededBy = [];
+  let writes = await writeStatus(
+    config,
+    statusWith(config, [...p.base, token], now, p.fields),
+    deps,
+  );
+  if (expired && current?.reason !== 'ExpiredBeforeKubelet') {
+    await deps.writer.event(config, {
+      type: 'Warning',
+      reason: 'KubeletNotRequested',
+      message: token.message,
+    });
+    writes++;
+  }
+  const due = expired || expiresAt === undefined ? undefined : expiresAt.getTime() - now.getTime();
+  return {
+    result: 'waiting',
+    writes,
+    ...(due === undefined ? {} : { requeueAfterMs: Math.max(1000, due) }),
+  };
 }
 
 export async function reconcileBootstrap(

@@ -15,7 +15,15 @@ import type { ControllerMetrics } from '../metrics.js';
 import { WorkQueue, type HandlerResult } from '../queue.js';
 import { machineOwner, type BootstrapEvent, type TokenConsumed } from '../bootstrap/reconcile.js';
 import type { ConfigObject } from '../bootstrap/types.js';
-import { decide, decided, type CsrObject, type Decision, type TokenMachine } from './decide.js';
+import { consumerDone, kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
+import { decide, decided, type CsrObject, type TokenMachine } from './decide.js';
+import { approveKubelet } from './kubelet-approval.js';
+import {
+  decideKubelet,
+  isKubeletClientRequest,
+  type AnyDecision,
+  type KubeletMachine,
+} from './kubelet.js';
 import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
 import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
 import { CSR_PATH, type IdentityWriter } from './writer.js';
@@ -26,7 +34,11 @@ export interface BootstrapLink {
   configsForMachine(machine: string): ConfigObject[];
   config(namespace: string, name: string): ConfigObject | undefined;
   readonly consumed: ReadonlyMap<string, TokenConsumed>;
-  tokenConsumed(key: string, consumed: TokenConsumed): Promise<void>;
+  tokenConsumed(
+    key: string,
+    consumed: TokenConsumed,
+    consumer?: 'agent' | 'kubelet',
+  ): Promise<void>;
   event(config: ConfigObject, e: BootstrapEvent): Promise<void>;
 }
 
@@ -106,12 +118,19 @@ export class IdentityController {
   private issuedBy(config: ConfigObject): { message: string | undefined; available: boolean } {
     const condition = config.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable');
     const consumed = this.o.bootstrap.consumed.get(keyOf(config));
+    // with kubelet bootstrapping the token outlives the agent's certificate: NodeIdentity says it
+    const identity = config.status?.conditions?.find(
+      (c) => c.type === 'NodeIdentity' && c.status === 'True' && c.reason === 'Issued',
+    );
     const message =
       consumed?.message ??
       (condition?.status === 'False' && condition.reason === REASON_IDENTITY_ISSUED
         ? condition.message
-        : undefined);
-    return { message, available: consumed === undefined && condition?.status !== 'False' };
+        : identity?.message);
+    return {
+      message,
+      available: consumed === undefined && condition?.status !== 'False' && !identity,
+    };
   }
 
   private tokenMachine(id: string): TokenMachine | undefined {
@@ -127,7 +146,35 @@ export class IdentityController {
     };
   }
 
-  decision(csr: CsrObject): Decision {
+  private kubeletMachine(config: ConfigObject): KubeletMachine {
+    const key = keyOf(config);
+    const kubelet = config.status?.conditions?.find(
+      (c) => c.type === 'KubeletIdentity' && c.status === 'True',
+    );
+    const issuedBy = this.o.bootstrap.consumed.get(`${key}#kubelet`)?.message ?? kubelet?.message;
+    const consumedBy = issuedBy === undefined ? undefined : CONSUMED_BY.exec(issuedBy)?.[1];
+    return {
+      config: key,
+      machine: machineOf(config),
+      kubeletBootstrap: kubeletBootstraps(config),
+      kubeletDone: consumerDone(config, 'kubelet', this.o.bootstrap.consumed),
+      ...(consumedBy !== undefined ? { consumedBy } : {}),
+    };
+  }
+
+  decision(csr: CsrObject): AnyDecision {
+    if (decided(csr)) return { action: 'ignore', why: 'already decided' };
+    if (isKubeletClientRequest(csr)) {
+      return decideKubelet(csr, parseRequest(boundedRequest(csr.spec.request)), {
+        tokenMachine: (id) => {
+          const config = this.o.bootstrap.configForToken(id);
+          return config ? this.kubeletMachine(config) : undefined;
+        },
+        machineConfigs: (machine) =>
+          this.o.bootstrap.configsForMachine(machine).map((c) => this.kubeletMachine(c)),
+        maxExpirationSeconds: this.o.maxExpirationSeconds,
+      });
+    }
     return decide(csr, parseRequest(boundedRequest(csr.spec.request)), {
       tokenMachine: (id) => this.tokenMachine(id),
       machineConfigs: (machine) =>
@@ -183,6 +230,21 @@ export class IdentityController {
       }
       const config = configOf(d.config, d.tokenId);
       if (!config) throw new Error(`OscarConfig ${d.config} is not in the cache`);
+      if (d.kind === 'kubelet' || d.kind === 'kubeletRenewal') {
+        await approveKubelet(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
+        metrics.reconciles.inc({
+          result: `identity-${d.kind === 'kubelet' ? 'kubelet-issued' : 'kubelet-renewed'}`,
+        });
+        log.info(
+          { csr: name, machine: d.machine, kind: d.kind, config: keyOf(config) },
+          'approved a kubelet certificate',
+        );
+        return undefined;
+      }
+      // the token stays while kubelet still needs it (the kubelet approval then deletes it)
+      const kubeletPending =
+        kubeletBootstraps(config) &&
+        pendingConsumers(config, bootstrap.consumed, 'agent').includes('kubelet');
       if (d.tokenId !== undefined) {
         await bootstrap.tokenConsumed(keyOf(config), {
           reason: REASON_IDENTITY_ISSUED,
@@ -201,14 +263,14 @@ export class IdentityController {
         message: `oscar approved the identity of machine ${d.machine} (${d.kind === 'bootstrap' ? 'its bootstrap token' : 'a renewal by the node itself'})`,
       });
       count('certificatesigningrequests/approval', 'update');
-      if (d.tokenId !== undefined) {
+      if (d.tokenId !== undefined && !kubeletPending) {
         await writer.deleteToken(d.tokenId);
         count('secrets', 'delete');
       }
       await bootstrap.event(config, {
         type: 'Normal',
         reason: d.kind === 'bootstrap' ? 'IdentityIssued' : 'IdentityRenewed',
-        message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId !== undefined ? `; bootstrap token ${d.tokenId} deleted` : ''}.`,
+        message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId === undefined ? '' : kubeletPending ? `; bootstrap token ${d.tokenId} kept for kubelet` : `; bootstrap token ${d.tokenId} deleted`}.`,
       });
       count('events', 'create');
       metrics.reconciles.inc({

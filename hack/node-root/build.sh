@@ -14,7 +14,10 @@ suite=bookworm
 # python3-cffi-backend: without it debootstrap fails configuring python3-cryptography (cloud-init).
 # curl + ca-certificates: the provision bootstrap downloads with curl. procps/iproute2: tests
 # inspect processes and addresses inside the node.
-include=systemd,systemd-sysv,dbus,cloud-init,python3-cffi-backend,ca-certificates,curl,procps,iproute2
+# containerd + runc + containernetworking-plugins (+ iptables, which the portmap plugin calls): the
+# container runtime and CNI plugins of the Kubernetes node e2e (an image with the prerequisites,
+# like a provider's node image; kubelet itself comes from hack/testenv/build.sh --node).
+include=systemd,systemd-sysv,dbus,cloud-init,python3-cffi-backend,ca-certificates,curl,procps,iproute2,containerd,runc,containernetworking-plugins,iptables
 
 # Image tweaks applied after debootstrap (part of the recipe hash).
 # - Only the NoCloud data source (plus None): skips probing of every cloud's metadata service,
@@ -23,6 +26,7 @@ include=systemd,systemd-sysv,dbus,cloud-init,python3-cffi-backend,ca-certificate
 # - An empty /etc/machine-id makes systemd generate a transient id per boot, like a fresh image;
 #   no /etc/hostname (it would be the build host's); a localhost-only /etc/hosts.
 # - No apt package cache kept in the image.
+# - containerd not enabled (see customize).
 customize() {
   local root=$1
   mkdir -p "$root/etc/cloud/cloud.cfg.d"
@@ -36,11 +40,14 @@ customize() {
   rm -f "$root/etc/hostname"
   printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
   rm -f "$root/var/lib/dbus/machine-id"
+  # containerd is installed but not enabled: every node test boots this root, and only a node
+  # whose config enables containerd (the Kubernetes worker) should pay for it.
+  rm -f "$root/etc/systemd/system/multi-user.target.wants/containerd.service"
   rm -f "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin
   rm -rf "$root"/var/lib/apt/lists/*
 }
 
-recipe_version=1
+recipe_version=2
 recipe_hash=$(
   {
     echo "$recipe_version $suite $include"

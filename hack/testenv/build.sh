@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the pinned Go modules in this
-# folder into ${OSCAR_CACHE:-$HOME/.cache/oscar}/testenv/<versions>/bin.
+# folder into ${OSCAR_CACHE:-$HOME/.cache/oscar}/testenv/<versions>/bin; with --node also kubelet
+# and kubeadm (for the Kubernetes node e2e), from the same module set and with the same version
+# stamp, so a Node reports the API server's version.
 # Idempotent: when the binaries for these exact versions exist it exits at once.
 # (Edit this file by writing a new one and renaming it: bash reads a running script lazily.)
 # Prints the bin directory on stdout (everything else goes to stderr).
@@ -23,6 +25,14 @@ out="$cache_root/kube-${kube_version}_etcd-${etcd_version}_${sum_hash}"
 bin="$out/bin"
 
 binaries=(kube-apiserver kube-controller-manager kubectl etcd)
+case "${1:-}" in
+  '') ;;
+  --node) binaries+=(kubelet kubeadm) ;;
+  *)
+    echo "build.sh: unknown argument ${1}; usage: build.sh [--node]" >&2
+    exit 2
+    ;;
+esac
 complete() {
   local b
   for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
@@ -65,18 +75,25 @@ export GOFLAGS="-p=2 ${GOFLAGS:-} -trimpath"
 export CGO_ENABLED=0
 
 start=$SECONDS
-echo "build.sh: building kube-apiserver/kube-controller-manager/kubectl $kube_version and etcd $etcd_version (a cold build takes 15-45 min)" >&2
+echo "build.sh: building what is missing of ${binaries[*]} ($kube_version, etcd $etcd_version; a cold build takes 15-45 min, kubelet + kubeadm ~10 more)" >&2
 build() { # $1 = binary name, $2 = package, $3 = ldflags
+  [[ -x "$bin/$1" ]] && return 0
   echo "build.sh: $1" >&2
   go build -ldflags "$3" -o "$tmp/$1" "$2"
 }
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
-build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldflags"
-build kubectl k8s.io/kubernetes/cmd/kubectl "$ldflags"
-build etcd go.etcd.io/etcd/server/v3 "-s -w"
+for b in "${binaries[@]}"; do
+  case "$b" in
+    etcd) build etcd go.etcd.io/etcd/server/v3 "-s -w" ;;
+    *) build "$b" "k8s.io/kubernetes/cmd/$b" "$ldflags" ;;
+  esac
+done
 echo "build.sh: built in $((SECONDS - start))s" >&2
 
-rm -rf "$bin"
-mv "$tmp" "$bin"
+# Each binary lands whole (rename within one file system): a reader never sees half of one.
+mkdir -p "$bin"
+for f in "$tmp"/*; do
+  [[ -e "$f" ]] && mv -f "$f" "$bin/"
+done
+rm -rf "$tmp"
 trap - EXIT
 echo "$bin"

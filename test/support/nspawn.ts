@@ -51,6 +51,11 @@ export interface BootOptions {
   disableCloudInit?: boolean;
   /** How long to wait for the container's systemd and its bus. Default 60 s. */
   startTimeoutMs?: number;
+  /**
+   * Lets the node write /proc/sys (SYSTEMD_NSPAWN_API_VFS_WRITABLE): kubelet sets sysctls that are
+   * not namespaced, so they change on the host — the test must put them back (hostSysctls()).
+   */
+  writableProcSys?: boolean;
 }
 
 export interface ExecOptions extends Pick<RunOptions, 'input' | 'timeoutMs'> {
@@ -303,7 +308,13 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
 
   const logFd = openSync(logPath, 'w');
   // detached: setsid, so the node is its own process group (and never gets our tty's signals)
-  const child = spawn('systemd-nspawn', args, { detached: true, stdio: ['ignore', logFd, logFd] });
+  const child = spawn('systemd-nspawn', args, {
+    detached: true,
+    stdio: ['ignore', logFd, logFd],
+    ...(opts.writableProcSys === true
+      ? { env: { ...process.env, SYSTEMD_NSPAWN_API_VFS_WRITABLE: '1' } }
+      : {}),
+  });
   closeSync(logFd);
   const pid = child.pid;
   if (pid === undefined) {

@@ -1,0 +1,351 @@
+// A machine becomes a Ready Kubernetes Node from oscar's user data, on real parts (docs/identity.md,
+// "kubelet"; NODE-TESTING.md): the cached Debian root with Debian's containerd and CNI plugins boots
+// in systemd-nspawn with cloud-init's NoCloud seed = the `value` of its OscarConfig's Secret, made
+// from examples/kubelet-worker/ verbatim. The agent installs itself and applies the worker's
+// reconcile OSC (containerd, the CNI conflist, kubelet's configuration and unit); kubelet — built
+// from the test API server's module set — TLS-bootstraps with the machine's own token through
+// oscar's approver (never the generic auto-approval, which the test cluster does not run) and the
+// Node goes Ready. Then an in-place change of kubelet's configuration (maxPods) restarts kubelet
+// alone and the Node shows the new capacity.
+//
+// What a container cannot do that a VM could, and the workaround: kubelet's cgroup v1 / QoS /
+// allocatable settings come from a drop-in written into the image (kubelet-support.ts), /dev/kmsg
+// is /dev/null, containerd keeps its state on a host directory, and the node shares the host's
+// network and its three non-namespaced sysctls (restored when the suite ends).
+import { createServer, type Server } from 'node:http';
+import { createReadStream } from 'node:fs';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runController, type ControllerHandle } from '../../controller/main.js';
+import { createLogger } from '../../log/logger.js';
+import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
+import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
+import {
+  attachTestEnv,
+  startTestEnv,
+  ToolMissingError,
+  type TestEnv,
+} from '../../hack/testenv/testenv.js';
+import { run } from '../support/exec.js';
+import { bootNode, persistentRoot, type Node } from '../support/nspawn.js';
+import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+import {
+  exampleDocs,
+  hostSysctls,
+  kubeletBinds,
+  nodeBinaries,
+  nodeReady,
+  prepareKubeletImage,
+  type NodeObject,
+} from './kubelet-support.js';
+
+let skipReason: string | undefined;
+let env: TestEnv | undefined;
+let ownEnv = false;
+let admin: KubeHttp | undefined;
+let controller: ControllerHandle | undefined;
+let server: Server | undefined;
+let agent: BuiltAgent | undefined;
+let bin = '';
+let ns = '';
+let restoreSysctls: (() => Promise<void>) | undefined;
+const cleanups: (() => Promise<void>)[] = [];
+const nodes: Node[] = [];
+const machine = `kn-${process.pid.toString(36)}`;
+
+function api(): KubeHttp {
+  if (!admin) throw new Error('no API server');
+  return admin;
+}
+
+async function get<T>(path: string): Promise<T | undefined> {
+  try {
+    return await api().request<T>('GET', path);
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+async function apply(path: string, body: Record<string, unknown>): Promise<void> {
+  await api().request('PATCH', path, {
+    query: { fieldManager: 'e2e', force: true },
+    contentType: CONTENT_APPLY_PATCH,
+    body,
+  });
+}
+
+async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  timeoutMs: number,
+  onTimeout?: () => Promise<string>,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${onTimeout ? `\n${await onTimeout()}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+/** The worker's OSCs from examples/kubelet-worker/, in the test's namespace (maxPods swapped). */
+async function applyWorkerOscs(maxPods?: number): Promise<void> {
+  for (const file of ['kubelet-worker/provision.yaml', 'kubelet-worker/reconcile.yaml']) {
+    for (const doc of await exampleDocs(file, ns)) {
+      const text = JSON.stringify(doc);
+      const body =
+        maxPods === undefined ? text : text.replace('maxPods: 110', `maxPods: ${String(maxPods)}`);
+      if (maxPods !== undefined && file.includes('reconcile')) expect(body).not.toBe(text);
+      await apply(
+        `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${doc.metadata.name}`,
+        JSON.parse(body) as Record<string, unknown>,
+      );
+    }
+  }
+}
+
+async function userData(): Promise<string> {
+  const [config] = await exampleDocs('kubelet-worker/oscarconfig.yaml', ns);
+  if (!config) throw new Error('examples/kubelet-worker/oscarconfig.yaml is empty');
+  await apply(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`, {
+    ...config,
+    metadata: { name: machine, namespace: ns },
+  });
+  const secret = await waitFor(
+    'user data',
+    () => get<{ data?: { value?: string } }>(`/api/v1/namespaces/${ns}/secrets/${machine}`),
+    60_000,
+  );
+  return Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8');
+}
+
+async function journals(node: Node): Promise<string> {
+  const tail = async (u: string, n: number) =>
+    `--- ${u}\n${(await node.journal(u)).split('\n').slice(-n).join('\n')}`;
+  return [
+    await tail('kubelet.service', 40),
+    await tail('containerd.service', 15),
+    await tail('oscar-agent.service', 25),
+    await tail('cloud-final.service', 10),
+  ].join('\n');
+}
+
+beforeAll(async () => {
+  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep', 'mount'])) {
+    skipReason = 'systemd-nspawn, nsenter, pgrep or mount missing (run hack/deps.sh)';
+    return;
+  }
+  if (nodeRoot() === undefined) {
+    skipReason = 'no node root (see the printed reason)';
+    return;
+  }
+  const built = nodeBinaries();
+  if (built === undefined) {
+    skipReason = 'no kubelet (see the printed reason)';
+    return;
+  }
+  bin = built;
+  try {
+    const attach = process.env.OSCAR_TESTENV_STATE;
+    if (attach) env = await attachTestEnv(attach);
+    else {
+      env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
+      ownEnv = true;
+    }
+  } catch (error) {
+    if (error instanceof ToolMissingError) {
+      skipReason = 'no test API server';
+      missing('the test API server', error.message);
+      return;
+    }
+    throw error;
+  }
+  restoreSysctls = await hostSysctls();
+  admin = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
+  const applied = await run(env.info.kubectlPath, [
+    '--kubeconfig',
+    env.kubeconfigPath,
+    'apply',
+    '-k',
+    join(repoRoot, 'deploy', 'identity'),
+  ]);
+  if (applied.code !== 0) throw new Error(applied.stderr);
+  agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
+  const path = agent.path;
+  server = createServer((req, res) => {
+    if (req.url !== '/oscar-agent') {
+      res.writeHead(404).end();
+      return;
+    }
+    void stat(path).then((st) => {
+      res.writeHead(200, { 'content-length': st.size });
+      createReadStream(path).pipe(res);
+    });
+  });
+  await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r));
+  const agentUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/oscar-agent`;
+  ns = `e2e-kn-${process.pid.toString(36)}`;
+  await apply(`/api/v1/namespaces/${ns}`, {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: ns },
+  });
+  await applyWorkerOscs();
+  controller = await runController({
+    kubeconfig: env.kubeconfigPath,
+    namespaces: [ns],
+    metricsAddr: '',
+    leaderElect: false,
+    leaseDurationMs: 15_000,
+    log: createLogger({ component: 'controller', level: 'warn' }),
+    bootstrap: {
+      enabled: true,
+      apiServerUrl: env.info.server,
+      caPem: await readFile(env.info.caPath, 'utf8'),
+      agentUrl,
+      agentSha256: agent.sha256,
+    },
+  });
+}, 3_600_000);
+
+afterAll(async () => {
+  for (const n of nodes) await n.stop().catch(() => undefined);
+  for (const c of cleanups) await c().catch(() => undefined);
+  await restoreSysctls?.();
+  await controller?.stop();
+  await new Promise<void>((r) => {
+    if (server) {
+      server.close(() => {
+        r();
+      });
+    } else r();
+  });
+  if (env) {
+    const kubectl = (args: string[]) =>
+      run(env?.info.kubectlPath ?? 'kubectl', ['--kubeconfig', env?.kubeconfigPath ?? '', ...args]);
+    await kubectl(['delete', 'node', machine, '--ignore-not-found', '--wait=false']);
+    if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  }
+  if (ownEnv) await env?.stop();
+}, 120_000);
+
+describe('a machine booted from oscar’s user data becomes a Ready Kubernetes Node', () => {
+  it('joins through oscar’s kubelet approver, goes Ready, and takes a kubelet change in place', async (ctx) => {
+    if (skipReason) {
+      ctx.skip(skipReason);
+      return;
+    }
+    const seed = await userData();
+    const disk = await persistentRoot(nodeRoot() ?? '');
+    cleanups.push(disk.cleanup);
+    await prepareKubeletImage(disk.root);
+    const containerd = await mkdtemp(join(tmpdir(), 'oscar-containerd-'));
+    cleanups.push(() => rm(containerd, { recursive: true, force: true }));
+    const t0 = Date.now();
+    const node = await bootNode({
+      root: disk.root,
+      name: machine,
+      volatile: false,
+      seed: { userData: seed },
+      binds: kubeletBinds(bin, containerd),
+      writableProcSys: true,
+    });
+    nodes.push(node);
+    const nodePath = `/api/v1/nodes/${machine}`;
+    const registered = await waitFor(
+      'the Node to register',
+      () => get<NodeObject>(nodePath),
+      420_000,
+      () => journals(node),
+    );
+    const tRegistered = Date.now();
+    const ready = await waitFor(
+      'the Node to be Ready',
+      async () => {
+        const n = await get<NodeObject>(nodePath);
+        return nodeReady(n) ? n : undefined;
+      },
+      240_000,
+      () => journals(node),
+    );
+    process.stderr.write(
+      `[e2e] boot → Node registered ${String(tRegistered - t0)} ms → Ready ${String(Date.now() - t0)} ms\n`,
+    );
+    expect(registered.metadata.name).toBe(machine);
+    expect(ready.status?.nodeInfo?.kubeletVersion).toBe('v1.37.2');
+    expect(ready.status?.capacity?.pods).toBe('110');
+
+    // kubelet's certificate came from oscar's approver, with the machine's own token
+    const config = await get<{
+      status?: {
+        bootstrapTokenID?: string;
+        bootstrapTokenNeededBy?: string[];
+        conditions?: { type: string; status: string; reason: string }[];
+      };
+    }>(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`);
+    const tokenId = config?.status?.bootstrapTokenID ?? '';
+    const csrs = await get<{
+      items: {
+        spec: { signerName: string; username: string };
+        status?: { conditions?: { type: string; reason?: string }[] };
+      }[];
+    }>('/apis/certificates.k8s.io/v1/certificatesigningrequests');
+    const kubeletCsrs = (csrs?.items ?? []).filter(
+      (c) =>
+        c.spec.signerName === 'kubernetes.io/kube-apiserver-client-kubelet' &&
+        c.spec.username === `system:bootstrap:${tokenId}`,
+    );
+    expect(kubeletCsrs.map((c) => c.status?.conditions?.[0])).toEqual([
+      expect.objectContaining({ type: 'Approved', reason: 'OscarKubeletIdentity' }),
+    ]);
+    // …and the token is gone once both the agent and kubelet have their certificates
+    const done = await waitFor(
+      'the token to be needed by nobody',
+      async () => {
+        const c = await get<typeof config>(
+          `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`,
+        );
+        return c?.status?.bootstrapTokenNeededBy?.length === 0 ? c : undefined;
+      },
+      60_000,
+    );
+    expect(done.status?.conditions?.find((c) => c.type === 'KubeletIdentity')).toMatchObject({
+      status: 'True',
+    });
+    expect(
+      await get(`/api/v1/namespaces/kube-system/secrets/bootstrap-token-${tokenId}`),
+    ).toBeUndefined();
+
+    // in place: a new maxPods restarts kubelet (filePaths), not containerd
+    const kubeletPid = (await node.show('kubelet.service', ['MainPID'])).MainPID;
+    const containerdPid = (await node.show('containerd.service', ['MainPID'])).MainPID;
+    const t1 = Date.now();
+    await applyWorkerOscs(42);
+    const updated = await waitFor(
+      'the Node to show maxPods 42 and be Ready',
+      async () => {
+        const n = await get<NodeObject>(nodePath);
+        return n?.status?.capacity?.pods === '42' && nodeReady(n) ? n : undefined;
+      },
+      240_000,
+      () => journals(node),
+    );
+    process.stderr.write(
+      `[e2e] kubelet change → Node Ready with maxPods 42: ${String(Date.now() - t1)} ms\n`,
+    );
+    expect(updated.status?.capacity?.pods).toBe('42');
+    expect((await node.show('kubelet.service', ['MainPID'])).MainPID).not.toBe(kubeletPid);
+    expect((await node.show('containerd.service', ['MainPID'])).MainPID).toBe(containerdPid);
+    expect(await readFile(node.hostPath('/etc/kubernetes/kubelet/config.yaml'), 'utf8')).toContain(
+      'maxPods: 42',
+    );
+  }, 1_200_000);
+});

@@ -1,0 +1,110 @@
+// What a real kubelet in an nspawn node needs here (NODE-TESTING.md, "A real Kubernetes node in a
+// container"): the kubelet binary built from the test API server's module set, the host sysctls
+// kubelet changes put back afterwards, and the few kubelet settings a container on a cgroup v1
+// host needs — written into the machine's image as a kubelet drop-in, so the examples stay what a
+// real machine runs.
+import { execFileSync } from 'node:child_process';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import type { Bind } from '../support/nspawn.js';
+import { missing, repoRoot } from '../support/tools.js';
+
+/** kubelet's and kubeadm's directory (hack/testenv/build.sh --node; ~10 min once, then cached). */
+export function nodeBinaries(): string | undefined {
+  try {
+    const out = execFileSync('bash', [join(repoRoot, 'hack/testenv/build.sh'), '--node'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      timeout: 60 * 60_000,
+    });
+    return out.trim().split('\n').pop();
+  } catch (error) {
+    missing('kubelet', `hack/testenv/build.sh --node failed: ${(error as Error).message}`);
+    return undefined;
+  }
+}
+
+/** Sysctls kubelet's container manager sets; not namespaced, so a node changes them on the host. */
+const HOST_SYSCTLS = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'];
+
+/** Reads the host's values now; the returned function writes them back. */
+export async function hostSysctls(): Promise<() => Promise<void>> {
+  const saved = await Promise.all(
+    HOST_SYSCTLS.map(async (k) => [k, (await readFile(`/proc/sys/${k}`, 'utf8')).trim()] as const),
+  );
+  return async () => {
+    for (const [k, v] of saved) await writeFile(`/proc/sys/${k}`, `${v}\n`);
+  };
+}
+
+/**
+ * The container's part of kubelet's configuration, as a drop-in of the examples' --config-dir:
+ * this host's cgroups are v1 (kubelet 1.37 refuses them unless told), and a container cannot
+ * manage QoS cgroups or node allocatable enforcement. A VM needs none of it.
+ */
+export const CONTAINER_KUBELET_DROP_IN = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+`;
+
+/** Writes the drop-in into a node's (persistent) root before it boots. */
+export async function prepareKubeletImage(root: string): Promise<void> {
+  const dir = join(root, 'etc/kubernetes/kubelet.conf.d');
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, '90-container.conf'), CONTAINER_KUBELET_DROP_IN);
+}
+
+/**
+ * nspawn binds for kubelet: the binary; /dev/kmsg (the real one is refused in a container); and
+ * containerd's state on a host directory, since its overlayfs snapshotter cannot put an upper
+ * layer on the node's own overlay root.
+ */
+export function kubeletBinds(bin: string, containerdDir: string): Bind[] {
+  return [
+    { src: join(bin, 'kubelet'), dst: '/usr/bin/kubelet' },
+    { src: '/dev/null', dst: '/dev/kmsg', ro: false },
+    { src: containerdDir, dst: '/var/lib/containerd', ro: false },
+  ];
+}
+
+/** An example file's documents, verbatim, moved into namespace `ns`. */
+export async function exampleDocs(
+  file: string,
+  ns: string,
+): Promise<
+  {
+    apiVersion: string;
+    kind: string;
+    metadata: { name: string; namespace?: string };
+    spec: Record<string, unknown>;
+  }[]
+> {
+  const text = await readFile(join(repoRoot, 'examples', file), 'utf8');
+  return parseAllDocuments(text).map((d) => {
+    const o = d.toJS() as {
+      apiVersion: string;
+      kind: string;
+      metadata: { name: string; namespace?: string };
+      spec: Record<string, unknown>;
+    };
+    return { ...o, metadata: { ...o.metadata, namespace: ns } };
+  });
+}
+
+export interface NodeObject {
+  metadata: { name: string };
+  spec?: { providerID?: string };
+  status?: {
+    capacity?: Record<string, string>;
+    nodeInfo?: { kubeletVersion?: string };
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+}
+
+export function nodeReady(n: NodeObject | undefined): boolean {
+  return n?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+}
