@@ -16,9 +16,9 @@ import {
 } from './apply.js';
 import { errorFields, shortChecksum, type Logger } from '../log/logger.js';
 import { InvalidConfigError } from '../api/validate-config.js';
-import type { DriftHooks, DriftReport } from './drift/monitor.js';
-import { revertDrift } from './drift/revert.js';
-import { formatPlan } from './plan.js';
+import type { DriftHooks, DriftReport } from './model/drift.js';
+import { revertDrift } from './revert.js';
+import { formatPlan } from './model/actions.js';
 import type { Source } from './source.js';
 import type { Desired } from './state.js';
 import { readLastApplied } from './state.js';

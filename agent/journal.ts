@@ -18,7 +18,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import type { Action, UnitActionKind } from './plan.js';
+import type { Action, UnitActionKind } from './model/actions.js';
 import { StateDir } from './state-dir.js';
 
 const HEADER = 'journal.json';

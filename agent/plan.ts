@@ -30,123 +30,29 @@
  */
 import { compare } from '../api/resolve.js';
 import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from '../api/resolved.js';
-import {
-  dropInPath,
-  formatMode,
-  packageSpec,
-  unitPath,
-  writtenAfterPackages,
-} from '../api/resolved.js';
+import { formatMode, writtenAfterPackages } from '../api/resolved.js';
 import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
-import type { DriftRepair } from './drift/policy.js';
-import { describeUnitDrift, isUp, unitDrift, type ObservedUnit } from './drift/unit-drift.js';
+import { RESTARTING, type Action } from './model/actions.js';
+import { entriesOf, type Entry } from './model/entries.js';
+import type { ObservedDisk, ObservedFile } from './model/observed.js';
+import { REPAIR_ALL, type DriftRepair } from './model/repair.js';
+import { describeUnitDrift, isUp, unitDrift } from './model/unit-drift.js';
 
-/** A file as the observer found it on disk. `user`/`group` undefined: ownership not compared. */
-export interface ObservedFile {
-  /** Undefined: not read, since it cannot match (another size, a link, not a regular file). */
-  content: Buffer | undefined;
-  mode: number;
-  user?: string;
-  group?: string;
-}
-
-/** What is on disk now, for every path of the desired and the last-applied config. */
-export interface ObservedDisk {
-  /** A path absent from the map does not exist on disk. */
-  files: ReadonlyMap<string, ObservedFile>;
-  /** What systemd says about declared units; absent (a directory root): no unit is compared. */
-  units?: ReadonlyMap<string, ObservedUnit>;
-}
-
-/** Every drift may be repaired (what a plan without policies does). */
-export const REPAIR_ALL: DriftRepair = { path: () => true, unit: () => true };
-
-export type UnitActionKind =
-  | 'unmask'
-  | 'mask'
-  | 'enable'
-  | 'disable'
-  | 'start'
-  | 'stop'
-  | 'restart'
-  | 'tryRestart'
-  | 'reload'
-  | 'stopStart';
-
-export type Action =
-  | {
-      kind: 'writeFile';
-      path: string;
-      content: Buffer;
-      mode: number;
-      user: string;
-      group: string;
-      /** Set for unit files and drop-ins: the unit they belong to. */
-      unit?: string;
-      reason: string;
-    }
-  | { kind: 'removeFile'; path: string; unit?: string; reason: string }
-  | { kind: 'installPackages'; packages: ResolvedPackage[]; reason: string }
-  | { kind: 'daemonReload'; reason: string }
-  | { kind: UnitActionKind; unit: string; reason: string };
-
-export type UnitAction = Extract<Action, { unit: string; kind: UnitActionKind }>;
-
-/** Actions that end the unit's running process and start a new one. */
-export const RESTARTING: ReadonlySet<string> = new Set(['restart', 'tryRestart', 'stopStart']);
-
-export function isUnitAction(action: Action): action is UnitAction {
-  return (
-    action.kind !== 'writeFile' &&
-    action.kind !== 'removeFile' &&
-    action.kind !== 'daemonReload' &&
-    action.kind !== 'installPackages'
-  );
-}
-
-/** One path oscar manages, whatever declared it. Read-only: a file's entry is its ResolvedFile. */
-export interface Entry {
-  readonly path: string;
-  readonly content: Buffer;
-  readonly mode: number;
-  readonly user: string;
-  readonly group: string;
-  /** The unit a unit file or drop-in belongs to. */
-  readonly unit?: string;
-}
-
-const UNIT_FILE_MODE = 0o644;
-
-/** Every path a config makes oscar write: its files, unit files and drop-ins. */
-export function entriesOf(config: ResolvedConfig | undefined): Map<string, Entry> {
-  const out = new Map<string, Entry>();
-  if (!config) return out;
-  // A file is its own entry: no copy (the planner runs on every change and every poll of a
-  // 1,000-file node; what it allocates is what the GC pauses for).
-  for (const f of config.files) out.set(f.path, f);
-  for (const u of config.units) {
-    if (u.content !== undefined && !u.mask) {
-      const path = unitPath(u.name);
-      out.set(path, unitEntry(path, u.content, u.name));
-    }
-    for (const d of u.dropIns) {
-      const path = dropInPath(u.name, d.name);
-      out.set(path, unitEntry(path, d.content, u.name));
-    }
-  }
-  return out;
-}
-
-function unitEntry(path: string, content: string, unit: string): Entry {
-  return {
-    path,
-    content: Buffer.from(content, 'utf8'),
-    mode: UNIT_FILE_MODE,
-    user: 'root',
-    group: 'root',
-    unit,
-  };
-}
+// The planner's vocabulary lives on the ground floor (agent/model/); `oscar plan` and the tests
+// read it from here too.
+export {
+  describeAction,
+  formatPlan,
+  isUnitAction,
+  RESTARTING,
+  restartedUnits,
+  type Action,
+  type UnitAction,
+  type UnitActionKind,
+} from './model/actions.js';
+export { entriesOf, type Entry } from './model/entries.js';
+export type { ObservedDisk, ObservedFile } from './model/observed.js';
+export { REPAIR_ALL } from './model/repair.js';
 
 /** Why an entry must be written, or undefined when disk and last-applied both match. */
 function writeReason(
@@ -554,58 +460,4 @@ export function plan(
     ...enablement,
     ...runtimeActions,
   ];
-}
-
-/** The units a plan restarts (ends and starts again), for reports and tests. */
-export function restartedUnits(actions: readonly Action[]): string[] {
-  return [
-    ...new Set(
-      actions
-        .filter((a) => isUnitAction(a) && RESTARTING.has(a.kind))
-        .map((a) => (a as UnitAction).unit),
-    ),
-  ].sort(compare);
-}
-
-const VERBS: Record<Action['kind'], string> = {
-  writeFile: 'write',
-  removeFile: 'remove',
-  installPackages: 'install',
-  daemonReload: 'daemon-reload',
-  unmask: 'unmask',
-  mask: 'mask',
-  enable: 'enable',
-  disable: 'disable',
-  start: 'start',
-  stop: 'stop',
-  restart: 'restart',
-  tryRestart: 'try-restart',
-  reload: 'reload',
-  stopStart: 'stop+start',
-};
-
-export function describeAction(a: Action): string {
-  switch (a.kind) {
-    case 'writeFile':
-      return `${VERBS[a.kind]} ${a.path} (${formatMode(a.mode)} ${a.user}:${a.group}, ${a.content.length} B)`;
-    case 'removeFile':
-      return `${VERBS[a.kind]} ${a.path}`;
-    case 'installPackages':
-      return `${VERBS[a.kind]} ${a.packages.map(packageSpec).join(' ')}`;
-    case 'daemonReload':
-      return VERBS[a.kind];
-    default:
-      return `${VERBS[a.kind]} ${a.unit}`;
-  }
-}
-
-/** The plan as text, one action a line with its reason. */
-export function formatPlan(actions: readonly Action[]): string {
-  if (actions.length === 0) return 'nothing to do: the node matches the desired state\n';
-  const lines = actions.map(
-    (a, i) => `${String(i + 1).padStart(3)}. ${describeAction(a)} — ${a.reason}`,
-  );
-  const restarted = restartedUnits(actions);
-  const summary = `${actions.length} action(s)${restarted.length > 0 ? `; restarts ${restarted.join(', ')}` : '; restarts nothing'}`;
-  return `${lines.join('\n')}\n${summary}\n`;
 }

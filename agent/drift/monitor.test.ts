@@ -23,8 +23,8 @@ import { entriesOf } from '../plan.js';
 import { config, file, unit } from '../testing/fixtures.js';
 import { DriftMonitor, type DriftReport } from './monitor.js';
 import { RevertBackoff } from './policy.js';
-import type { ObservedUnit } from './unit-drift.js';
-import type { UnitStateReader } from './unit-state.js';
+import type { ObservedUnit } from '../model/observed.js';
+import type { UnitStateReader } from '../unit-state.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

@@ -9,7 +9,7 @@ import { HttpKubeClient, type KubeHttp } from '../../kube/client.js';
 import type { Logger } from '../../log/logger.js';
 import type { Reporter } from '../agent.js';
 import type { ApplyDeps, ApplyResult } from '../apply.js';
-import type { DriftHooks } from '../drift/monitor.js';
+import type { DriftHooks } from '../model/drift.js';
 import { KubeReporter } from '../report.js';
 import { GrantSource } from './grant-source.js';
 import { GrantedAgent, nodeApplier, type Applier, type GrantReporter } from './granted-agent.js';

@@ -16,24 +16,25 @@
  * - at start: a try left by an earlier boot is reverted at once (the machine restarted under an
  *   unconfirmed revision); one from this boot (the agent restarted) is verified on to its
  *   deadline from what try.json holds — without needing the API server.
- * Drift (agent/drift/): the monitor is told around every apply (./drift-applier.ts); a revert of
+ * Drift (agent/drift/): the monitor is told around every apply (agent/applier.ts); a revert of
  * drift it asks for runs when no grant is being applied, verified or retried — a try's verdict
  * decides what stays, and a new revision repairs Revert drift anyway.
  */
-import { errorFields, silentLogger, type Logger } from '../../log/logger.js';
+import { errorFields, type Logger } from '../../log/logger.js';
 import type { RevisionReport } from '../../api/schema.js';
 import type { GrantPhase } from '../../api/constants.js';
-import { applyDesired, type ApplyDeps, type ApplyResult } from '../apply.js';
-import type { DriftHooks } from '../drift/monitor.js';
-import { revertDrift } from '../drift/revert.js';
-import { readLastApplied, writeLastApplied, type Desired } from '../state.js';
+import type { ApplyResult } from '../apply.js';
+import { withDrift, type Applier } from '../applier.js';
+import type { DriftHooks } from '../model/drift.js';
+import type { Desired } from '../state.js';
 import type { Grant } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
 import { judgeUnit, type CheckResult, type HealthProbe, type UnitProbe } from './health.js';
 import type { TryRecord, TryState, WatchedUnit } from './try-state.js';
 import { InvalidConfigError } from '../../api/validate-config.js';
 import { checkDesired } from '../desired-check.js';
-import { withDrift } from './drift-applier.js';
+
+export { nodeApplier, type Applier } from '../applier.js';
 
 /** What the loop needs of the grant source. */
 export interface GrantFeed {
@@ -59,25 +60,6 @@ export interface GrantReporter {
   reverted?(result: ApplyResult, durationMs: number): void;
   revertFailed?(error: Error): void;
   flush?(): Promise<void>;
-}
-
-/** How revisions reach the node: the real executor, or memory (the scale bench). */
-export interface Applier {
-  lastApplied(): Promise<Desired | undefined>;
-  apply(desired: Desired): Promise<ApplyResult>;
-  /** Records `desired` as applied without applying it (a failed apply, before its revert). */
-  markApplied(desired: Desired): Promise<void>;
-  /** Puts Revert drift back (agent/drift/revert.ts); undefined when there was nothing to do. */
-  revertDrift?(): Promise<ApplyResult | undefined>;
-}
-
-export function nodeApplier(deps: ApplyDeps, log: Logger = silentLogger()): Applier {
-  return {
-    lastApplied: () => readLastApplied(deps.stateDir),
-    apply: (desired) => applyDesired(deps, desired),
-    markApplied: (desired) => writeLastApplied(deps.stateDir, desired.bytes),
-    revertDrift: () => revertDrift(deps, log),
-  };
 }
 
 export interface GrantedAgentOptions {
