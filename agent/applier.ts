@@ -5,7 +5,8 @@
  * are never drift.
  */
 import { silentLogger, type Logger } from '../log/logger.js';
-import { applyDesired, ReplacementNeeded, type ApplyDeps, type ApplyResult } from './apply.js';
+import { applyDesired, type ApplyDeps, type ApplyResult } from './apply.js';
+import { waitsForNextState } from './loop.js';
 import { revertDrift } from './revert.js';
 import type { DriftHooks } from './model/drift.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
@@ -43,7 +44,7 @@ export function withDrift(inner: Applier, drift: DriftHooks): Applier {
       } catch (error) {
         // a refused state changed nothing; a failed one may be half on disk (both accepted)
         drift.afterApply(
-          error instanceof ReplacementNeeded ? { unchanged: true } : { failed: desired.config },
+          waitsForNextState(error) ? { unchanged: true } : { failed: desired.config },
         );
         throw error;
       }
