@@ -12,7 +12,7 @@ import express from 'express';
 // (~15 MiB of module source and ~9 MiB of compiled code kept alive), which at 1,000 OSCs was a
 // fifth of the controller's heap; it is still used for exec plugins and auth providers.
 import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
-import { Controller } from './osc/controller.js';
+import { OscController } from './osc/controller.js';
 import { RolloutController } from './rollout/controller.js';
 import { HttpRolloutWriter, type RolloutWriter } from './rollout/writer.js';
 import { HttpWriter } from './osc/writer.js';
@@ -179,7 +179,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     );
   }
 
-  let controller: Controller | undefined;
+  let controller: OscController | undefined;
   let bootstrapController: BootstrapController | undefined;
   let identityController: IdentityController | undefined;
   let rollouts: RolloutController | undefined;
@@ -237,7 +237,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         })
       : undefined;
     identityController = ident;
-    const c = new Controller({
+    const c = new OscController({
       // The owner references' garbage collection deletes an OSC's Secrets; the finalizer only
       // adds a write per new OSC (and one at deletion), so it is opt-in (docs/controller.md).
       ...(config.oscFinalizer === true ? {} : { finalizer: false }),
