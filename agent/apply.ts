@@ -21,7 +21,6 @@ import {
   Accounts,
   commitTemp,
   discardTemp,
-  mapLimit,
   observe,
   removeFile,
   removeStaleTemps,
@@ -29,6 +28,7 @@ import {
   writeTemp,
   type DirsToSync,
 } from './disk/fs.js';
+import { mapLimit } from '../api/util.js';
 import { Journal, type JournalAction, type PendingApply } from './journal.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
 import type { Packages } from './packages.js';

@@ -18,14 +18,10 @@ import { hasKey, parseUnitFile } from './systemd/unit-file.js';
 import { validateDropInName, validateUnitName } from './systemd/unit-name.js';
 import { formatBytes } from './bytes.js';
 import { validateRolloutPolicy } from './rollout.js';
+import { hasPackageManager, noPackageManager } from './os-facts.js';
+import { isObj, type Obj } from './util.js';
 
 export { checkFilePath, PROTECTED_PATHS } from './paths.js';
-
-type Obj = Record<string, unknown>;
-
-function isObj(value: unknown): value is Obj {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
 
 function list(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
@@ -245,13 +241,8 @@ function checkFiles(spec: Obj, out: FieldError[]): void {
 function checkPackages(spec: Obj, out: FieldError[]): void {
   const packages = list(spec.packages);
   checkDuplicates(packages, 'name', 'spec.packages', 'package', out);
-  if (spec.type === 'flatcar' && packages.length > 0) {
-    out.push(
-      fieldError(
-        'spec.packages',
-        'flatcar has no package manager: remove spec.packages (ship binaries as files or use a systemd-sysext image)',
-      ),
-    );
+  if (typeof spec.type === 'string' && !hasPackageManager(spec.type) && packages.length > 0) {
+    out.push(fieldError('spec.packages', noPackageManager(spec.type)));
   }
 }
 

@@ -9,6 +9,7 @@
  * the same verdict over generated configs, hostile ones included.
  */
 import { formatBytes } from './bytes.js';
+import { hasPackageManager, noPackageManager } from './os-facts.js';
 import {
   CGROUP_DRIVERS,
   CRI_NAMES,
@@ -305,13 +306,8 @@ function checkPackages(config: ResolvedConfig, out: FieldError[]): void {
       );
     }
   });
-  if (config.type === 'flatcar' && packages.length > 0) {
-    out.push(
-      fieldError(
-        'spec.packages',
-        'flatcar has no package manager: remove spec.packages (ship binaries as files or use a systemd-sysext image)',
-      ),
-    );
+  if (!hasPackageManager(config.type) && packages.length > 0) {
+    out.push(fieldError('spec.packages', noPackageManager(config.type)));
   }
 }
 

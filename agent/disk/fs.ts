@@ -14,6 +14,7 @@ import { constants } from 'node:fs';
 import { lstat, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResolvedConfig } from '../../api/resolved.js';
+import { mapLimit } from '../../api/util.js';
 import { Beneath, SymlinkRefused, NotADirectory, type Dir } from './beneath.js';
 import { entriesOf } from '../model/entries.js';
 import type { ObservedDisk, ObservedFile } from '../model/observed.js';
@@ -443,22 +444,4 @@ function safeId(f: () => number): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Runs `fn` over `items` with at most `limit` in flight, keeping order. */
-export async function mapLimit<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
 }

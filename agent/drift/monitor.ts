@@ -20,7 +20,8 @@
 import type { ResolvedConfig } from '../../api/resolved.js';
 import { errorFields, type Logger } from '../../log/logger.js';
 import { Beneath } from '../disk/beneath.js';
-import { Accounts, hostPath, mapLimit } from '../disk/fs.js';
+import { mapLimit } from '../../api/util.js';
+import { Accounts, hostPath } from '../disk/fs.js';
 import {
   expectationOf,
   NO_EXPECTATION,

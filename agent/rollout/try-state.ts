@@ -20,6 +20,7 @@ import { entriesOf } from '../model/entries.js';
 import { StateDir, StateError } from '../state-dir.js';
 import type { Desired } from '../state.js';
 import type { Grant } from './grant.js';
+import { isObj } from '../../api/util.js';
 
 const CONFIRMED = 'confirmed.json';
 const TRY = 'try.json';
@@ -60,10 +61,6 @@ export interface FailedRecord {
   generation: number;
   reason: string;
   message: string;
-}
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 /** A path oscar could have written: absolute, normalised (the validator's rules). */
