@@ -25,8 +25,7 @@ import { DriftMonitor, type DriftReport } from './monitor.js';
 import { RevertBackoff } from './policy.js';
 import type { ObservedUnit } from '../model/observed.js';
 import type { UnitStateReader } from '../unit-state.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../../api/util.js';
 
 let root: string;
 const monitors: DriftMonitor[] = [];
