@@ -7,43 +7,23 @@
  * (agent/drift/) is told before and after every apply, and asks for reverts, which run in this
  * same loop when no other apply is due.
  */
-import {
-  applyDesired,
-  ApplyError,
-  ReplacementNeeded,
-  type ApplyDeps,
-  type ApplyResult,
-} from './apply.js';
+import { ApplyError, type ApplyDeps, type ApplyResult } from './apply.js';
 import { errorFields, shortChecksum, type Logger } from '../log/logger.js';
-import { InvalidConfigError } from '../api/validate-config.js';
-import type { DriftHooks, DriftReport } from './drift/monitor.js';
-import { revertDrift } from './drift/revert.js';
-import { formatPlan } from './plan.js';
+import { nodeApplier, withDrift, type Applier } from './applier.js';
+import {
+  applyLog,
+  fanOut,
+  revertThrough,
+  RetryPolicy,
+  waitsForNextState,
+  type Reporter,
+} from './loop.js';
+import type { DriftHooks } from './model/drift.js';
+import { formatPlan } from './model/actions.js';
 import type { Source } from './source.js';
 import type { Desired } from './state.js';
-import { readLastApplied } from './state.js';
 
-export interface Reporter {
-  /**
-   * At start: the node already carries this state (the last-applied record on disk). A desired
-   * state equal to it is not applied again, so without this a reporter that restarted with the
-   * agent would never learn what is applied.
-   */
-  restored?(checksum: string): void;
-  /** A desired state arrived (before it is applied). */
-  desired(checksum: string): void;
-  applied(result: ApplyResult, durationMs: number): void;
-  failed(checksum: string, error: ApplyError | Error): void;
-  /** The source could not deliver (bad file, corrupted Secret): the last good state stays. */
-  sourceFailed(error: Error): void;
-  /** What drifted changed (agent/drift/monitor.ts). */
-  drift?(report: DriftReport): void;
-  /** A revert of drift ran. */
-  reverted?(result: ApplyResult, durationMs: number): void;
-  revertFailed?(error: Error): void;
-  /** Waits until what was reported reached its destination (before exit). */
-  flush?(): Promise<void>;
-}
+export type { Reporter } from './loop.js';
 
 export interface AgentOptions {
   source: Source;
@@ -54,7 +34,7 @@ export interface AgentOptions {
   printPlan?: boolean;
   retryBaseMs?: number;
   retryMaxMs?: number;
-  /** The drift monitor; without it nothing watches for drift. */
+  /** The drift monitor; without it nothing watches for drift (told around every apply). */
   drift?: DriftHooks;
 }
 
@@ -63,7 +43,8 @@ export class Agent {
   private appliedChecksum: string | undefined;
   private running: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
-  private failures = 0;
+  private readonly retry: RetryPolicy;
+  private readonly report: ReturnType<typeof fanOut>;
   private stopped = false;
   /** Drift asked for a revert. */
   private revertWanted = false;
@@ -72,14 +53,24 @@ export class Agent {
   /** The last failure (apply or source); cleared by a successful apply. */
   lastError: Error | undefined;
 
-  constructor(private readonly opts: AgentOptions) {}
+  constructor(private readonly opts: AgentOptions) {
+    this.retry = new RetryPolicy(opts);
+    this.report = fanOut(opts.reporters);
+  }
+
+  /** The applier for one apply or revert: its log lines carry `fields`; drift is told around it. */
+  private applier(fields: Record<string, unknown>): Applier {
+    const inner = nodeApplier(
+      { ...this.opts.deps, log: applyLog(this.opts.log, fields) },
+      this.opts.log,
+    );
+    return this.opts.drift ? withDrift(inner, this.opts.drift) : inner;
+  }
 
   async start(): Promise<void> {
-    const last = await readLastApplied(this.opts.deps.stateDir);
+    const last = await nodeApplier(this.opts.deps).lastApplied();
     this.appliedChecksum = last?.checksum;
-    if (this.appliedChecksum !== undefined) {
-      for (const r of this.opts.reporters) r.restored?.(this.appliedChecksum);
-    }
+    if (this.appliedChecksum !== undefined) this.report.restored(this.appliedChecksum);
     // before the source: what changed while the agent was down is found against what it applied
     await this.opts.drift?.start(last?.config);
     await this.opts.source.start({
@@ -92,7 +83,7 @@ export class Agent {
           { source: this.opts.source.description, ...errorFields(e) },
           'source failed; the last good state stays',
         );
-        for (const r of this.opts.reporters) r.sourceFailed(e);
+        this.report.sourceFailed(e);
       },
     });
   }
@@ -100,8 +91,8 @@ export class Agent {
   want(desired: Desired): void {
     this.latest = desired;
     this.refused = undefined;
-    for (const r of this.opts.reporters) r.desired(desired.checksum);
-    this.failures = 0;
+    this.report.desired(desired.checksum);
+    this.retry.reset();
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     this.kick();
@@ -144,7 +135,7 @@ export class Agent {
         if (!(await this.apply(desired))) return;
       } else if (this.revertWanted) {
         this.revertWanted = false;
-        await this.revertDrift();
+        await revertThrough(this.applier({ trigger: 'revert' }), this.report);
       } else {
         return;
       }
@@ -153,77 +144,42 @@ export class Agent {
 
   /** One apply of `desired`; false when the loop must wait (a retry, a refused state). */
   private async apply(desired: Desired): Promise<boolean> {
-    await this.opts.drift?.beforeApply('apply'); // its audit has its own metric
     const checksum = shortChecksum(desired.checksum);
     const t0 = performance.now();
     try {
-      const result = await applyDesired(
-        {
-          ...this.opts.deps,
-          log: (message) => {
-            this.opts.log.info({ checksum }, message);
-          },
-        },
-        desired,
-      );
+      const result = await this.applier({ checksum }).apply(desired);
       if (this.opts.printPlan === true)
         this.opts.log.info({ checksum, plan: formatPlan(result.actions) }, 'plan applied');
       this.appliedChecksum = desired.checksum;
       this.lastError = undefined;
-      this.failures = 0;
+      this.retry.reset();
       this.revertWanted = false; // the apply repaired what a revert would have
-      for (const r of this.opts.reporters) r.applied(result, performance.now() - t0);
-      this.opts.drift?.afterApply({ applied: desired.config });
+      this.report.applied(result, performance.now() - t0);
       return true;
     } catch (error) {
       const e = error as Error;
       this.lastError = e;
-      for (const r of this.opts.reporters) r.failed(desired.checksum, e);
-      // retrying cannot help either: nothing was touched, wait for a new state
-      const refused = e instanceof ReplacementNeeded || e instanceof InvalidConfigError;
-      this.opts.drift?.afterApply(refused ? { unchanged: true } : { failed: desired.config });
+      this.report.failed(desired.checksum, e);
       if (this.latest !== desired) return true; // a newer state arrived while this one failed
-      if (refused) {
+      if (waitsForNextState(e)) {
         this.refused = desired.checksum;
         return false;
       }
-      this.failures++;
-      const base = this.opts.retryBaseMs ?? 2_000;
-      const max = this.opts.retryMaxMs ?? 5 * 60_000;
-      const delay = Math.min(max, base * 2 ** (this.failures - 1)) * (0.5 + Math.random() / 2);
-      this.opts.log.info(
-        { checksum, retryInMs: Math.round(delay), failures: this.failures },
-        'apply will be retried',
-      );
-      this.retryTimer = setTimeout(() => {
-        this.retryTimer = undefined;
-        this.kick();
-      }, delay);
+      this.retryLater(checksum);
       return false;
     }
   }
 
-  private async revertDrift(): Promise<void> {
-    await this.opts.drift?.beforeApply('revert');
-    const t0 = performance.now();
-    try {
-      const log = this.opts.log;
-      const result = await revertDrift(
-        {
-          ...this.opts.deps,
-          log: (message) => {
-            log.info({ trigger: 'revert' }, message);
-          },
-        },
-        log,
-      );
-      if (result) for (const r of this.opts.reporters) r.reverted?.(result, performance.now() - t0);
-    } catch (error) {
-      const e = error as Error;
-      for (const r of this.opts.reporters) r.revertFailed?.(e);
-    } finally {
-      this.opts.drift?.afterApply({ unchanged: true, revert: true });
-    }
+  private retryLater(checksum: string): void {
+    const delay = this.retry.next();
+    this.opts.log.info(
+      { checksum, retryInMs: Math.round(delay), failures: this.retry.count },
+      'apply will be retried',
+    );
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.kick();
+    }, delay);
   }
 
   async stop(): Promise<void> {

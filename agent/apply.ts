@@ -6,40 +6,33 @@
  */
 import type { ResolvedConfig } from '../api/resolved.js';
 import { replacementReason } from '../api/in-place.js';
-import { repairFor } from './drift/policy.js';
-import type { UnitStateReader } from './drift/unit-state.js';
-import {
-  entriesOf,
-  isUnitAction,
-  plan,
-  RESTARTING,
-  type Action,
-  type Entry,
-  type ObservedDisk,
-} from './plan.js';
+import { describeAction, isUnitAction, RESTARTING, type Action } from './model/actions.js';
+import { entriesOf, type Entry } from './model/entries.js';
+import type { ObservedDisk, UnitStateReader } from './model/observed.js';
+import { repairFor } from './model/repair.js';
+import { plan } from './plan.js';
 import { isAbsolute, relative } from 'node:path';
 import { LIMITS } from '../api/constants.js';
 import { fieldError } from '../api/field-error.js';
 import { InvalidConfigError } from '../api/validate-config.js';
-import { Beneath, splitPath } from './beneath.js';
+import { Beneath, splitPath } from './disk/beneath.js';
 import { checkDesired } from './desired-check.js';
 import {
   Accounts,
   commitTemp,
   discardTemp,
-  mapLimit,
   observe,
   removeFile,
   removeStaleTemps,
   syncDirs,
   writeTemp,
   type DirsToSync,
-} from './fs.js';
+} from './disk/fs.js';
+import { mapLimit } from '../api/util.js';
 import { Journal, type JournalAction, type PendingApply } from './journal.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
 import type { Packages } from './packages.js';
 import { SystemdError, type Systemd } from './systemd.js';
-import { describeAction } from './plan.js';
 
 export interface ApplyDeps {
   /** "/" on a node; a directory in local mode. */

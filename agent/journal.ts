@@ -18,8 +18,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import type { Action, UnitActionKind } from './plan.js';
+import type { Action, UnitActionKind } from './model/actions.js';
 import { StateDir } from './state-dir.js';
+import { isObj } from '../api/util.js';
 
 const HEADER = 'journal.json';
 const LOG = 'journal.log';
@@ -69,8 +70,6 @@ const UNIT_KINDS: ReadonlySet<string> = new Set<UnitActionKind>([
   'stopStart',
 ]);
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isString = (v: unknown): v is string => typeof v === 'string';
 const optionalString = (v: unknown): boolean => v === undefined || typeof v === 'string';
 

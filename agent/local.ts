@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { ApplyDeps } from './apply.js';
 import type { Expand } from './desired.js';
 import { DEFAULT_STATE_DIR } from './state.js';
-import { SystemctlUnitStates } from './drift/unit-state.js';
+import { SystemctlUnitStates } from './unit-state.js';
 import { LocalPackages, SystemPackages } from './packages.js';
 import { LocalSystemd, SystemctlSystemd } from './systemd.js';
 

@@ -7,7 +7,7 @@
 import { createServer } from 'node:http';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Reporter } from './agent.js';
-import type { DriftTrigger } from './drift/monitor.js';
+import type { DriftTrigger } from './model/drift.js';
 
 export class AgentMetrics {
   readonly registry = new Registry();

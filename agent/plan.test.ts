@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
 import type { DriftRepair } from './drift/policy.js';
-import type { ObservedUnit } from './drift/unit-drift.js';
+import type { ObservedUnit } from './model/observed.js';
 import type { Action, ObservedDisk } from './plan.js';
 import { entriesOf, formatPlan, isUnitAction, plan, restartedUnits } from './plan.js';
 import { applyToModel, diskOf, nodeFrom, type NodeModel } from './testing/node-model.js';

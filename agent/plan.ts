@@ -4,16 +4,26 @@
  * read. Pure: no I/O, no clock. The executor (agent/apply.ts) runs the actions; `oscar plan`
  * prints them.
  *
- * Rules (docs/agent.md explains them for operators):
- * - a file, unit file or drop-in is written when it is new, differs from what was last applied,
- *   or differs on disk (drift is repaired); it is removed only if oscar wrote it before;
+ * Rules (docs/agent.md explains them for operators), each a function in RULES below:
+ * - writeChangedPaths: a file, unit file or drop-in is written when it is new, differs from what
+ *   was last applied, or differs on disk (drift is repaired);
+ * - removeAbandonedPaths: it is removed only if oscar wrote it before;
+ * - releaseDepartedUnits: a unit that left the config is unmasked (oscar masked it), stopped and
+ *   disabled (oscar wrote it), or try-restarted (oscar only added drop-ins);
+ * - maskAndEnable: masking and enablement follow the declaration;
+ * - runChangedUnits: a unit whose content, drop-ins or any file in its filePaths changed gets its
+ *   onChange (restart, reload, stopStart, none); a unit that did not change is never touched; a
+ *   new unit is started when it is enabled and its command is start/restart;
+ * - repairUnitDrift: drift enters as observed state, and `repair` (agent/model/repair.ts) says
+ *   which of it this plan puts back: a unit whose declaration did not change but whose state
+ *   drifted (stopped, failed, disabled, masked) gets the start, enable, unmask or mask that puts
+ *   it back — each with the drift as its reason (a file that differs on disk is written again by
+ *   writeChangedPaths, unless its policy is Ignore);
+ * - restartThroughSockets: a socket-activated service (x.socket and x.service both declared) is
+ *   restarted through its socket: the service is stopped and the socket restarted, so the next
+ *   connection starts the new version and no connection is refused.
+ * And in how the steps are ordered (plan()):
  * - `daemon-reload` runs only when a unit file or drop-in was written or removed;
- * - a unit whose content, drop-ins or any file in its filePaths changed gets its onChange
- *   (restart, reload, stopStart, none); a unit that did not change is never touched;
- * - a new unit is started when it is enabled and its command is start/restart;
- * - a socket-activated service (x.socket and x.service both declared) is restarted through its
- *   socket: the service is stopped and the socket restarted, so the next connection starts the
- *   new version and no connection is refused;
  * - packages that are new or whose version changed are installed after the files, unit files and
  *   drop-ins owned by root or by numeric ids (an apt source and its keyring must be in place) and
  *   before the files owned by other user or group names (a package may create the user): the
@@ -21,132 +31,33 @@
  *   removed;
  * - a template unit (name@.service) is written, enabled (only with DefaultInstance=), masked and
  *   disabled, never started, stopped or restarted — systemd refuses that; its declared instances
- *   are, and a change to the template counts as a change to each of them;
- * - drift enters as observed state, and `repair` (agent/drift/policy.ts) says which of it this
- *   plan puts back: a file that differs on disk is written again (unless its policy is Ignore),
- *   a unit whose declaration did not change but whose state drifted (stopped, failed, disabled,
- *   masked) gets the start, enable, unmask or mask that puts it back — each with the drift as
- *   its reason.
+ *   are, and a change to the template counts as a change to each of them.
  */
 import { compare } from '../api/resolve.js';
 import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from '../api/resolved.js';
-import {
-  dropInPath,
-  formatMode,
-  packageSpec,
-  unitPath,
-  writtenAfterPackages,
-} from '../api/resolved.js';
+import { formatMode, writtenAfterPackages } from '../api/resolved.js';
 import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
-import type { DriftRepair } from './drift/policy.js';
-import { describeUnitDrift, isUp, unitDrift, type ObservedUnit } from './drift/unit-drift.js';
+import { RESTARTING, type Action } from './model/actions.js';
+import { entriesOf, type Entry } from './model/entries.js';
+import type { ObservedDisk, ObservedFile } from './model/observed.js';
+import { REPAIR_ALL, type DriftRepair } from './model/repair.js';
+import { describeUnitDrift, isUp, unitDrift } from './model/unit-drift.js';
 
-/** A file as the observer found it on disk. `user`/`group` undefined: ownership not compared. */
-export interface ObservedFile {
-  /** Undefined: not read, since it cannot match (another size, a link, not a regular file). */
-  content: Buffer | undefined;
-  mode: number;
-  user?: string;
-  group?: string;
-}
-
-/** What is on disk now, for every path of the desired and the last-applied config. */
-export interface ObservedDisk {
-  /** A path absent from the map does not exist on disk. */
-  files: ReadonlyMap<string, ObservedFile>;
-  /** What systemd says about declared units; absent (a directory root): no unit is compared. */
-  units?: ReadonlyMap<string, ObservedUnit>;
-}
-
-/** Every drift may be repaired (what a plan without policies does). */
-export const REPAIR_ALL: DriftRepair = { path: () => true, unit: () => true };
-
-export type UnitActionKind =
-  | 'unmask'
-  | 'mask'
-  | 'enable'
-  | 'disable'
-  | 'start'
-  | 'stop'
-  | 'restart'
-  | 'tryRestart'
-  | 'reload'
-  | 'stopStart';
-
-export type Action =
-  | {
-      kind: 'writeFile';
-      path: string;
-      content: Buffer;
-      mode: number;
-      user: string;
-      group: string;
-      /** Set for unit files and drop-ins: the unit they belong to. */
-      unit?: string;
-      reason: string;
-    }
-  | { kind: 'removeFile'; path: string; unit?: string; reason: string }
-  | { kind: 'installPackages'; packages: ResolvedPackage[]; reason: string }
-  | { kind: 'daemonReload'; reason: string }
-  | { kind: UnitActionKind; unit: string; reason: string };
-
-export type UnitAction = Extract<Action, { unit: string; kind: UnitActionKind }>;
-
-/** Actions that end the unit's running process and start a new one. */
-export const RESTARTING: ReadonlySet<string> = new Set(['restart', 'tryRestart', 'stopStart']);
-
-export function isUnitAction(action: Action): action is UnitAction {
-  return (
-    action.kind !== 'writeFile' &&
-    action.kind !== 'removeFile' &&
-    action.kind !== 'daemonReload' &&
-    action.kind !== 'installPackages'
-  );
-}
-
-/** One path oscar manages, whatever declared it. Read-only: a file's entry is its ResolvedFile. */
-export interface Entry {
-  readonly path: string;
-  readonly content: Buffer;
-  readonly mode: number;
-  readonly user: string;
-  readonly group: string;
-  /** The unit a unit file or drop-in belongs to. */
-  readonly unit?: string;
-}
-
-const UNIT_FILE_MODE = 0o644;
-
-/** Every path a config makes oscar write: its files, unit files and drop-ins. */
-export function entriesOf(config: ResolvedConfig | undefined): Map<string, Entry> {
-  const out = new Map<string, Entry>();
-  if (!config) return out;
-  // A file is its own entry: no copy (the planner runs on every change and every poll of a
-  // 1,000-file node; what it allocates is what the GC pauses for).
-  for (const f of config.files) out.set(f.path, f);
-  for (const u of config.units) {
-    if (u.content !== undefined && !u.mask) {
-      const path = unitPath(u.name);
-      out.set(path, unitEntry(path, u.content, u.name));
-    }
-    for (const d of u.dropIns) {
-      const path = dropInPath(u.name, d.name);
-      out.set(path, unitEntry(path, d.content, u.name));
-    }
-  }
-  return out;
-}
-
-function unitEntry(path: string, content: string, unit: string): Entry {
-  return {
-    path,
-    content: Buffer.from(content, 'utf8'),
-    mode: UNIT_FILE_MODE,
-    user: 'root',
-    group: 'root',
-    unit,
-  };
-}
+// The planner's vocabulary lives on the ground floor (agent/model/); `oscar plan` and the tests
+// read it from here too.
+export {
+  describeAction,
+  formatPlan,
+  isUnitAction,
+  RESTARTING,
+  restartedUnits,
+  type Action,
+  type UnitAction,
+  type UnitActionKind,
+} from './model/actions.js';
+export { entriesOf, type Entry } from './model/entries.js';
+export type { ObservedDisk, ObservedFile } from './model/observed.js';
+export { REPAIR_ALL } from './model/repair.js';
 
 /** Why an entry must be written, or undefined when disk and last-applied both match. */
 function writeReason(
@@ -276,34 +187,67 @@ function settled(u: ResolvedUnit, lu: ResolvedUnit | undefined): lu is ResolvedU
 /** Actions that leave a unit running, whatever state it was in. */
 const STARTS: ReadonlySet<string> = new Set(['start', 'restart', 'stopStart', 'reload']);
 
-export function plan(
-  lastApplied: ResolvedConfig | undefined,
-  desired: ResolvedConfig,
-  observed: ObservedDisk,
-  repair: DriftRepair = REPAIR_ALL,
-): Action[] {
-  const lastEntries = entriesOf(lastApplied);
-  const wantEntries = entriesOf(desired);
-  const lastUnits = byName(lastApplied?.units ?? []);
-  const wantUnits = byName(desired.units);
+/** What a plan is made from: the three inputs, indexed once. */
+interface PlanInput {
+  readonly desired: ResolvedConfig;
+  readonly lastApplied: ResolvedConfig | undefined;
+  readonly observed: ObservedDisk;
+  readonly repair: DriftRepair;
+  readonly lastEntries: ReadonlyMap<string, Entry>;
+  readonly wantEntries: ReadonlyMap<string, Entry>;
+  readonly lastUnits: ReadonlyMap<string, ResolvedUnit>;
+  readonly wantUnits: ReadonlyMap<string, ResolvedUnit>;
+}
 
-  // Files first: what is written and removed decides which units changed.
-  const writes: Action[] = [];
-  const unitWrites: Action[] = [];
-  const deferredWrites: Action[] = []; // owned by names a package may create: after the install
-  const removes: Action[] = [];
-  const touched = new Set<string>(); // paths written or removed
-  const touchedUnits = new Set<string>(); // units whose unit file or drop-ins were touched
-  for (const entry of [...wantEntries.values()].sort((a, b) => compare(a.path, b.path))) {
+/** The plan while the rules write it: one list per step, in the order the steps run. */
+interface Draft {
+  /** unmask, stop and disable before files change */
+  readonly before: Action[];
+  readonly writes: Action[];
+  readonly unitWrites: Action[];
+  /** owned by names a package may create: after the install */
+  readonly deferredWrites: Action[];
+  readonly removes: Action[];
+  /** after daemon-reload */
+  readonly enablement: Action[];
+  /** per unit, after enablement */
+  readonly runtime: Map<string, Action[]>;
+  /** paths written or removed */
+  readonly touched: Set<string>;
+  /** units whose unit file or drop-ins were touched */
+  readonly touchedUnits: Set<string>;
+  /** services restarted through their socket */
+  readonly viaSocket: Set<string>;
+}
+
+/** One rule of the file header: reads the inputs, adds its actions to the draft. */
+type Rule = (input: PlanInput, draft: Draft) => void;
+
+function addRuntime(draft: Draft, unit: string, action: Action): void {
+  draft.runtime.set(unit, [...(draft.runtime.get(unit) ?? []), action]);
+}
+
+const sortedEntries = (m: ReadonlyMap<string, Entry>): Entry[] =>
+  [...m.values()].sort((a, b) => compare(a.path, b.path));
+const sortedUnits = (m: ReadonlyMap<string, ResolvedUnit>): ResolvedUnit[] =>
+  [...m.values()].sort((a, b) => compare(a.name, b.name));
+
+/**
+ * A file, unit file or drop-in is written when it is new, differs from what was last applied,
+ * or differs on disk (drift is repaired). Files come first: what is written and removed decides
+ * which units changed.
+ */
+const writeChangedPaths: Rule = (input, draft) => {
+  for (const entry of sortedEntries(input.wantEntries)) {
     const reason = writeReason(
       entry,
-      lastEntries.get(entry.path),
-      observed.files.get(entry.path),
-      repair,
+      input.lastEntries.get(entry.path),
+      input.observed.files.get(entry.path),
+      input.repair,
     );
     if (reason === undefined) continue;
-    touched.add(entry.path);
-    if (entry.unit !== undefined) touchedUnits.add(entry.unit);
+    draft.touched.add(entry.path);
+    if (entry.unit !== undefined) draft.touchedUnits.add(entry.unit);
     const action: Action = {
       kind: 'writeFile',
       path: entry.path,
@@ -315,47 +259,47 @@ export function plan(
     };
     if (entry.unit !== undefined) action.unit = entry.unit;
     (entry.unit !== undefined
-      ? unitWrites
+      ? draft.unitWrites
       : writtenAfterPackages(entry)
-        ? deferredWrites
-        : writes
+        ? draft.deferredWrites
+        : draft.writes
     ).push(action);
   }
-  for (const entry of [...lastEntries.values()].sort((a, b) => compare(a.path, b.path))) {
-    if (wantEntries.has(entry.path)) continue;
-    touched.add(entry.path); // gone from the config: counts as a change even if already gone from disk
-    if (entry.unit !== undefined) touchedUnits.add(entry.unit);
-    if (!observed.files.has(entry.path)) continue;
+};
+
+/** A path is removed only if oscar wrote it before (it was in the last-applied config). */
+const removeAbandonedPaths: Rule = (input, draft) => {
+  for (const entry of sortedEntries(input.lastEntries)) {
+    if (input.wantEntries.has(entry.path)) continue;
+    draft.touched.add(entry.path); // gone from the config: a change even if already gone from disk
+    if (entry.unit !== undefined) draft.touchedUnits.add(entry.unit);
+    if (!input.observed.files.has(entry.path)) continue;
     const action: Action = {
       kind: 'removeFile',
       path: entry.path,
       reason: 'no longer in the config (oscar wrote it)',
     };
     if (entry.unit !== undefined) action.unit = entry.unit;
-    removes.push(action);
+    draft.removes.push(action);
   }
-  const unitFilesTouched = touchedUnits.size > 0;
+};
 
-  const before: Action[] = []; // unmask, stop and disable before files change
-  const enablement: Action[] = []; // after daemon-reload
-  const runtime = new Map<string, Action[]>(); // per unit, after enablement
-  const addRuntime = (unit: string, action: Action): void => {
-    runtime.set(unit, [...(runtime.get(unit) ?? []), action]);
-  };
-
+/**
+ * A unit that left the config is unmasked (oscar masked it), stopped and disabled (oscar wrote
+ * it), or try-restarted back onto its own config (an OS unit oscar only changed by drop-ins).
+ */
+const releaseDepartedUnits: Rule = (input, draft) => {
   // An instance (name@x.service) runs from its template's unit file: when oscar wrote that, the
   // instance is oscar's as much as a unit with content.
   const fromOscarTemplate = (name: string): boolean => {
     const template = templateOf(name);
-    const t = template === undefined ? undefined : lastUnits.get(template);
+    const t = template === undefined ? undefined : input.lastUnits.get(template);
     return t?.content !== undefined && !t.mask;
   };
-
-  // Units that left the config.
-  for (const lu of [...lastUnits.values()].sort((a, b) => compare(a.name, b.name))) {
-    if (wantUnits.has(lu.name)) continue;
+  for (const lu of sortedUnits(input.lastUnits)) {
+    if (input.wantUnits.has(lu.name)) continue;
     if (lu.mask) {
-      before.push({
+      draft.before.push({
         kind: 'unmask',
         unit: lu.name,
         reason: 'no longer in the config (oscar masked it)',
@@ -363,159 +307,199 @@ export function plan(
     } else if (lu.content !== undefined || fromOscarTemplate(lu.name)) {
       // a template has no unit to stop: its instances are units of their own
       if (!isTemplate(lu.name))
-        before.push({ kind: 'stop', unit: lu.name, reason: 'removed from the config' });
+        draft.before.push({ kind: 'stop', unit: lu.name, reason: 'removed from the config' });
       if (lu.enable && enablable(lu))
-        before.push({ kind: 'disable', unit: lu.name, reason: 'removed from the config' });
+        draft.before.push({ kind: 'disable', unit: lu.name, reason: 'removed from the config' });
     } else if (lu.dropIns.length > 0 && !isTemplate(lu.name)) {
-      // A unit of the OS that oscar only changed through drop-ins: it goes back to its own config.
-      addRuntime(lu.name, {
+      addRuntime(draft, lu.name, {
         kind: 'tryRestart',
         unit: lu.name,
         reason: "oscar's drop-ins were removed",
       });
     }
   }
+};
 
-  for (const u of [...wantUnits.values()].sort((a, b) => compare(a.name, b.name))) {
-    const lu = lastUnits.get(u.name);
-    const template = templateOf(u.name);
-    const contentChanged =
-      touchedUnits.has(u.name) || (template !== undefined && touchedUnits.has(template));
-    const changedFiles = touched.size === 0 ? NONE : changedFilePaths(u, lu, touched);
-    const changed = contentChanged || changedFiles.length > 0;
-    const why = contentChanged
-      ? changedFiles.length > 0
-        ? `unit and ${changedFiles.join(', ')} changed`
-        : 'unit changed'
-      : `${changedFiles.join(', ')} changed`;
-
-    // Masking and enablement.
+/**
+ * Masking and enablement follow the declaration: a unit newly masked is stopped, disabled and
+ * masked; unmasked when the mask goes; enabled or disabled when `enable` (or a template's
+ * DefaultInstance=) changes.
+ */
+const maskAndEnable: Rule = (input, draft) => {
+  for (const u of sortedUnits(input.wantUnits)) {
+    const lu = input.lastUnits.get(u.name);
     if (u.mask) {
       if (!lu?.mask) {
         if (!isTemplate(u.name))
-          before.push({ kind: 'stop', unit: u.name, reason: 'masked by the config' });
+          draft.before.push({ kind: 'stop', unit: u.name, reason: 'masked by the config' });
         if (lu?.enable && enablable(lu))
-          before.push({ kind: 'disable', unit: u.name, reason: 'masked by the config' });
-        enablement.push({ kind: 'mask', unit: u.name, reason: lu ? 'mask set' : 'new, masked' });
+          draft.before.push({ kind: 'disable', unit: u.name, reason: 'masked by the config' });
+        draft.enablement.push({
+          kind: 'mask',
+          unit: u.name,
+          reason: lu ? 'mask set' : 'new, masked',
+        });
       }
       continue;
     }
-    if (lu?.mask) before.push({ kind: 'unmask', unit: u.name, reason: 'mask removed' });
+    if (lu?.mask) draft.before.push({ kind: 'unmask', unit: u.name, reason: 'mask removed' });
     const canEnable = enablable(u);
     const couldEnable = lu !== undefined && enablable(lu);
     if (u.enable && canEnable && (!lu || !lu.enable || lu.mask || !couldEnable)) {
-      enablement.push({ kind: 'enable', unit: u.name, reason: lu ? 'enable set' : 'new' });
+      draft.enablement.push({ kind: 'enable', unit: u.name, reason: lu ? 'enable set' : 'new' });
     } else if (lu && lu.enable && !lu.mask && couldEnable && (!u.enable || !canEnable)) {
-      enablement.push({
+      draft.enablement.push({
         kind: 'disable',
         unit: u.name,
         reason: u.enable ? 'DefaultInstance= removed' : 'enable unset',
       });
     }
-    // A template is never started, stopped or restarted (systemd refuses): its instances are.
-    if (isTemplate(u.name)) continue;
+  }
+};
 
-    // What happens to the running unit.
-    if (u.command === 'stop') {
-      if (!lu || lu.command !== 'stop' || lu.mask) {
-        addRuntime(u.name, {
-          kind: 'stop',
-          unit: u.name,
-          reason: lu ? 'command: stop' : 'new, command: stop',
-        });
-      }
-      continue;
+/** Why a unit changed (its unit file, its drop-ins, its filePaths), or undefined. */
+function changeOf(
+  u: ResolvedUnit,
+  lu: ResolvedUnit | undefined,
+  draft: Draft,
+): { changed: boolean; why: string } {
+  const template = templateOf(u.name);
+  const contentChanged =
+    draft.touchedUnits.has(u.name) || (template !== undefined && draft.touchedUnits.has(template));
+  const changedFiles = draft.touched.size === 0 ? NONE : changedFilePaths(u, lu, draft.touched);
+  const why = contentChanged
+    ? changedFiles.length > 0
+      ? `unit and ${changedFiles.join(', ')} changed`
+      : 'unit changed'
+    : `${changedFiles.join(', ')} changed`;
+  return { changed: contentChanged || changedFiles.length > 0, why };
+}
+
+/**
+ * A new unit is started when it is enabled and its command is start/restart (so is one unmasked,
+ * newly enabled or no longer `command: stop`); `command: stop` stops it. Undefined: the rule
+ * does not apply, the unit's change decides.
+ */
+function startOrStop(
+  u: ResolvedUnit,
+  lu: ResolvedUnit | undefined,
+  changed: boolean,
+): Action | null | undefined {
+  if (u.command === 'stop') {
+    if (lu && lu.command === 'stop' && !lu.mask) return null;
+    return { kind: 'stop', unit: u.name, reason: lu ? 'command: stop' : 'new, command: stop' };
+  }
+  // Enabled now but not before: start it, unless a change restarts it anyway.
+  const enabledNow = lu !== undefined && !lu.enable && u.enable;
+  const starts =
+    !lu || lu.mask || lu.command === 'stop' || (enabledNow && (!changed || u.onChange === 'none'));
+  if (!starts) return undefined;
+  if (!u.enable) return null;
+  const from = !lu
+    ? 'new'
+    : lu.mask
+      ? 'unmasked'
+      : lu.command === 'stop'
+        ? 'command was stop'
+        : 'enable set';
+  return {
+    kind: u.command === 'restart' ? 'restart' : 'start',
+    unit: u.name,
+    reason: `${from}, enabled, command: ${u.command}`,
+  };
+}
+
+/** A changed unit gets its onChange: restart (try-restart when not wanted running), reload, stopStart. */
+function onChangeAction(u: ResolvedUnit, why: string): Action | undefined {
+  switch (u.onChange) {
+    case 'none':
+      return undefined;
+    case 'reload':
+      return { kind: 'reload', unit: u.name, reason: `${why} (onChange: reload)` };
+    case 'stopStart':
+      return { kind: 'stopStart', unit: u.name, reason: `${why} (onChange: stopStart)` };
+    case 'restart': {
+      const running = wantsRunning(u);
+      return {
+        kind: running ? 'restart' : 'tryRestart',
+        unit: u.name,
+        reason: running ? why : `${why} (not enabled: restarted only if running)`,
+      };
     }
-    // Enabled now but not before: start it, unless a change restarts it anyway (below).
-    const enabledNow = lu !== undefined && !lu.enable && u.enable;
-    if (
-      !lu ||
-      lu.mask ||
-      lu.command === 'stop' ||
-      (enabledNow && (!changed || u.onChange === 'none'))
-    ) {
-      if (u.enable) {
-        const from = !lu
-          ? 'new'
-          : lu.mask
-            ? 'unmasked'
-            : lu.command === 'stop'
-              ? 'command was stop'
-              : 'enable set';
-        addRuntime(u.name, {
-          kind: u.command === 'restart' ? 'restart' : 'start',
-          unit: u.name,
-          reason: `${from}, enabled, command: ${u.command}`,
-        });
-      }
+  }
+}
+
+/**
+ * A unit whose content, drop-ins or any file in its filePaths changed gets its onChange; a unit
+ * that did not change is never touched. A template is never started, stopped or restarted
+ * (systemd refuses): its instances are.
+ */
+const runChangedUnits: Rule = (input, draft) => {
+  for (const u of sortedUnits(input.wantUnits)) {
+    if (u.mask || isTemplate(u.name)) continue;
+    const lu = input.lastUnits.get(u.name);
+    const { changed, why } = changeOf(u, lu, draft);
+    const direct = startOrStop(u, lu, changed);
+    if (direct !== undefined) {
+      if (direct) addRuntime(draft, u.name, direct);
       continue;
     }
     if (!changed) continue;
-    const running = wantsRunning(u);
-    switch (u.onChange) {
-      case 'none':
-        break;
-      case 'reload':
-        addRuntime(u.name, { kind: 'reload', unit: u.name, reason: `${why} (onChange: reload)` });
-        break;
-      case 'stopStart':
-        addRuntime(u.name, {
-          kind: 'stopStart',
-          unit: u.name,
-          reason: `${why} (onChange: stopStart)`,
-        });
-        break;
-      case 'restart':
-        addRuntime(u.name, {
-          kind: running ? 'restart' : 'tryRestart',
-          unit: u.name,
-          reason: running ? why : `${why} (not enabled: restarted only if running)`,
-        });
-        break;
-    }
+    const action = onChangeAction(u, why);
+    if (action) addRuntime(draft, u.name, action);
   }
+};
 
-  // Units whose declaration did not change but whose state drifted: put back what drifted.
-  if (observed.units) {
-    for (const u of [...wantUnits.values()].sort((a, b) => compare(a.name, b.name))) {
-      const lu = lastUnits.get(u.name);
-      const seen = observed.units.get(u.name);
-      if (!seen || !settled(u, lu) || !repair.unit(u.name)) continue;
-      for (const d of unitDrift(u, seen, socketOf(u.name, wantUnits) !== undefined)) {
-        const reason = `drift: ${describeUnitDrift(d)}`;
-        switch (d.reason) {
-          case 'masked':
-            before.push({ kind: 'unmask', unit: u.name, reason });
-            // a mask hides whether it is still enabled; enabling an enabled unit changes nothing
-            if (u.enable) enablement.push({ kind: 'enable', unit: u.name, reason });
-            break;
-          case 'unmasked':
-            if (isUp(seen)) before.push({ kind: 'stop', unit: u.name, reason });
-            enablement.push({ kind: 'mask', unit: u.name, reason });
-            break;
-          case 'disabled':
-            enablement.push({ kind: 'enable', unit: u.name, reason });
-            break;
-          case 'stopped':
-          case 'failed':
-            if (!(runtime.get(u.name) ?? []).some((a) => STARTS.has(a.kind)))
-              addRuntime(u.name, { kind: 'start', unit: u.name, reason });
-            break;
-        }
+/**
+ * Drift of a unit whose declaration did not change (stopped, failed, disabled, masked,
+ * unmasked) gets the start, enable, unmask or mask that puts it back, when `repair` allows.
+ */
+const repairUnitDrift: Rule = (input, draft) => {
+  const observedUnits = input.observed.units;
+  if (!observedUnits) return;
+  for (const u of sortedUnits(input.wantUnits)) {
+    const lu = input.lastUnits.get(u.name);
+    const seen = observedUnits.get(u.name);
+    if (!seen || !settled(u, lu) || !input.repair.unit(u.name)) continue;
+    for (const d of unitDrift(u, seen, socketOf(u.name, input.wantUnits) !== undefined)) {
+      const reason = `drift: ${describeUnitDrift(d)}`;
+      switch (d.reason) {
+        case 'masked':
+          draft.before.push({ kind: 'unmask', unit: u.name, reason });
+          // a mask hides whether it is still enabled; enabling an enabled unit changes nothing
+          if (u.enable) draft.enablement.push({ kind: 'enable', unit: u.name, reason });
+          break;
+        case 'unmasked':
+          if (isUp(seen)) draft.before.push({ kind: 'stop', unit: u.name, reason });
+          draft.enablement.push({ kind: 'mask', unit: u.name, reason });
+          break;
+        case 'disabled':
+          draft.enablement.push({ kind: 'enable', unit: u.name, reason });
+          break;
+        case 'stopped':
+        case 'failed':
+          if (!(draft.runtime.get(u.name) ?? []).some((a) => STARTS.has(a.kind)))
+            addRuntime(draft, u.name, { kind: 'start', unit: u.name, reason });
+          break;
       }
     }
   }
+};
 
-  // Socket activation: a restarted service goes through its socket. A socket cannot be restarted
-  // while its service runs, so the service is stopped first; the next connection starts it again.
-  const viaSocket = new Set<string>();
+/**
+ * A socket-activated service (x.socket and x.service both declared) is restarted through its
+ * socket: a socket cannot be restarted while its service runs, so the service is stopped and the
+ * socket restarted; the next connection starts the new version and none is refused.
+ */
+const restartThroughSockets: Rule = (input, draft) => {
+  const { runtime, viaSocket } = draft;
+  const restarts = (unit: string): boolean =>
+    (runtime.get(unit) ?? []).some((a) => RESTARTING.has(a.kind));
   for (const service of [...runtime.keys(), ...[...runtime.keys()].map(serviceOf)]) {
-    const socket = socketOf(service, wantUnits);
+    const socket = socketOf(service, input.wantUnits);
     if (!socket || viaSocket.has(service)) continue;
-    const pair = [wantUnits.get(service), wantUnits.get(socket)];
+    const pair = [input.wantUnits.get(service), input.wantUnits.get(socket)];
     if (pair.some((u) => u === undefined || u.mask || u.command === 'stop')) continue;
-    const restarts = (unit: string): boolean =>
-      (runtime.get(unit) ?? []).some((a) => RESTARTING.has(a.kind));
     if (!restarts(service) && !restarts(socket)) continue;
     viaSocket.add(service);
     const socketReason = restarts(socket)
@@ -532,80 +516,74 @@ export function plan(
       { kind: 'restart', unit: socket, reason: `${socketReason} (socket activation)` },
     ]);
   }
-  const runtimeActions: Action[] = [];
+};
+
+/** The rules of the file header, in the order they write the draft. A new rule is one line here. */
+const RULES: readonly Rule[] = [
+  writeChangedPaths,
+  removeAbandonedPaths,
+  releaseDepartedUnits,
+  maskAndEnable,
+  runChangedUnits,
+  repairUnitDrift,
+  restartThroughSockets,
+];
+
+/** Runtime actions by unit name; a service restarted through its socket right before it. */
+function orderedRuntime({ runtime, viaSocket }: Draft): Action[] {
+  const out: Action[] = [];
   for (const unit of [...runtime.keys()].sort(compare)) {
     if (viaSocket.has(unit)) continue; // emitted right before its socket
     const service = serviceOf(unit);
-    if (viaSocket.has(service)) runtimeActions.push(...(runtime.get(service) ?? []));
-    runtimeActions.push(...(runtime.get(unit) ?? []));
+    if (viaSocket.has(service)) out.push(...(runtime.get(service) ?? []));
+    out.push(...(runtime.get(unit) ?? []));
   }
+  return out;
+}
 
-  const reload: Action[] = unitFilesTouched
-    ? [{ kind: 'daemonReload', reason: 'unit files or drop-ins changed' }]
-    : [];
+export function plan(
+  lastApplied: ResolvedConfig | undefined,
+  desired: ResolvedConfig,
+  observed: ObservedDisk,
+  repair: DriftRepair = REPAIR_ALL,
+): Action[] {
+  const input: PlanInput = {
+    desired,
+    lastApplied,
+    observed,
+    repair,
+    lastEntries: entriesOf(lastApplied),
+    wantEntries: entriesOf(desired),
+    lastUnits: byName(lastApplied?.units ?? []),
+    wantUnits: byName(desired.units),
+  };
+  const draft: Draft = {
+    before: [],
+    writes: [],
+    unitWrites: [],
+    deferredWrites: [],
+    removes: [],
+    enablement: [],
+    runtime: new Map(),
+    touched: new Set(),
+    touchedUnits: new Set(),
+    viaSocket: new Set(),
+  };
+  for (const rule of RULES) rule(input, draft);
+  // daemon-reload runs only when a unit file or drop-in was written or removed
+  const reload: Action[] =
+    draft.touchedUnits.size > 0
+      ? [{ kind: 'daemonReload', reason: 'unit files or drop-ins changed' }]
+      : [];
   return [
-    ...before,
-    ...writes,
-    ...unitWrites,
+    ...draft.before,
+    ...draft.writes,
+    ...draft.unitWrites,
     ...packageInstall(lastApplied?.packages ?? [], desired.packages),
-    ...deferredWrites,
-    ...removes,
+    ...draft.deferredWrites,
+    ...draft.removes,
     ...reload,
-    ...enablement,
-    ...runtimeActions,
+    ...draft.enablement,
+    ...orderedRuntime(draft),
   ];
-}
-
-/** The units a plan restarts (ends and starts again), for reports and tests. */
-export function restartedUnits(actions: readonly Action[]): string[] {
-  return [
-    ...new Set(
-      actions
-        .filter((a) => isUnitAction(a) && RESTARTING.has(a.kind))
-        .map((a) => (a as UnitAction).unit),
-    ),
-  ].sort(compare);
-}
-
-const VERBS: Record<Action['kind'], string> = {
-  writeFile: 'write',
-  removeFile: 'remove',
-  installPackages: 'install',
-  daemonReload: 'daemon-reload',
-  unmask: 'unmask',
-  mask: 'mask',
-  enable: 'enable',
-  disable: 'disable',
-  start: 'start',
-  stop: 'stop',
-  restart: 'restart',
-  tryRestart: 'try-restart',
-  reload: 'reload',
-  stopStart: 'stop+start',
-};
-
-export function describeAction(a: Action): string {
-  switch (a.kind) {
-    case 'writeFile':
-      return `${VERBS[a.kind]} ${a.path} (${formatMode(a.mode)} ${a.user}:${a.group}, ${a.content.length} B)`;
-    case 'removeFile':
-      return `${VERBS[a.kind]} ${a.path}`;
-    case 'installPackages':
-      return `${VERBS[a.kind]} ${a.packages.map(packageSpec).join(' ')}`;
-    case 'daemonReload':
-      return VERBS[a.kind];
-    default:
-      return `${VERBS[a.kind]} ${a.unit}`;
-  }
-}
-
-/** The plan as text, one action a line with its reason. */
-export function formatPlan(actions: readonly Action[]): string {
-  if (actions.length === 0) return 'nothing to do: the node matches the desired state\n';
-  const lines = actions.map(
-    (a, i) => `${String(i + 1).padStart(3)}. ${describeAction(a)} — ${a.reason}`,
-  );
-  const restarted = restartedUnits(actions);
-  const summary = `${actions.length} action(s)${restarted.length > 0 ? `; restarts ${restarted.join(', ')}` : '; restarts nothing'}`;
-  return `${lines.join('\n')}\n${summary}\n`;
 }

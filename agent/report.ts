@@ -27,7 +27,7 @@ import {
 import { errorFields, type Logger } from '../log/logger.js';
 import type { Reporter } from './agent.js';
 import { ApplyError, type ApplyResult } from './apply.js';
-import type { DriftReport } from './drift/monitor.js';
+import type { DriftReport } from './model/drift.js';
 import { driftCondition, driftEvents, driftStatus, type DriftEvent } from './drift/report.js';
 
 const PATH = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';

@@ -1,14 +1,14 @@
 /**
  * The agent's state directory, opened and checked before anything in it is trusted: it must be a
- * real directory (reached without following a link other than an OS link, see agent/beneath.ts),
+ * real directory (reached without following a link other than an OS link, see agent/disk/beneath.ts),
  * owned by the agent's own user (root on a node), and writable by nobody else — whoever can write
  * there can make the agent re-apply, resume or skip whatever they like. Its files are then read
  * and written by name in the open directory, never through its path again.
  */
 import { constants } from 'node:fs';
 import { mkdir, open, rm, unlink, type FileHandle } from 'node:fs/promises';
-import { Beneath, NotADirectory, SymlinkRefused, splitPath, type Dir } from './beneath.js';
-import { commitTemp, readFileIn, writeTempIn } from './fs.js';
+import { Beneath, NotADirectory, SymlinkRefused, splitPath, type Dir } from './disk/beneath.js';
+import { commitTemp, readFileIn, writeTempIn } from './disk/fs.js';
 import { posix, resolve } from 'node:path';
 
 /** A problem with the state directory or a file in it: names the file and the fix. */

@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { access, appendFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { UnitActionKind } from './plan.js';
+import type { UnitActionKind } from './model/actions.js';
 
 export type UnitFileOp = Extract<UnitActionKind, 'enable' | 'disable' | 'mask' | 'unmask'>;
 export type UnitJob = Exclude<UnitActionKind, UnitFileOp>;

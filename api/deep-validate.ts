@@ -18,14 +18,11 @@ import { hasKey, parseUnitFile } from './systemd/unit-file.js';
 import { validateDropInName, validateUnitName } from './systemd/unit-name.js';
 import { formatBytes } from './bytes.js';
 import { validateRolloutPolicy } from './rollout.js';
+import { hasPackageManager, noPackageManager } from './os-facts.js';
+import { checkUnitRules } from './unit-rules.js';
+import { isObj, type Obj } from './util.js';
 
 export { checkFilePath, PROTECTED_PATHS } from './paths.js';
-
-type Obj = Record<string, unknown>;
-
-function isObj(value: unknown): value is Obj {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
-}
 
 function list(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
@@ -161,34 +158,19 @@ function checkUnits(spec: Obj, declaredFiles: Set<string>, out: FieldError[]): v
         hasReload ||= hasKey(parsed, 'Service', 'ExecReload');
       }
     });
-    list(raw.filePaths).forEach((p, j) => {
-      if (typeof p === 'string' && !declaredFiles.has(p)) {
-        out.push(
-          fieldError(
-            `${base}.filePaths[${j}]`,
-            `"${p}" is not declared in spec.files; add the file or remove it from filePaths`,
-          ),
-        );
-      }
-    });
-    if (raw.onChange === 'reload' && hasContent && !hasReload) {
-      out.push(
-        fieldError(
-          `${base}.onChange`,
-          '"reload" needs ExecReload= in the unit\'s [Service] section (or a drop-in); add it, or use onChange: restart',
-        ),
-      );
-    }
-    if (raw.mask === true && raw.enable === true) {
-      out.push(
-        fieldError(`${base}.enable`, 'a masked unit cannot be enabled; remove enable or mask'),
-      );
-    }
-    if (raw.mask === true && hasContent) {
-      out.push(
-        fieldError(`${base}.content`, 'a masked unit has no content; remove content or mask'),
-      );
-    }
+    checkUnitRules(
+      {
+        filePaths: list(raw.filePaths),
+        onChange: raw.onChange,
+        mask: raw.mask === true,
+        enable: raw.enable === true,
+        hasContent,
+        hasReload,
+      },
+      base,
+      declaredFiles,
+      out,
+    );
   });
 }
 
@@ -245,13 +227,8 @@ function checkFiles(spec: Obj, out: FieldError[]): void {
 function checkPackages(spec: Obj, out: FieldError[]): void {
   const packages = list(spec.packages);
   checkDuplicates(packages, 'name', 'spec.packages', 'package', out);
-  if (spec.type === 'flatcar' && packages.length > 0) {
-    out.push(
-      fieldError(
-        'spec.packages',
-        'flatcar has no package manager: remove spec.packages (ship binaries as files or use a systemd-sysext image)',
-      ),
-    );
+  if (typeof spec.type === 'string' && !hasPackageManager(spec.type) && packages.length > 0) {
+    out.push(fieldError('spec.packages', noPackageManager(spec.type)));
   }
 }
 

@@ -7,6 +7,7 @@
 import { fieldError, type FieldError } from './field-error.js';
 import type { HealthCheck, RolloutPolicy } from './schema.js';
 import type { NonDisruptive } from './constants.js';
+import { isObj, type Obj } from './util.js';
 
 /**
  * Why these defaults (docs/rollouts.md): one node at a time, as OpenShift's MachineConfigPool;
@@ -86,12 +87,6 @@ export function scaledCount(
   }
   n = Math.max(min, n);
   return total > 0 ? Math.min(n, Math.max(total, min)) : n;
-}
-
-type Obj = Record<string, unknown>;
-
-function isObj(value: unknown): value is Obj {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 function intOrPercent(value: unknown, path: string, out: FieldError[], what: string): void {

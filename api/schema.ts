@@ -10,6 +10,7 @@
  * differ from what the operator wrote. oscar applies them when it resolves (api/defaults.ts).
  */
 import { Type, type Static } from 'typebox';
+import { noPackageManager, PACKAGES_CEL_RULE, WITHOUT_PACKAGE_MANAGER } from './os-facts.js';
 
 export * from './constants.js';
 import {
@@ -573,9 +574,8 @@ export const OperatingSystemConfigSpec = Type.Object(
         fieldPath: '.rollout',
       },
       {
-        rule: "self.type != 'flatcar' || !has(self.packages) || size(self.packages) == 0",
-        message:
-          'flatcar has no package manager: remove spec.packages (ship binaries as files or use a systemd-sysext image)',
+        rule: PACKAGES_CEL_RULE,
+        message: noPackageManager(WITHOUT_PACKAGE_MANAGER.join(', ')),
         fieldPath: '.packages',
       },
     ],

@@ -9,6 +9,8 @@
  * the same verdict over generated configs, hostile ones included.
  */
 import { formatBytes } from './bytes.js';
+import { hasPackageManager, noPackageManager } from './os-facts.js';
+import { checkUnitRules } from './unit-rules.js';
 import {
   CGROUP_DRIVERS,
   CRI_NAMES,
@@ -216,32 +218,19 @@ function checkUnit(
   if (unit.filePaths.length > LIMITS.filePaths) {
     out.push(fieldError(`${base}.filePaths`, tooMany(unit.filePaths.length, LIMITS.filePaths)));
   }
-  unit.filePaths.forEach((p, j) => {
-    if (!files.has(p)) {
-      out.push(
-        fieldError(
-          `${base}.filePaths[${j}]`,
-          `"${p}" is not declared in spec.files; add the file or remove it from filePaths`,
-        ),
-      );
-    }
-  });
-  if (unit.onChange === 'reload' && hasContent && !hasReload) {
-    out.push(
-      fieldError(
-        `${base}.onChange`,
-        '"reload" needs ExecReload= in the unit\'s [Service] section (or a drop-in); add it, or use onChange: restart',
-      ),
-    );
-  }
-  if (unit.mask && unit.enable) {
-    out.push(
-      fieldError(`${base}.enable`, 'a masked unit cannot be enabled; remove enable or mask'),
-    );
-  }
-  if (unit.mask && hasContent) {
-    out.push(fieldError(`${base}.content`, 'a masked unit has no content; remove content or mask'));
-  }
+  checkUnitRules(
+    {
+      filePaths: unit.filePaths,
+      onChange: unit.onChange,
+      mask: unit.mask,
+      enable: unit.enable,
+      hasContent,
+      hasReload,
+    },
+    base,
+    files,
+    out,
+  );
 }
 
 function checkUnits(
@@ -305,13 +294,8 @@ function checkPackages(config: ResolvedConfig, out: FieldError[]): void {
       );
     }
   });
-  if (config.type === 'flatcar' && packages.length > 0) {
-    out.push(
-      fieldError(
-        'spec.packages',
-        'flatcar has no package manager: remove spec.packages (ship binaries as files or use a systemd-sysext image)',
-      ),
-    );
+  if (!hasPackageManager(config.type) && packages.length > 0) {
+    out.push(fieldError('spec.packages', noPackageManager(config.type)));
   }
 }
 

@@ -2,8 +2,7 @@ import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { memoryLogger } from '../log/memory.js';
 import { Deadline, onShutdownSignal, parseDuration, reserveFor } from './shutdown.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+import { sleep } from '../api/util.js';
 
 function harness(timeoutMs: number, stop: (deadline: Deadline) => Promise<unknown>) {
   const signals = new EventEmitter();

@@ -12,7 +12,8 @@ import express from 'express';
 // (~15 MiB of module source and ~9 MiB of compiled code kept alive), which at 1,000 OSCs was a
 // fifth of the controller's heap; it is still used for exec plugins and auth providers.
 import { kubeHttp, loadKubeCredentials } from '../kube/credentials.js';
-import { Controller } from './osc/controller.js';
+import { OscController } from './osc/controller.js';
+import { Manager } from './runtime/manager.js';
 import { RolloutController } from './rollout/controller.js';
 import { HttpRolloutWriter, type RolloutWriter } from './rollout/writer.js';
 import { HttpWriter } from './osc/writer.js';
@@ -179,10 +180,10 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     );
   }
 
-  let controller: Controller | undefined;
+  let controller: OscController | undefined;
   let bootstrapController: BootstrapController | undefined;
   let identityController: IdentityController | undefined;
-  let rollouts: RolloutController | undefined;
+  let manager: Manager | undefined;
   let elector: LeaderElector | undefined;
   let stopping = false;
   let resolveDone: (why: 'lost-lease' | 'stopped') => void = () => undefined;
@@ -237,7 +238,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         })
       : undefined;
     identityController = ident;
-    const c = new Controller({
+    const c = new OscController({
       // The owner references' garbage collection deletes an OSC's Secrets; the finalizer only
       // adds a write per new OSC (and one at deletion), so it is opt-in (docs/controller.md).
       ...(config.oscFinalizer === true ? {} : { finalizer: false }),
@@ -277,19 +278,18 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         metrics.rolloutReconciles.inc({ result });
       },
     });
-    rollouts = r;
-    c.start()
-      // The bootstrap and rollout controllers read the OSC controller's caches: they start once
-      // those are synced.
-      .then(() => {
-        if (stopping) return;
-        r.start();
-        return b?.start().then(() => (stopping ? undefined : ident?.start()));
-      })
-      .catch((error: unknown) => {
-        log.error(errorFields(error), 'controller failed to start');
-      });
+    // The rollout and bootstrap controllers read the OSC controller's caches, the identity
+    // approver the bootstrap controller's: each starts once those are synced, and stops first.
+    manager = new Manager([c, r, ...(b ? [b] : []), ...(ident ? [ident] : [])]);
+    manager.start().catch((error: unknown) => {
+      log.error(errorFields(error), 'controller failed to start');
+    });
   };
+
+  const stopControllers = (): Promise<void> =>
+    (manager?.stop() ?? Promise.resolve()).catch((error: unknown) => {
+      log.error(errorFields(error), 'a controller failed to stop');
+    });
 
   const bootstrapReady = (): boolean =>
     (!bootstrapController || bootstrapController.synced) &&
@@ -360,12 +360,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         onLost: () => {
           metrics.leader.set(0);
           // Another replica may already reconcile: stop at once, and let the process exit.
-          void Promise.all([
-            rollouts?.stop(),
-            controller?.stop(),
-            bootstrapController?.stop(),
-            identityController?.stop(),
-          ]).finally(() => {
+          void stopControllers().finally(() => {
             resolveDone('lost-lease');
           });
         },
@@ -384,13 +379,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
     const deadline = Date.now() + timeoutMs;
     const reserve = Math.min(2_000, Math.floor(timeoutMs / 4));
     log.info({ timeoutMs }, 'stopping: finishing reconciles in flight');
-    const inFlight = Promise.all([
-      rollouts?.stop(),
-      controller?.stop(),
-      bootstrapController?.stop(),
-      identityController?.stop(),
-    ]);
-    if (!(await settledWithin(inFlight, deadline - Date.now() - reserve))) {
+    if (!(await settledWithin(stopControllers(), deadline - Date.now() - reserve))) {
       log.warn('reconciles still in flight at the shutdown deadline; the next leader redoes them');
     }
     // Handing the Lease back lets a standby take over at once; an API server that does not

@@ -13,6 +13,7 @@ import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { HttpKubeClient, type HttpKubeClientOptions } from './client.js';
+import { isObj, type Obj } from '../api/util.js';
 
 /** What kube/client.ts's HttpKubeClient uses of a KubeConfig. */
 export interface KubeCredentials {
@@ -88,9 +89,6 @@ class StaticCredentials implements KubeCredentials {
     return Promise.resolve();
   }
 }
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The named entry of clusters / users / contexts, with the field path of errors. */
 function entry(doc: Obj, list: 'clusters' | 'users' | 'contexts', name: string, key: string): Obj {

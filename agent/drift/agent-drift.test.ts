@@ -14,9 +14,8 @@ import type { Source, SourceEvents } from '../source.js';
 import { config, desiredOf, file, unit } from '../testing/fixtures.js';
 import { DriftMonitor, type DriftReport } from './monitor.js';
 import { RevertBackoff } from './policy.js';
-import { revertDrift } from './revert.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+import { revertDrift } from '../revert.js';
+import { sleep } from '../../api/util.js';
 
 let root: string;
 let stateDir: string;

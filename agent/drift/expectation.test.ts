@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { config, file, unit } from '../testing/fixtures.js';
 import { expectationOf, pathDrift, sha256, unitStateDrift, type Found } from './expectation.js';
-import { parseShow } from './unit-state.js';
+import { parseShow } from '../unit-state.js';
 
 const ids = {
   uid: (u: string) => (u === 'root' ? 0 : u === 'kube' ? 998 : undefined),

@@ -9,13 +9,14 @@
  * apply removes may also be absent; a unit whose declaration the apply changes is not compared.
  */
 import { hash } from 'node:crypto';
-import type { DriftPolicy } from '../../api/constants.js';
 import { formatMode, type ResolvedConfig, type ResolvedUnit } from '../../api/resolved.js';
-import { entriesOf } from '../plan.js';
-import { policiesOf } from './policy.js';
-import { unitDrift, type ObservedUnit } from './unit-drift.js';
+import type { WatchedPolicy } from '../model/drift.js';
+import { entriesOf } from '../model/entries.js';
+import type { Found, ObservedUnit } from '../model/observed.js';
 
-export type WatchedPolicy = Exclude<DriftPolicy, 'Ignore'>;
+export type { Found } from '../model/observed.js';
+import { policiesOf } from '../model/repair.js';
+import { unitDrift } from '../model/unit-drift.js';
 
 /** One acceptable state of a path: a file with this hash, mode and owner — or no file. */
 export type FileState =
@@ -96,13 +97,6 @@ function stateOf(e: { content: Buffer; mode: number; user: string; group: string
     group: e.group,
   };
 }
-
-/** What the check found at a path. */
-export type Found =
-  | { kind: 'file'; sha256: string; size: number; mode: number; uid: number; gid: number }
-  | { kind: 'missing' }
-  /** A symlink, a directory, a FIFO …: never what oscar wrote. */
-  | { kind: 'other'; type: string };
 
 /** Names → ids in the node's own /etc/passwd and /etc/group; undefined: owners not compared. */
 export interface OwnerIds {

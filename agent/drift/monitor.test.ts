@@ -23,10 +23,9 @@ import { entriesOf } from '../plan.js';
 import { config, file, unit } from '../testing/fixtures.js';
 import { DriftMonitor, type DriftReport } from './monitor.js';
 import { RevertBackoff } from './policy.js';
-import type { ObservedUnit } from './unit-drift.js';
-import type { UnitStateReader } from './unit-state.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+import type { ObservedUnit } from '../model/observed.js';
+import type { UnitStateReader } from '../unit-state.js';
+import { sleep } from '../../api/util.js';
 
 let root: string;
 const monitors: DriftMonitor[] = [];

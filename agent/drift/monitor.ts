@@ -9,8 +9,8 @@
  * - the audit, every auditIntervalMs and before every apply, checks everything: events missed,
  *   a restore from backup, changes made while the agent was down;
  * - at start, the same audit.
- * The check reads a path (agent/drift/reader.ts), hashes it and compares it with what was applied
- * (agent/drift/expectation.ts); units through one `systemctl show` (agent/drift/unit-state.ts).
+ * The check reads a path (agent/disk/reader.ts), hashes it and compares it with what was applied
+ * (agent/drift/expectation.ts); units through one `systemctl show` (agent/unit-state.ts).
  * The result is a set of drifted items; every change of it goes to the reporters (a Drifted
  * condition, Events, metrics).
  *
@@ -19,8 +19,9 @@
  */
 import type { ResolvedConfig } from '../../api/resolved.js';
 import { errorFields, type Logger } from '../../log/logger.js';
-import { Beneath } from '../beneath.js';
-import { Accounts, hostPath, mapLimit } from '../fs.js';
+import { Beneath } from '../disk/beneath.js';
+import { mapLimit } from '../../api/util.js';
+import { Accounts, hostPath } from '../disk/fs.js';
 import {
   expectationOf,
   NO_EXPECTATION,
@@ -29,59 +30,28 @@ import {
   type Expectation,
   type Finding,
   type OwnerIds,
-  type WatchedPolicy,
 } from './expectation.js';
+import type {
+  ApplyOutcome,
+  DriftHooks,
+  DriftItem,
+  DriftReport,
+  DriftTrigger,
+} from '../model/drift.js';
+import type { UnitStateReader } from '../model/observed.js';
 import { RevertBackoff } from './policy.js';
-import { readFound } from './reader.js';
+import { readFound } from '../disk/reader.js';
 import { itemFields } from './report.js';
-import type { UnitStateReader } from './unit-state.js';
 import { DriftWatcher } from './watcher.js';
 
-/** What found the drift: the watcher, the periodic audit, the check before an apply, the start. */
-export type DriftTrigger = 'start' | 'watch' | 'audit' | 'apply' | 'revert';
-
-export interface DriftItem {
-  /** "path:/etc/x.conf" or "unit:x.service". */
-  key: string;
-  path?: string;
-  unit?: string;
-  reason: string;
-  expected: string;
-  found: string;
-  policy: WatchedPolicy;
-  since: Date;
-}
-
-export interface DriftReport {
-  /** Everything that is drifted now, by key. */
-  items: readonly DriftItem[];
-  /** Drifted since the last report. */
-  added: readonly DriftItem[];
-  /** Drifted at the last report, not any more. */
-  resolved: readonly DriftItem[];
-  trigger: DriftTrigger;
-  /** `resolved` was put back by a revert (not by hand, nor by an apply of a new state). */
-  reverted: boolean;
-}
-
-/** How an apply ended, for the monitor's idea of what the node must carry. */
-export type ApplyOutcome =
-  /** The node now carries this config in full (it is last-applied). */
-  | { applied: ResolvedConfig }
-  /** An apply of this config stopped half-way: what it wrote is not drift either. */
-  | { failed: ResolvedConfig }
-  /** What was applied did not change: a refused state, or a revert (`revert`) of drift. */
-  | { unchanged: true; revert?: boolean };
-
-/** What the agent loop calls (agent/agent.ts). */
-export interface DriftHooks {
-  start(applied: ResolvedConfig | undefined): Promise<void>;
-  /** Before an apply: check everything (not for a revert, which a check just asked for), pause. */
-  beforeApply(kind: 'apply' | 'revert'): Promise<void>;
-  /** After an apply, failed or not: what is expected now; resume. */
-  afterApply(outcome: ApplyOutcome): void;
-  stop(): Promise<void>;
-}
+// The drift vocabulary is the ground floor's (agent/model/drift.ts); callers may name it here too.
+export type {
+  ApplyOutcome,
+  DriftHooks,
+  DriftItem,
+  DriftReport,
+  DriftTrigger,
+} from '../model/drift.js';
 
 export interface DriftMonitorOptions {
   root: string;
@@ -255,7 +225,7 @@ export class DriftMonitor implements DriftHooks {
 
   private async ownerIds(): Promise<OwnerIds | undefined> {
     if (!this.opts.owners) return undefined;
-    // /etc/passwd and /etc/group read beneath the root, never through a link (agent/beneath.ts)
+    // /etc/passwd and /etc/group read beneath the root, never through a link (agent/disk/beneath.ts)
     const beneath = await Beneath.open(this.opts.root);
     const accounts = await Accounts.load(beneath, this.opts.root).finally(() => beneath.close());
     const safe = (f: () => number): number | undefined => {

@@ -5,7 +5,7 @@
  */
 import { DRIFT_REPORT_ITEMS } from '../../api/constants.js';
 import type { DriftedItem } from '../../api/schema.js';
-import type { DriftItem, DriftReport } from './monitor.js';
+import type { DriftItem, DriftReport } from '../model/drift.js';
 
 /** How many items a condition message or an Event note names before "and N more". */
 const NAMED = 10;

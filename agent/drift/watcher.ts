@@ -19,7 +19,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { hostPath } from '../fs.js';
+import { hostPath } from '../disk/fs.js';
 
 export interface WatcherEvents {
   /** Something happened to this path (a node path oscar owns). */

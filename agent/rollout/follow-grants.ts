@@ -7,9 +7,9 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { HttpKubeClient, type KubeHttp } from '../../kube/client.js';
 import type { Logger } from '../../log/logger.js';
-import type { Reporter } from '../agent.js';
-import type { ApplyDeps, ApplyResult } from '../apply.js';
-import type { DriftHooks } from '../drift/monitor.js';
+import { fanOut, type Reporter } from '../loop.js';
+import type { ApplyDeps } from '../apply.js';
+import type { DriftHooks } from '../model/drift.js';
 import { KubeReporter } from '../report.js';
 import { GrantSource } from './grant-source.js';
 import { GrantedAgent, nodeApplier, type Applier, type GrantReporter } from './granted-agent.js';
@@ -47,9 +47,9 @@ export interface FollowGrantsOptions {
 }
 
 /** The node reporter, with the log and metrics reporters told the same things. */
-function fanOut(kube: KubeReporter, observers: readonly Reporter[]): GrantReporter {
-  const all: Reporter[] = [kube, ...observers];
+function withObservers(kube: KubeReporter, observers: readonly Reporter[]): GrantReporter {
   return {
+    ...fanOut([kube, ...observers]),
     setSource: (source, ref) => {
       kube.setSource(source, ref);
     },
@@ -58,27 +58,6 @@ function fanOut(kube: KubeReporter, observers: readonly Reporter[]): GrantReport
     },
     mark: () => kube.mark(),
     writtenAfter: (m) => kube.writtenAfter(m),
-    restored: (c) => {
-      for (const r of all) r.restored?.(c);
-    },
-    desired: (c) => {
-      for (const r of all) r.desired(c);
-    },
-    applied: (result: ApplyResult, ms: number) => {
-      for (const r of all) r.applied(result, ms);
-    },
-    failed: (c, e) => {
-      for (const r of all) r.failed(c, e);
-    },
-    sourceFailed: (e) => {
-      for (const r of all) r.sourceFailed(e);
-    },
-    reverted: (result: ApplyResult, ms: number) => {
-      for (const r of all) r.reverted?.(result, ms);
-    },
-    revertFailed: (e) => {
-      for (const r of all) r.revertFailed?.(e);
-    },
     flush: () => kube.flush(),
   };
 }
@@ -113,7 +92,7 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
   const onNode = o.deps.root === '/';
   const agent = new GrantedAgent({
     source,
-    reporter: fanOut(reporter, o.observers ?? []),
+    reporter: withObservers(reporter, o.observers ?? []),
     applier: o.applier ?? nodeApplier(o.deps, o.log),
     tryState: o.tryState ?? new TryState(o.deps.stateDir, o.deps.root),
     health: o.health ?? new NodeHealthProbe(o.deps.root),

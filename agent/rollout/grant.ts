@@ -12,6 +12,7 @@
 import { ROLLOUT_LIMITS } from '../../api/constants.js';
 import { ROLLOUT_DEFAULTS } from '../../api/rollout.js';
 import { revisionSecretName, secretNameFor } from '../../api/secret.js';
+import { isObj } from '../../api/util.js';
 
 interface CheckTiming {
   timeoutMs: number;
@@ -58,12 +59,6 @@ export interface Grant {
 
 export class GrantError extends Error {
   override name = 'GrantError';
-}
-
-type Obj = Record<string, unknown>;
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 function int(v: unknown, what: string, min: number, max: number): number {

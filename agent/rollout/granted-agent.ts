@@ -16,24 +16,26 @@
  * - at start: a try left by an earlier boot is reverted at once (the machine restarted under an
  *   unconfirmed revision); one from this boot (the agent restarted) is verified on to its
  *   deadline from what try.json holds — without needing the API server.
- * Drift (agent/drift/): the monitor is told around every apply (./drift-applier.ts); a revert of
+ * Drift (agent/drift/): the monitor is told around every apply (agent/applier.ts); a revert of
  * drift it asks for runs when no grant is being applied, verified or retried — a try's verdict
  * decides what stays, and a new revision repairs Revert drift anyway.
  */
-import { errorFields, silentLogger, type Logger } from '../../log/logger.js';
+import { errorFields, type Logger } from '../../log/logger.js';
 import type { RevisionReport } from '../../api/schema.js';
 import type { GrantPhase } from '../../api/constants.js';
-import { applyDesired, type ApplyDeps, type ApplyResult } from '../apply.js';
-import type { DriftHooks } from '../drift/monitor.js';
-import { revertDrift } from '../drift/revert.js';
-import { readLastApplied, writeLastApplied, type Desired } from '../state.js';
+import type { ApplyResult } from '../apply.js';
+import { withDrift, type Applier } from '../applier.js';
+import type { DriftHooks } from '../model/drift.js';
+import type { Desired } from '../state.js';
 import type { Grant } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
 import { judgeUnit, type CheckResult, type HealthProbe, type UnitProbe } from './health.js';
 import type { TryRecord, TryState, WatchedUnit } from './try-state.js';
 import { InvalidConfigError } from '../../api/validate-config.js';
 import { checkDesired } from '../desired-check.js';
-import { withDrift } from './drift-applier.js';
+import { revertThrough, RetryPolicy, waitsForNextState, type Reporter } from '../loop.js';
+
+export { nodeApplier, type Applier } from '../applier.js';
 
 /** What the loop needs of the grant source. */
 export interface GrantFeed {
@@ -44,40 +46,12 @@ export interface GrantFeed {
   readonly description: string;
 }
 
-/** What the loop needs of the node report (KubeReporter). */
-export interface GrantReporter {
+/** What the loop needs of the node report (KubeReporter): the agent's reporter, and revisions. */
+export interface GrantReporter extends Reporter {
   setSource(source: 'Grant', oscRef: { namespace: string; name: string }): void;
   setRevision(report: RevisionReport): void;
   mark(): number;
   writtenAfter(mark: number): Promise<string>;
-  restored(checksum: string): void;
-  desired(checksum: string): void;
-  applied(result: ApplyResult, durationMs: number): void;
-  failed(checksum: string, error: Error): void;
-  sourceFailed(error: Error): void;
-  /** A revert of drift ran, or failed. */
-  reverted?(result: ApplyResult, durationMs: number): void;
-  revertFailed?(error: Error): void;
-  flush?(): Promise<void>;
-}
-
-/** How revisions reach the node: the real executor, or memory (the scale bench). */
-export interface Applier {
-  lastApplied(): Promise<Desired | undefined>;
-  apply(desired: Desired): Promise<ApplyResult>;
-  /** Records `desired` as applied without applying it (a failed apply, before its revert). */
-  markApplied(desired: Desired): Promise<void>;
-  /** Puts Revert drift back (agent/drift/revert.ts); undefined when there was nothing to do. */
-  revertDrift?(): Promise<ApplyResult | undefined>;
-}
-
-export function nodeApplier(deps: ApplyDeps, log: Logger = silentLogger()): Applier {
-  return {
-    lastApplied: () => readLastApplied(deps.stateDir),
-    apply: (desired) => applyDesired(deps, desired),
-    markApplied: (desired) => writeLastApplied(deps.stateDir, desired.bytes),
-    revertDrift: () => revertDrift(deps, log),
-  };
 }
 
 export interface GrantedAgentOptions {
@@ -127,7 +101,7 @@ export class GrantedAgent {
   private interrupt = new AbortController();
   private stopped = false;
   private retryTimer: NodeJS.Timeout | undefined;
-  private failures = 0;
+  private readonly retry: RetryPolicy;
   /** Drift asked for a revert. */
   private driftRevertWanted = false;
   /** The applier, telling the drift monitor around every apply when there is one. */
@@ -141,6 +115,7 @@ export class GrantedAgent {
 
   constructor(private readonly o: GrantedAgentOptions) {
     this.applier = o.drift ? withDrift(o.applier, o.drift) : o.applier;
+    this.retry = new RetryPolicy(o);
   }
 
   private now(): number {
@@ -152,7 +127,7 @@ export class GrantedAgent {
     this.following = scope.osc;
     reporter.setSource('Grant', { namespace: scope.namespace, name: scope.osc });
     const last = await this.applier.lastApplied();
-    if (last) reporter.restored(last.checksum);
+    if (last) reporter.restored?.(last.checksum);
     this.applied = last?.checksum;
     // before anything is applied: what changed while the agent was down, against what it applied
     await this.o.drift?.start(last?.config);
@@ -203,7 +178,7 @@ export class GrantedAgent {
 
   private enqueue(item: Item): void {
     this.pending = item;
-    this.failures = 0;
+    this.retry.reset();
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
     this.interrupt.abort(); // a verification in progress gives way
@@ -265,7 +240,7 @@ export class GrantedAgent {
         this.report(grant, 'Failed', reason, e.message);
         // a state the node cannot take in place, or one oscar's rules refuse: retrying cannot
         // help; wait for another grant
-        if (reason !== 'ReplacementNeeded' && reason !== 'InvalidConfig') this.retryLater(item);
+        if (!waitsForNextState(e)) this.retryLater(item);
       } finally {
         this.active = undefined;
       }
@@ -274,10 +249,7 @@ export class GrantedAgent {
 
   private retryLater(item: Item): void {
     if (this.stopped || this.pending) return;
-    this.failures++;
-    const base = this.o.retryBaseMs ?? 2_000;
-    const max = this.o.retryMaxMs ?? 5 * 60_000;
-    const delay = Math.min(max, base * 2 ** (this.failures - 1)) * (0.5 + Math.random() / 2);
+    const delay = this.retry.next();
     this.o.log.info({ retryInMs: Math.round(delay) }, 'retrying');
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
@@ -661,14 +633,9 @@ export class GrantedAgent {
 
   /** A revert of drift, unless a try is still open (its verdict decides what stays). */
   private async runDriftRevert(): Promise<void> {
-    if (!this.applier.revertDrift || (await this.o.tryState.current())) return;
-    const t0 = performance.now();
-    try {
-      const result = await this.applier.revertDrift();
-      if (result) this.o.reporter.reverted?.(result, performance.now() - t0);
-    } catch (error) {
-      this.o.reporter.revertFailed?.(error as Error);
-    }
+    // a try's verdict decides what stays: no revert of drift under an open try
+    if (await this.o.tryState.current()) return;
+    await revertThrough(this.applier, this.o.reporter);
   }
 
   async stop(): Promise<void> {

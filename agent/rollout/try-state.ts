@@ -14,12 +14,13 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, open, readlink, rename, symlink, unlink, type FileHandle } from 'node:fs/promises';
 import { parseCanonical, sha256Hex } from '../../api/canonical.js';
-import { Beneath, NotADirectory, SymlinkRefused, type Dir } from '../beneath.js';
-import { commitTemp, copyFrom, randomTempName, readFileIn, writeTempIn } from '../fs.js';
-import { entriesOf } from '../plan.js';
+import { Beneath, NotADirectory, SymlinkRefused, type Dir } from '../disk/beneath.js';
+import { commitTemp, copyFrom, randomTempName, readFileIn, writeTempIn } from '../disk/fs.js';
+import { entriesOf } from '../model/entries.js';
 import { StateDir, StateError } from '../state-dir.js';
 import type { Desired } from '../state.js';
 import type { Grant } from './grant.js';
+import { isObj } from '../../api/util.js';
 
 const CONFIRMED = 'confirmed.json';
 const TRY = 'try.json';
@@ -60,10 +61,6 @@ export interface FailedRecord {
   generation: number;
   reason: string;
   message: string;
-}
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 /** A path oscar could have written: absolute, normalised (the validator's rules). */
@@ -216,7 +213,7 @@ async function restore(
 /**
  * The try's files, in the checked state directory (agent/state-dir.ts), and the node paths it
  * backs up and restores, resolved beneath the root without following a link the agent did not
- * make (agent/beneath.ts) — a rollback runs as root on paths other users may own.
+ * make (agent/disk/beneath.ts) — a rollback runs as root on paths other users may own.
  */
 export class TryState {
   constructor(

@@ -4,7 +4,7 @@
  * closely enough to check that a plan reaches the desired state; it is not used by the agent.
  */
 import type { ResolvedConfig } from '../../api/resolved.js';
-import type { ObservedUnit } from '../drift/unit-drift.js';
+import type { ObservedUnit } from '../model/observed.js';
 import type { Action, ObservedDisk, ObservedFile } from '../plan.js';
 import { entriesOf } from '../plan.js';
 

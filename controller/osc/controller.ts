@@ -45,7 +45,7 @@ import { API_VERSION } from '../../api/schema.js';
 
 export const OSC_NODE_RESOURCE = 'operatingsystemconfignodes';
 
-export interface ControllerOptions {
+export interface OscControllerOptions {
   http: KubeHttp;
   writer: Writer;
   pipeline: Pipeline;
@@ -89,7 +89,7 @@ function refsOf(osc: OscObject): Ref[] {
   ];
 }
 
-export class Controller implements Caches {
+export class OscController implements Caches {
   readonly queue: WorkQueue;
   private readonly sets = new Map<string, Informers>();
   private readonly refs = new RefIndex();
@@ -106,7 +106,7 @@ export class Controller implements Caches {
   private readonly secretOverlay = new Map<string, KubeObject>();
   private readonly writer: Writer;
 
-  constructor(private readonly o: ControllerOptions) {
+  constructor(private readonly o: OscControllerOptions) {
     this.queue = new WorkQueue({
       concurrency: 16,
       baseDelayMs: 200,

@@ -14,7 +14,7 @@ import type { Clock } from '../clock.js';
 import { dropManagedFields, keyOf } from '../kube/informer.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
 import { errorFields, type Logger } from '../../log/logger.js';
-import type { Controller } from '../osc/controller.js';
+import type { OscController } from '../osc/controller.js';
 import type { EventInput } from '../osc/reconcile.js';
 import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
 import { GrantNodeIndex, memberOf } from './node-index.js';
@@ -24,7 +24,7 @@ import type { RolloutWriter } from './writer.js';
 
 export interface RolloutControllerOptions {
   /** The OSC controller: its caches and informers. */
-  osc: Controller;
+  osc: OscController;
   writer: RolloutWriter;
   event(osc: OscObject, e: EventInput): Promise<void>;
   log: Logger;

@@ -4,25 +4,31 @@
  * again. Pure: no I/O, no clock of its own. controller/rollout/reconcile.ts feeds it from the
  * caches and writes what it returns.
  *
- * The rules (docs/rollouts.md explains them for operators):
- * - the target is the revision of the OSC's current rendering, or, while spec.rollout.rollback
- *   names that revision, the revision it goes back to (an undo, applied without try mode);
- * - the stable revision is the last whose rollout completed; the first revision an OSC ever
- *   has is stable at once (there is nothing to fall back to);
- * - a node that joins gets the revision it already carries when that is the target or the
- *   stable one, otherwise the stable one: never an unproven revision outside the gate;
- * - unavailable nodes are those in flight (granted a revision they have not confirmed, rolled
- *   back or failed), failed without rolling back, or Degraded; new grants of the target go to
- *   pending nodes, by name, only while unavailable < maxUnavailable;
- * - a canary wave (canary.nodes) goes first; once its nodes are updated the rollout pauses for
- *   canary.pauseSeconds, or until resumed;
- * - failed + rolled back ≥ failureThreshold pauses the rollout; so does spec.rollout.paused;
- *   a resume (a new oscar.dev/resume annotation value) ends a canary or failure pause and
- *   hands every failed node the stable revision, so it is retried in a later wave;
- * - nonDisruptive: Immediate grants a revision that disturbs no unit (same disruption digest as
+ * The rules (docs/rollouts.md explains them for operators), each a function in RULES below:
+ * - chooseTarget: the target is the revision of the OSC's current rendering, or, while
+ *   spec.rollout.rollback names that revision, the revision it goes back to (an undo, applied
+ *   without try mode); warnRollbackIgnored: one that names a revision no longer kept is ignored;
+ * - chooseStable: the stable revision is the last whose rollout completed; the first revision
+ *   an OSC ever has is stable at once (there is nothing to fall back to);
+ * - startOrContinue: a new target starts a new rollout status, and says so;
+ * - sizeTheRollout: maxUnavailable, failureThreshold and the canary wave scaled to the nodes;
+ *   nonDisruptive: Immediate grants a revision that disturbs no unit (same disruption digest as
  *   the stable one) to every pending node at once;
- * - a node that neither confirms nor fails within grant time + deadline + grace counts as failed
- *   (its agent may be cut off and unable to say it rolled back).
+ * - noteResume: a resume (a new oscar.dev/resume annotation value) ends a canary or failure
+ *   pause and hands every failed node the stable revision, so it is retried in a later wave;
+ * - classifyNodes: a node that joins gets the revision it already carries when that is the
+ *   target or the stable one, otherwise the stable one: never an unproven revision outside the
+ *   gate; unavailable nodes are those in flight (granted a revision they have not confirmed,
+ *   rolled back or failed), failed without rolling back, or Degraded; a node that neither
+ *   confirms nor fails within grant time + deadline + grace counts as failed (its agent may be
+ *   cut off and unable to say it rolled back);
+ * - completeCanary, pauseAfterCanary: a canary wave (canary.nodes) goes first; once its nodes are
+ *   updated the rollout pauses for canary.pauseSeconds, or until resumed; announceResume;
+ * - decidePause: failed + rolled back ≥ failureThreshold pauses the rollout; so does
+ *   spec.rollout.paused;
+ * - grantWaves: new grants of the target go to pending nodes, by name, only while unavailable
+ *   < maxUnavailable; countWaves: the canary is the first wave, then one per maxUnavailable;
+ * - completeOrPause, finish: every node updated makes the target stable; the status's words.
  */
 import type {
   HealthCheck,
@@ -179,263 +185,374 @@ function byName(a: NodeState, b: NodeState): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
 
-export function planRollout(input: RolloutInput): RolloutPlan {
-  const { policy, rendered, revisions, nodes, now } = input;
-  const plan: RolloutPlan = {
-    grants: [],
-    status: input.memory,
-    events: [],
-    newlyReported: [],
-    pinned: new Set(),
-  };
-  if (!rendered) return plan;
-  const nowMs = now.getTime();
-  const find = (n: number | undefined): Revision | undefined =>
-    n === undefined ? undefined : revisions.find((r) => r.number === n);
+/**
+ * One planning pass as the rules fill it in: the inputs, what the first rules decide (target,
+ * stable, sizes) and what later rules read (classes, budget, pause).
+ */
+interface Pass {
+  readonly input: RolloutInput;
+  readonly plan: RolloutPlan;
+  readonly rendered: Revision;
+  readonly nowMs: number;
+  target: Revision;
+  undoing: boolean;
+  stable: Revision;
+  /** The target changed since the last pass: a new rollout starts. */
+  fresh: boolean;
+  status: RolloutStatus;
+  tryMode: boolean;
+  total: number;
+  maxUnavailable: number;
+  threshold: number;
+  canarySize: number;
+  /** nonDisruptive: Immediate applies to this revision. */
+  immediate: boolean;
+  resumed: boolean;
+  classes: Map<string, Class>;
+  /** Nodes this pass granted a revision outside the waves (joined, or retried). */
+  regranted: Set<string>;
+  retried: Set<string>;
+  unavailable: number;
+  nextDue: number | undefined;
+  canaryNodes: NodeState[];
+  inCanary: boolean;
+  canaryPause: boolean;
+  promotedByResume: boolean;
+  pauseReason: PauseReason | undefined;
+  /** Nodes holding a grant of the target. */
+  granted: number;
+}
 
-  // The target: the rendering, or the revision an undo goes back to.
-  const rollback = policy.rollback;
-  const undoTo =
-    rollback && rollback.fromRevision === rendered.number ? find(rollback.toRevision) : undefined;
-  const target = undoTo ?? rendered;
-  const undoing = undoTo !== undefined;
-  const memory = input.memory;
-  let stable = find(memory?.stableRevision) ?? (memory ? undefined : target);
-  if (!stable) {
-    // The stable revision is no longer kept: the target is all that is left to stand on.
-    stable = target;
-  }
-  const fresh = memory?.revision !== target.number || memory.checksum !== target.checksum;
-  const base: RolloutStatus = fresh
-    ? {
-        revision: target.number,
-        checksum: target.checksum,
-        stableRevision: stable.number,
-        phase: 'Progressing',
-        message: '',
-        maxUnavailable: 0,
-        failureThreshold: 0,
-        nodes: { total: 0, updated: 0, updating: 0, failed: 0, rolledBack: 0, pending: 0 },
-        wave: 0,
-        waves: 0,
-        startTime: rfc3339(now),
-        ...(memory?.observedResume !== undefined ? { observedResume: memory.observedResume } : {}),
-      }
-    : { ...memory, nodes: { ...memory.nodes } };
-  const status: RolloutStatus = base;
-  const tryMode = target.number !== stable.number && !undoing;
-  if (fresh && memory && (target.number !== stable.number || undoing)) {
-    plan.events.push({
+/** One rule of the file header: reads the pass, decides its part. */
+type Rule = (p: Pass) => void;
+
+const count = (p: Pass, cls: Class): number =>
+  [...p.classes.values()].filter((c) => c === cls).length;
+
+const due = (p: Pass, at: number): void => {
+  p.nextDue = Math.min(p.nextDue ?? at, at);
+};
+
+const grantOptions = (p: Pass): Omit<GrantOptions, 'tryMode' | 'canary'> => ({
+  policy: p.input.policy,
+  namespace: p.input.namespace,
+  osc: p.input.osc,
+  now: p.input.now,
+});
+
+function findRevision(p: Pass, n: number | undefined): Revision | undefined {
+  return n === undefined ? undefined : p.input.revisions.find((r) => r.number === n);
+}
+
+/**
+ * The target is the revision of the OSC's current rendering, or, while spec.rollout.rollback
+ * names that revision, the revision it goes back to (an undo, applied without try mode).
+ */
+const chooseTarget: Rule = (p) => {
+  const rollback = p.input.policy.rollback;
+  if (!rollback || rollback.fromRevision !== p.rendered.number) return;
+  const undoTo = findRevision(p, rollback.toRevision);
+  if (!undoTo) return;
+  p.target = undoTo;
+  p.undoing = true;
+};
+
+/**
+ * The stable revision is the last whose rollout completed; the first revision an OSC ever has
+ * is stable at once (there is nothing to fall back to). One no longer kept leaves the target.
+ */
+const chooseStable: Rule = (p) => {
+  const memory = p.input.memory;
+  p.stable = findRevision(p, memory?.stableRevision) ?? p.target;
+  p.tryMode = p.target.number !== p.stable.number && !p.undoing;
+};
+
+/** A new target starts a new rollout status (and says so); the same one carries on. */
+const startOrContinue: Rule = (p) => {
+  const { memory, now } = p.input;
+  const { target, stable } = p;
+  p.fresh = memory?.revision !== target.number || memory.checksum !== target.checksum;
+  p.status =
+    p.fresh || !memory
+      ? {
+          revision: target.number,
+          checksum: target.checksum,
+          stableRevision: stable.number,
+          phase: 'Progressing',
+          message: '',
+          maxUnavailable: 0,
+          failureThreshold: 0,
+          nodes: { total: 0, updated: 0, updating: 0, failed: 0, rolledBack: 0, pending: 0 },
+          wave: 0,
+          waves: 0,
+          startTime: rfc3339(now),
+          ...(memory?.observedResume !== undefined
+            ? { observedResume: memory.observedResume }
+            : {}),
+        }
+      : { ...memory, nodes: { ...memory.nodes } };
+  if (p.fresh && memory && (target.number !== stable.number || p.undoing)) {
+    p.plan.events.push({
       type: 'Normal',
-      reason: undoing ? 'RolloutUndo' : 'RolloutStarted',
-      message: undoing
-        ? `Undoing revision ${String(rendered.number)}: every node goes back to revision ${String(target.number)}.`
+      reason: p.undoing ? 'RolloutUndo' : 'RolloutStarted',
+      message: p.undoing
+        ? `Undoing revision ${String(p.rendered.number)}: every node goes back to revision ${String(target.number)}.`
         : `Rolling out revision ${String(target.number)} (checksum ${target.checksum.slice(0, 12)}) from revision ${String(stable.number)}.`,
     });
   }
-  if (rollback && !undoTo && rollback.fromRevision === rendered.number) {
-    plan.events.push({
-      type: 'Warning',
-      reason: 'RollbackIgnored',
-      message: `spec.rollout.rollback names revision ${String(rollback.toRevision)}, which is not kept; keeping revision ${String(rendered.number)}.`,
-    });
-  }
+};
 
-  const total = nodes.length;
-  const maxUnavailable = scaledCount(policy.maxUnavailable, total, 'down');
-  const threshold = scaledCount(policy.failureThreshold, total, 'up');
-  const canarySize = policy.canary && tryMode ? scaledCount(policy.canary.nodes, total, 'up') : 0;
-  const immediate =
-    tryMode &&
+/** A rollback that names a revision no longer kept is ignored, and says so. */
+const warnRollbackIgnored: Rule = (p) => {
+  const rollback = p.input.policy.rollback;
+  if (!rollback || p.undoing || rollback.fromRevision !== p.rendered.number) return;
+  p.plan.events.push({
+    type: 'Warning',
+    reason: 'RollbackIgnored',
+    message: `spec.rollout.rollback names revision ${String(rollback.toRevision)}, which is not kept; keeping revision ${String(p.rendered.number)}.`,
+  });
+};
+
+/** maxUnavailable, failureThreshold and the canary wave, scaled to the nodes there are. */
+const sizeTheRollout: Rule = (p) => {
+  const { policy, nodes } = p.input;
+  p.total = nodes.length;
+  p.maxUnavailable = scaledCount(policy.maxUnavailable, p.total, 'down');
+  p.threshold = scaledCount(policy.failureThreshold, p.total, 'up');
+  p.canarySize = policy.canary && p.tryMode ? scaledCount(policy.canary.nodes, p.total, 'up') : 0;
+  // nonDisruptive: Immediate grants a revision that disturbs no unit to every node at once
+  p.immediate =
+    p.tryMode &&
     policy.nonDisruptive === 'Immediate' &&
-    target.disruption !== undefined &&
-    target.disruption === stable.disruption;
-  const grantOpts = { policy, namespace: input.namespace, osc: input.osc, now };
+    p.target.disruption !== undefined &&
+    p.target.disruption === p.stable.disruption;
+};
 
-  // A resume: the canary pause ends, failed nodes go back to the stable revision for a retry.
-  // (A first pass only notes the token: there is nothing it could resume.)
-  const resumed =
-    memory !== undefined &&
-    input.resumeToken !== undefined &&
-    input.resumeToken !== status.observedResume;
-  if (input.resumeToken !== undefined) status.observedResume = input.resumeToken;
+/**
+ * A resume (a new oscar.dev/resume annotation value) ends a canary or failure pause and hands
+ * every failed node the stable revision. A first pass only notes the token: nothing to resume.
+ */
+const noteResume: Rule = (p) => {
+  const token = p.input.resumeToken;
+  p.resumed =
+    p.input.memory !== undefined && token !== undefined && token !== p.status.observedResume;
+  if (token !== undefined) p.status.observedResume = token;
+};
 
-  const classes = new Map<string, Class>();
-  const regranted = new Set<string>();
-  const retried = new Set<string>();
-  let unavailable = 0;
-  let nextDue: number | undefined;
-  for (const node of [...nodes].sort(byName)) {
-    if (node.grant) plan.pinned.add(node.grant.number);
-    // A node that joins gets a revision at once, outside the waves.
+/**
+ * A node that joins gets the revision it already carries when that is the target or the stable
+ * one, otherwise the stable one: never an unproven revision outside the gate.
+ */
+function joinNode(p: Pass, node: NodeState): void {
+  const rev = node.appliedChecksum === p.target.checksum ? p.target : p.stable;
+  p.plan.grants.push({
+    node: node.name,
+    grant: grantFor(rev, { ...grantOptions(p), tryMode: false, canary: false }),
+  });
+  p.plan.pinned.add(rev.number);
+  p.regranted.add(node.name);
+  p.classes.set(node.name, rev === p.target ? 'updating' : 'pending');
+  p.unavailable++;
+}
+
+/** A resume hands a failed node the stable revision; it is retried in a later wave. */
+function retryFailedNode(p: Pass, node: NodeState): void {
+  p.plan.grants.push({
+    node: node.name,
+    grant: grantFor(p.stable, { ...grantOptions(p), tryMode: false, canary: false }),
+  });
+  p.regranted.add(node.name);
+  p.retried.add(node.name);
+  p.unavailable++; // in flight to the stable revision now
+  p.classes.set(node.name, 'pending');
+}
+
+/** A node's failure or rollback is an Event once per grant ("node@generation"). */
+function reportFailure(p: Pass, node: NodeState, cls: Class, timedOut: boolean): void {
+  const key = `${node.name}@${String(node.generation)}`;
+  if (p.input.reportedFailures.has(key)) return;
+  const a = answer(node);
+  p.plan.newlyReported.push(key);
+  p.plan.events.push({
+    type: 'Warning',
+    reason: cls === 'rolledBack' ? 'NodeRolledBack' : 'NodeFailed',
+    message: timedOut
+      ? `Node ${node.name} did not confirm revision ${String(p.target.number)} by its deadline; counted as failed.`
+      : `Node ${node.name} ${cls === 'rolledBack' ? 'rolled back' : 'failed'} revision ${String(p.target.number)}: ${a?.reason ?? ''}: ${(a?.message ?? '').slice(0, 300)}`,
+  });
+}
+
+/**
+ * Every node is updated, updating, failed, rolled back or pending. Unavailable are the nodes in
+ * flight (granted a revision they have not answered), failed without rolling back, or Degraded;
+ * a node that neither confirms nor fails within grant time + deadline + grace counts as failed.
+ */
+const classifyNodes: Rule = (p) => {
+  const deadline = p.input.policy.progressDeadlineSeconds;
+  for (const node of [...p.input.nodes].sort(byName)) {
+    if (node.grant) p.plan.pinned.add(node.grant.number);
     if (!node.grant) {
-      const rev = node.appliedChecksum === target.checksum ? target : stable;
-      plan.grants.push({
-        node: node.name,
-        grant: grantFor(rev, { ...grantOpts, tryMode: false, canary: false }),
-      });
-      plan.pinned.add(rev.number);
-      regranted.add(node.name);
-      classes.set(node.name, rev === target ? 'updating' : 'pending');
-      unavailable++;
+      joinNode(p, node);
       continue;
     }
-    const c = classify(node, target, nowMs, policy.progressDeadlineSeconds);
-    let cls = c.cls;
+    const c = classify(node, p.target, p.nowMs, deadline);
     if (c.inFlight) {
-      const due = noReportAt(node, policy.progressDeadlineSeconds);
-      if (due !== undefined) nextDue = Math.min(nextDue ?? due, due);
+      const at = noReportAt(node, deadline);
+      if (at !== undefined) due(p, at);
     }
-    if ((cls === 'failed' || cls === 'rolledBack') && resumed) {
-      plan.grants.push({
-        node: node.name,
-        grant: grantFor(stable, { ...grantOpts, tryMode: false, canary: false }),
-      });
-      regranted.add(node.name);
-      retried.add(node.name);
-      cls = 'pending';
-      unavailable++; // in flight to the stable revision now
-      classes.set(node.name, cls);
+    const failedOrBack = c.cls === 'failed' || c.cls === 'rolledBack';
+    if (failedOrBack && p.resumed) {
+      retryFailedNode(p, node);
       continue;
     }
-    if (cls === 'failed' || cls === 'rolledBack') {
-      const key = `${node.name}@${String(node.generation)}`;
-      if (!input.reportedFailures.has(key)) {
-        const a = answer(node);
-        plan.newlyReported.push(key);
-        plan.events.push({
-          type: 'Warning',
-          reason: cls === 'rolledBack' ? 'NodeRolledBack' : 'NodeFailed',
-          message: c.timedOut
-            ? `Node ${node.name} did not confirm revision ${String(target.number)} by its deadline; counted as failed.`
-            : `Node ${node.name} ${cls === 'rolledBack' ? 'rolled back' : 'failed'} revision ${String(target.number)}: ${a?.reason ?? ''}: ${(a?.message ?? '').slice(0, 300)}`,
-        });
-      }
-    }
-    classes.set(node.name, cls);
-    const a = answer(node);
-    const failedInPlace = a?.phase === 'Failed' || (c.timedOut && cls !== 'rolledBack');
-    if (c.inFlight || failedInPlace || node.degraded) unavailable++;
+    if (failedOrBack) reportFailure(p, node, c.cls, c.timedOut);
+    p.classes.set(node.name, c.cls);
+    const failedInPlace =
+      answer(node)?.phase === 'Failed' || (c.timedOut && c.cls !== 'rolledBack');
+    if (c.inFlight || failedInPlace || node.degraded) p.unavailable++;
   }
+};
 
-  const count = (cls: Class): number => [...classes.values()].filter((c) => c === cls).length;
+/** A canary wave (canary.nodes) goes first: it is complete once its nodes are updated. */
+const completeCanary: Rule = (p) => {
+  const { nodes, policy, now } = p.input;
+  // the canary nodes carry canary: true in their grant of the target
+  p.canaryNodes = nodes.filter((n) => n.grant?.canary === true && same(n.grant, p.target));
+  p.inCanary = p.canarySize > 0 && !p.immediate && p.status.canaryCompleteTime === undefined;
+  if (!p.inCanary) return;
+  const updatedCanaries = p.canaryNodes.filter((n) => p.classes.get(n.name) === 'updated').length;
+  const pendingLeft = count(p, 'pending') > 0;
+  const wanted = Math.min(p.canarySize, p.total);
+  const done =
+    (updatedCanaries >= wanted || (!pendingLeft && p.canaryNodes.length > 0)) &&
+    updatedCanaries === p.canaryNodes.length;
+  if (!done) return;
+  p.status.canaryCompleteTime = rfc3339(now);
+  p.inCanary = false;
+  p.plan.events.push({
+    type: 'Normal',
+    reason: 'CanaryComplete',
+    message: `The canary wave (${String(updatedCanaries)} node(s)) is updated to revision ${String(p.target.number)}; ${policy.canary?.pauseSeconds === undefined ? 'paused until `oscar rollout resume`' : `continuing in ${String(policy.canary.pauseSeconds)} s`}.`,
+  });
+};
+
+/** After the canary wave the rollout pauses for canary.pauseSeconds, or until resumed. */
+const pauseAfterCanary: Rule = (p) => {
+  const { status } = p;
+  if (p.canarySize === 0 || p.immediate || status.canaryCompleteTime === undefined) return;
+  if (status.canaryPromoted === true) return;
+  const pauseS = p.input.policy.canary?.pauseSeconds;
+  const endsAt =
+    pauseS === undefined ? undefined : Date.parse(status.canaryCompleteTime) + pauseS * 1000;
+  if (p.resumed || (endsAt !== undefined && p.nowMs >= endsAt)) {
+    status.canaryPromoted = true;
+    p.promotedByResume = p.resumed;
+  } else {
+    p.canaryPause = true;
+    if (endsAt !== undefined) due(p, endsAt);
+  }
+};
+
+/** A resume that changed something says so. */
+const announceResume: Rule = (p) => {
+  const wasPaused = p.input.memory?.pauseReason !== undefined && !p.fresh;
+  if (!p.resumed || !(p.retried.size > 0 || p.promotedByResume || wasPaused)) return;
+  p.plan.events.push({
+    type: 'Normal',
+    reason: 'Resumed',
+    message: `Rollout of revision ${String(p.target.number)} resumed${p.retried.size > 0 ? `; ${String(p.retried.size)} failed node(s) go back to revision ${String(p.stable.number)} and will be retried` : ''}.`,
+  });
+};
+
+/** failed + rolled back ≥ failureThreshold pauses the rollout; so does spec.rollout.paused. */
+const decidePause: Rule = (p) => {
   // (failed nodes a resume handed the stable revision are pending now)
-  const failed = count('failed') + count('rolledBack');
-
-  // Canary bookkeeping: the canary nodes carry canary: true in their grant of the target.
-  const canaryNodes = nodes.filter((n) => n.grant?.canary === true && same(n.grant, target));
-  let inCanary = canarySize > 0 && !immediate && status.canaryCompleteTime === undefined;
-  if (inCanary) {
-    const updatedCanaries = canaryNodes.filter((n) => classes.get(n.name) === 'updated').length;
-    const pendingLeft = count('pending') > 0;
-    const wanted = Math.min(canarySize, total);
-    if (
-      (updatedCanaries >= wanted || (!pendingLeft && canaryNodes.length > 0)) &&
-      updatedCanaries === canaryNodes.length
-    ) {
-      status.canaryCompleteTime = rfc3339(now);
-      inCanary = false;
-      plan.events.push({
-        type: 'Normal',
-        reason: 'CanaryComplete',
-        message: `The canary wave (${String(updatedCanaries)} node(s)) is updated to revision ${String(target.number)}; ${policy.canary?.pauseSeconds === undefined ? 'paused until `oscar rollout resume`' : `continuing in ${String(policy.canary.pauseSeconds)} s`}.`,
-      });
-    }
-  }
-  let canaryPause = false;
-  let promotedByResume = false;
-  if (canarySize > 0 && !immediate && status.canaryCompleteTime !== undefined) {
-    if (status.canaryPromoted !== true) {
-      const pauseS = policy.canary?.pauseSeconds;
-      const endsAt =
-        pauseS === undefined ? undefined : Date.parse(status.canaryCompleteTime) + pauseS * 1000;
-      if (resumed || (endsAt !== undefined && nowMs >= endsAt)) {
-        status.canaryPromoted = true;
-        promotedByResume = resumed;
-      } else {
-        canaryPause = true;
-        if (endsAt !== undefined) nextDue = Math.min(nextDue ?? endsAt, endsAt);
-      }
-    }
-  }
-  const wasPaused = memory?.pauseReason !== undefined && !fresh;
-  if (resumed && (retried.size > 0 || promotedByResume || wasPaused)) {
-    plan.events.push({
-      type: 'Normal',
-      reason: 'Resumed',
-      message: `Rollout of revision ${String(target.number)} resumed${retried.size > 0 ? `; ${String(retried.size)} failed node(s) go back to revision ${String(stable.number)} and will be retried` : ''}.`,
-    });
-  }
-
-  const pauseReason: PauseReason | undefined = policy.paused
+  const failed = count(p, 'failed') + count(p, 'rolledBack');
+  p.pauseReason = p.input.policy.paused
     ? 'Manual'
-    : failed >= threshold
+    : failed >= p.threshold
       ? 'FailureThreshold'
-      : canaryPause
+      : p.canaryPause
         ? 'Canary'
         : undefined;
+};
 
-  // The waves: grant the target to pending nodes while the budget allows.
-  const updatedNow = count('updated');
-  let granted = nodes.filter((n) => same(n.grant, target)).length;
-  const previousWave = status.wave;
-  if (pauseReason === undefined && total > 0) {
-    let budget = immediate ? Infinity : maxUnavailable - unavailable;
-    let canaryRoom = inCanary ? Math.max(0, canarySize - canaryNodes.length) : Infinity;
-    for (const node of [...nodes].sort(byName)) {
-      if (budget <= 0 || canaryRoom <= 0) break;
-      if (classes.get(node.name) !== 'pending' || regranted.has(node.name)) continue;
-      const grant = grantFor(target, { ...grantOpts, tryMode, canary: inCanary });
-      plan.grants.push({ node: node.name, grant });
-      const due = noReportAt({ ...node, grant }, policy.progressDeadlineSeconds);
-      if (due !== undefined) nextDue = Math.min(nextDue ?? due, due);
-      plan.pinned.add(target.number);
-      classes.set(node.name, 'updating');
-      budget--;
-      canaryRoom--;
-      granted++;
-    }
+/**
+ * New grants of the target go to pending nodes, by name, only while unavailable <
+ * maxUnavailable (all at once when nonDisruptive: Immediate applies), and in the canary wave
+ * only up to its size.
+ */
+const grantWaves: Rule = (p) => {
+  const { nodes, policy } = p.input;
+  p.granted = nodes.filter((n) => same(n.grant, p.target)).length;
+  if (p.pauseReason !== undefined || p.total === 0) return;
+  let budget = p.immediate ? Infinity : p.maxUnavailable - p.unavailable;
+  let canaryRoom = p.inCanary ? Math.max(0, p.canarySize - p.canaryNodes.length) : Infinity;
+  for (const node of [...nodes].sort(byName)) {
+    if (budget <= 0 || canaryRoom <= 0) break;
+    if (p.classes.get(node.name) !== 'pending' || p.regranted.has(node.name)) continue;
+    const grant = grantFor(p.target, {
+      ...grantOptions(p),
+      tryMode: p.tryMode,
+      canary: p.inCanary,
+    });
+    p.plan.grants.push({ node: node.name, grant });
+    const at = noReportAt({ ...node, grant }, policy.progressDeadlineSeconds);
+    if (at !== undefined) due(p, at);
+    p.plan.pinned.add(p.target.number);
+    p.classes.set(node.name, 'updating');
+    budget--;
+    canaryRoom--;
+    p.granted++;
   }
+};
 
-  // Waves: the canary is the first; then one per maxUnavailable grants.
+/** Waves: the canary is the first; then one per maxUnavailable grants. */
+const countWaves: Rule = (p) => {
+  const { status, total, canarySize, immediate, maxUnavailable, granted } = p;
+  const previousWave = status.wave;
   const canaryWaves = canarySize > 0 && !immediate ? 1 : 0;
   const rest = Math.max(0, total - (canaryWaves > 0 ? Math.min(canarySize, total) : 0));
   status.waves = immediate ? 1 : canaryWaves + Math.ceil(rest / Math.max(1, maxUnavailable));
-  const afterCanary = Math.max(0, granted - (canaryWaves > 0 ? canaryNodes.length : 0));
+  const afterCanary = Math.max(0, granted - (canaryWaves > 0 ? p.canaryNodes.length : 0));
   const wave = immediate
     ? granted > 0
       ? 1
       : 0
     : (granted > 0 && canaryWaves > 0 ? 1 : 0) +
-      (inCanary ? 0 : Math.ceil(afterCanary / Math.max(1, maxUnavailable)));
+      (p.inCanary ? 0 : Math.ceil(afterCanary / Math.max(1, maxUnavailable)));
   // (nodes joining mid-rollout move the count of waves; a wave number never exceeds it)
   status.wave = Math.min(Math.max(status.wave, wave), Math.max(status.waves, 1));
-  if (status.wave > previousWave && tryMode) {
-    plan.events.push({
+  if (status.wave > previousWave && p.tryMode) {
+    p.plan.events.push({
       type: 'Normal',
       reason: 'Wave',
-      message: `Wave ${String(status.wave)} of ${String(status.waves)}: revision ${String(target.number)} granted to ${String(granted)} of ${String(total)} node(s)${inCanary ? ' (canary)' : ''}.`,
+      message: `Wave ${String(status.wave)} of ${String(status.waves)}: revision ${String(p.target.number)} granted to ${String(granted)} of ${String(total)} node(s)${p.inCanary ? ' (canary)' : ''}.`,
     });
   }
+};
 
+/** The rollout is complete when every node is updated (the target becomes stable), else paused or going on. */
+const completeOrPause: Rule = (p) => {
+  const { status, total, target } = p;
+  const { memory, now } = p.input;
   status.nodes = {
     total,
-    updated: updatedNow,
-    updating: count('updating'),
-    failed: count('failed') + count('rolledBack'),
-    rolledBack: count('rolledBack'),
-    pending: count('pending'),
+    updated: count(p, 'updated'),
+    updating: count(p, 'updating'),
+    failed: count(p, 'failed') + count(p, 'rolledBack'),
+    rolledBack: count(p, 'rolledBack'),
+    pending: count(p, 'pending'),
   };
-  status.maxUnavailable = maxUnavailable;
-  status.failureThreshold = threshold;
-
-  const complete = total === 0 || updatedNow === total;
-  const previousPause = memory && !fresh ? memory.pauseReason : undefined;
+  status.maxUnavailable = p.maxUnavailable;
+  status.failureThreshold = p.threshold;
+  const complete = total === 0 || status.nodes.updated === total;
+  const previousPause = memory && !p.fresh ? memory.pauseReason : undefined;
   if (complete) {
     if (status.completionTime === undefined) {
       status.completionTime = rfc3339(now);
-      if (tryMode || undoing) {
-        plan.events.push({
+      if (p.tryMode || p.undoing) {
+        p.plan.events.push({
           type: 'Normal',
           reason: 'RolloutComplete',
           message: `Every node (${String(total)}) is updated to revision ${String(target.number)}.`,
@@ -446,37 +563,103 @@ export function planRollout(input: RolloutInput): RolloutPlan {
     delete status.pauseReason;
   } else {
     delete status.completionTime;
-    if (pauseReason) status.pauseReason = pauseReason;
+    if (p.pauseReason) status.pauseReason = p.pauseReason;
     else delete status.pauseReason;
-    if (pauseReason && pauseReason !== previousPause) {
-      plan.events.push({
-        type: pauseReason === 'FailureThreshold' ? 'Warning' : 'Normal',
+    if (p.pauseReason && p.pauseReason !== previousPause) {
+      p.plan.events.push({
+        type: p.pauseReason === 'FailureThreshold' ? 'Warning' : 'Normal',
         reason: 'RolloutPaused',
-        message: pauseMessage(pauseReason, failed, threshold, target.number),
+        message: pauseMessage(p.pauseReason, status.nodes.failed, p.threshold, target.number),
       });
     }
   }
-  const phase: RolloutPhase = complete
+  status.phase = complete
     ? 'Complete'
-    : pauseReason
+    : p.pauseReason
       ? 'Paused'
-      : undoing
+      : p.undoing
         ? 'Undoing'
         : 'Progressing';
-  status.phase = phase;
-  status.message = describe(status, phase, target, stable);
-  status.revisions = [...revisions]
+};
+
+/** The status's words and revision list; what must be kept; when to look again. */
+const finish: Rule = (p) => {
+  const { status, plan } = p;
+  status.message = describe(status, status.phase, p.target, p.stable);
+  status.revisions = [...p.input.revisions]
     .sort((a, b) => b.number - a.number)
     .map((r) => ({
       revision: r.number,
       checksumShort: r.checksum.slice(0, 12),
       secretName: r.secretName,
     }));
-  plan.pinned.add(target.number);
-  plan.pinned.add(stable.number);
-  plan.pinned.add(rendered.number);
+  plan.pinned.add(p.target.number);
+  plan.pinned.add(p.stable.number);
+  plan.pinned.add(p.rendered.number);
   plan.status = status;
-  if (nextDue !== undefined) plan.requeueAfterMs = Math.max(1000, nextDue - nowMs + 100);
+  if (p.nextDue !== undefined) plan.requeueAfterMs = Math.max(1000, p.nextDue - p.nowMs + 100);
+};
+
+/** The rules of the file header, in the order a pass runs them. A new rule is one line here. */
+const RULES: readonly Rule[] = [
+  chooseTarget,
+  chooseStable,
+  startOrContinue,
+  warnRollbackIgnored,
+  sizeTheRollout,
+  noteResume,
+  classifyNodes,
+  completeCanary,
+  pauseAfterCanary,
+  announceResume,
+  decidePause,
+  grantWaves,
+  countWaves,
+  completeOrPause,
+  finish,
+];
+
+export function planRollout(input: RolloutInput): RolloutPlan {
+  const plan: RolloutPlan = {
+    grants: [],
+    status: input.memory,
+    events: [],
+    newlyReported: [],
+    pinned: new Set(),
+  };
+  const rendered = input.rendered;
+  if (!rendered) return plan;
+  const p: Pass = {
+    input,
+    plan,
+    rendered,
+    nowMs: input.now.getTime(),
+    target: rendered,
+    undoing: false,
+    stable: rendered,
+    fresh: true,
+    // a placeholder until startOrContinue, the third rule, sets it
+    status: plan.status as RolloutStatus,
+    tryMode: false,
+    total: 0,
+    maxUnavailable: 0,
+    threshold: 0,
+    canarySize: 0,
+    immediate: false,
+    resumed: false,
+    classes: new Map(),
+    regranted: new Set(),
+    retried: new Set(),
+    unavailable: 0,
+    nextDue: undefined,
+    canaryNodes: [],
+    inCanary: false,
+    canaryPause: false,
+    promotedByResume: false,
+    pauseReason: undefined,
+    granted: 0,
+  };
+  for (const rule of RULES) rule(p);
   return plan;
 }
 

@@ -25,7 +25,7 @@ import {
 } from '../../api/secret.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { jsonEqual, splitKey, type EventInput } from '../osc/reconcile.js';
-import { mapLimit } from './limit.js';
+import { mapLimit } from '../../api/util.js';
 import { planRollout, type NodeState, type Revision, type RolloutPlan } from './planner.js';
 import {
   chooseSlot,

@@ -23,6 +23,7 @@ import { ANNOTATION_CHECKSUM, encodeConfigData } from '../../api/secret.js';
 import type { Desired } from '../../agent/state.js';
 import { HttpKubeClient, isNotFound } from '../../kube/client.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { sleep } from '../../api/util.js';
 
 export interface ApiBenchOptions {
   changes: number;
@@ -48,7 +49,6 @@ const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const log = (m: string): void => {
   process.stderr.write(`[bench] ${m}\n`);
 };
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 export function quantiles(samples: number[]): { p50: number; p99: number; max: number } {
   const s = [...samples].sort((a, b) => a - b);

@@ -27,11 +27,11 @@ import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/clien
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { bootNode } from '../../test/support/nspawn.js';
 import { nodeRoot, repoRoot } from '../../test/support/tools.js';
+import { sleep } from '../../api/util.js';
 
 const { values } = parseArgs({ options: { boots: { type: 'string', default: '5' } } });
 const boots = Number(values.boots);
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], p: number): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;

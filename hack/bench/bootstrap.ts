@@ -33,6 +33,7 @@ import {
   diffHistograms,
   type HistogramSet,
 } from './apiserver-metrics.js';
+import { sleep } from '../../api/util.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -54,7 +55,6 @@ const out: string[] = [];
 const say = (line = ''): void => {
   out.push(line);
 };
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function pool<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;

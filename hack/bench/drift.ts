@@ -41,6 +41,7 @@ import { bootNode, nodeRuntimeBind, uniqueNodeName } from '../../test/support/ns
 import { nodeRoot, repoRoot } from '../../test/support/tools.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { checkDistFresh, quantiles } from './agent-api.js';
+import { sleep } from '../../api/util.js';
 
 const { values } = parseArgs({
   options: {
@@ -59,7 +60,6 @@ const noDrift = values['no-drift'];
 const log = (m: string): void => {
   process.stderr.write(`[bench] ${m}\n`);
 };
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const CLK_TCK = 100;
 const SECRET = 'oscar-bench-reconcile'; // the OSC 'bench' (deploy/agent-rbac.yaml names it so)
 const REPO_IN_NODE = '/opt/oscar';

@@ -28,6 +28,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { bootNode, nodeRuntimeBind, uniqueNodeName, type Node } from '../support/nspawn.js';
 import { isCI, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
 import { spawn } from 'node:child_process';
+import { sleep } from '../../api/util.js';
 
 const REPO_IN_NODE = '/opt/oscar';
 const CONFIG_IN_NODE = '/etc/oscar-e2e';
@@ -43,8 +44,6 @@ let hostConfigDir = '';
 let bundleRel = '';
 const ns = `drift-e2e-${Date.now().toString(36)}`;
 let nodeName = '';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 const daemon = (name: string, extra = ''): string =>
   `[Unit]\nDescription=${name}\n[Service]\nExecStart=/bin/sh -c 'exec sleep infinity'\n${extra}[Install]\nWantedBy=multi-user.target\n`;

@@ -26,6 +26,7 @@ import {
   skipWithoutCluster,
   uniqueName,
 } from './support/cluster.js';
+import { waitFor } from '../support/wait.js';
 
 skipWithoutCluster();
 
@@ -36,16 +37,6 @@ afterEach(async () => {
 
 const SECRET = 'oscar-w-reconcile';
 const OSC = 'workers';
-
-async function waitFor<T>(what: string, f: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await f().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 function version(n: string, policy?: DriftPolicy) {
   const c = config(

@@ -28,6 +28,7 @@ import {
   testEnv,
   uniqueName,
 } from './support/cluster.js';
+import { waitFor } from '../support/wait.js';
 
 skipWithoutCluster();
 
@@ -45,28 +46,6 @@ function version(n: string) {
       [file('/etc/app/app.conf', `version ${n}\n`)],
     ),
   );
-}
-
-async function waitFor<T>(
-  what: string,
-  f: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await f();
-      if (v !== undefined) return v;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline)
-      throw new Error(
-        `timed out waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`,
-      );
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 interface Setup {

@@ -18,6 +18,7 @@ import {
   type ControllerHandle,
 } from '../../controller/main.js';
 import { kubectl, testEnvInfo } from './support/cluster.js';
+import { waitFor } from '../support/wait.js';
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 
@@ -27,31 +28,8 @@ export function adminClient(kubeconfigPath = testEnvInfo().kubeconfigPath): Http
   return new HttpKubeClient(kc);
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Polls fn until it returns a value other than undefined/false; fails with `what` on timeout. */
-export async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== false) return v;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(
-        `timed out after ${String(timeoutMs)} ms waiting for ${what}${lastError ? ` (last error: ${(lastError as Error).message})` : ''}`,
-      );
-    }
-    await sleep(100);
-  }
-}
+export { sleep } from '../../api/util.js';
+export { waitFor };
 
 export class Api {
   constructor(readonly http: HttpKubeClient = adminClient()) {}

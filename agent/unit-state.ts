@@ -5,13 +5,10 @@
  * disable a .wants/ link, a mask a link to /dev/null) and at every audit — never on a
  * per-second timer.
  */
-import { runCommand } from '../systemd.js';
-import type { ObservedUnit } from './unit-drift.js';
+import { runCommand } from './systemd.js';
+import type { ObservedUnit, UnitStateReader } from './model/observed.js';
 
-export interface UnitStateReader {
-  /** The state of each unit named; a unit systemd does not know comes back not-found. */
-  read(units: readonly string[]): Promise<Map<string, ObservedUnit>>;
-}
+export type { UnitStateReader } from './model/observed.js';
 
 export const SHOW_PROPERTIES = [
   'Id',

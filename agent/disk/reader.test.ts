@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { sha256 } from './expectation.js';
+import { sha256 } from '../drift/expectation.js';
 import { readFound } from './reader.js';
 
 let dir: string;

@@ -14,7 +14,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ResolvedConfig } from '../api/resolved.js';
+import type { ResolvedConfig } from '../../api/resolved.js';
 import { Beneath } from './beneath.js';
 import {
   Accounts,

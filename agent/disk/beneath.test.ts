@@ -16,7 +16,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { missing } from '../test/support/tools.js';
+import { missing } from '../../test/support/tools.js';
 import { Beneath, SymlinkRefused } from './beneath.js';
 import { commitTemp, observe, removeFile, writeFileAtomic, writeTempIn, Accounts } from './fs.js';
 

@@ -3,10 +3,10 @@
  * (agent/drift/policy.ts) — the normal planner and journal, so a drifted file restarts the units
  * that list it and a killed agent resumes the revert instead of repeating it.
  */
-import { shortChecksum, type Logger } from '../../log/logger.js';
-import { applyDesired, type ApplyDeps, type ApplyResult } from '../apply.js';
-import { Journal } from '../journal.js';
-import { readLastApplied } from '../state.js';
+import { shortChecksum, type Logger } from '../log/logger.js';
+import { applyDesired, type ApplyDeps, type ApplyResult } from './apply.js';
+import { Journal } from './journal.js';
+import { readLastApplied } from './state.js';
 
 /** Undefined when there is nothing to revert to, or an interrupted apply must resume first. */
 export async function revertDrift(deps: ApplyDeps, log: Logger): Promise<ApplyResult | undefined> {

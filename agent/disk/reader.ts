@@ -13,7 +13,7 @@
 import { createHash, hash } from 'node:crypto';
 import { close, constants, fstat, open, read, type Stats } from 'node:fs';
 import { promisify } from 'node:util';
-import type { Found } from './expectation.js';
+import type { Found } from '../model/observed.js';
 
 /** A file larger than this is reported by its size: hashing gigabytes helps nobody. */
 export const MAX_HASHED = 64 * 1024 * 1024;

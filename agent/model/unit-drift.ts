@@ -13,22 +13,7 @@
  *   connection). activating, deactivating and reloading are on their way: not drift yet.
  */
 import type { ResolvedUnit } from '../../api/resolved.js';
-
-/** A unit as `systemctl show` describes it. */
-export interface ObservedUnit {
-  /** LoadState: loaded, not-found, masked, bad-setting, error. */
-  load: string;
-  /** ActiveState: active, inactive, failed, activating, deactivating, reloading. */
-  active: string;
-  /** SubState, for messages: running, exited, dead, auto-restart … */
-  sub: string;
-  /** UnitFileState: enabled, disabled, static, masked, masked-runtime, indirect … ("" if none). */
-  fileState: string;
-  /** Result of the last run, for messages: success, exit-code, signal, start-limit-hit … */
-  result: string;
-  /** Type=oneshot without RemainAfterExit: inactive is where it rests after a successful run. */
-  restsInactive: boolean;
-}
+import type { ObservedUnit } from './observed.js';
 
 export type UnitDriftReason = 'masked' | 'unmasked' | 'disabled' | 'stopped' | 'failed';
 

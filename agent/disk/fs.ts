@@ -1,7 +1,7 @@
 /**
  * The agent's file system side: atomic writes with mode and owner, removals, and observing what is
  * on disk for the planner — all beneath a root ("/" on a node, a sandbox in local mode), through
- * directories opened one name at a time without following foreign links (agent/beneath.ts).
+ * directories opened one name at a time without following foreign links (agent/disk/beneath.ts).
  *
  * A write goes through a temp file created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) under a random
  * name, mode 0600 until it is complete; owner and mode are set on the open descriptor, never by
@@ -13,10 +13,11 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ResolvedConfig } from '../api/resolved.js';
+import type { ResolvedConfig } from '../../api/resolved.js';
+import { mapLimit } from '../../api/util.js';
 import { Beneath, SymlinkRefused, NotADirectory, type Dir } from './beneath.js';
-import type { ObservedDisk, ObservedFile } from './plan.js';
-import { entriesOf } from './plan.js';
+import { entriesOf } from '../model/entries.js';
+import type { ObservedDisk, ObservedFile } from '../model/observed.js';
 
 /** Where a node path lives on this host: under the root. */
 export function hostPath(root: string, path: string): string {
@@ -443,22 +444,4 @@ function safeId(f: () => number): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Runs `fn` over `items` with at most `limit` in flight, keeping order. */
-export async function mapLimit<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
 }

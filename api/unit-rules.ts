@@ -1,0 +1,58 @@
+/**
+ * The rules of a declared unit that hold whatever form it comes in, said once: the OSC's deep
+ * validation (api/deep-validate.ts, on the raw spec) and the resolved config's check
+ * (api/validate-config.ts, on what the agent is about to apply) both call these.
+ */
+import { fieldError, type FieldError } from './field-error.js';
+
+/** What the rules need to know of one unit, from either form. */
+export interface UnitFacts {
+  /** Its filePaths, as given (a raw spec may hold non-strings: those are the schema's to refuse). */
+  filePaths: readonly unknown[];
+  onChange: unknown;
+  mask: boolean;
+  enable: boolean;
+  /** oscar writes its unit file. */
+  hasContent: boolean;
+  /** Its unit file or a drop-in sets [Service] ExecReload=. */
+  hasReload: boolean;
+}
+
+/**
+ * - every filePath is a declared file;
+ * - onChange: reload needs ExecReload= (when oscar writes the unit);
+ * - a masked unit is neither enabled nor has content.
+ */
+export function checkUnitRules(
+  u: UnitFacts,
+  base: string,
+  declaredFiles: ReadonlySet<string>,
+  out: FieldError[],
+): void {
+  u.filePaths.forEach((p, j) => {
+    if (typeof p === 'string' && !declaredFiles.has(p)) {
+      out.push(
+        fieldError(
+          `${base}.filePaths[${j}]`,
+          `"${p}" is not declared in spec.files; add the file or remove it from filePaths`,
+        ),
+      );
+    }
+  });
+  if (u.onChange === 'reload' && u.hasContent && !u.hasReload) {
+    out.push(
+      fieldError(
+        `${base}.onChange`,
+        '"reload" needs ExecReload= in the unit\'s [Service] section (or a drop-in); add it, or use onChange: restart',
+      ),
+    );
+  }
+  if (u.mask && u.enable) {
+    out.push(
+      fieldError(`${base}.enable`, 'a masked unit cannot be enabled; remove enable or mask'),
+    );
+  }
+  if (u.mask && u.hasContent) {
+    out.push(fieldError(`${base}.content`, 'a masked unit has no content; remove content or mask'));
+  }
+}
