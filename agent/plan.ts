@@ -37,7 +37,7 @@ import {
   unitPath,
   writtenAfterPackages,
 } from '../api/resolved.js';
-import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
+import { enablability } from '../api/systemd/enablement.js';
 import type { DriftRepair } from './drift/policy.js';
 import { describeUnitDrift, isUp, unitDrift, type ObservedUnit } from './drift/unit-drift.js';
 
@@ -217,16 +217,9 @@ export function templateOf(name: string): string | undefined {
   return `${name.slice(0, at + 1)}${name.slice(dot)}`;
 }
 
-/**
- * Whether `systemctl enable` can do anything with the unit: a template only through
- * DefaultInstance= (without it systemctl refuses), and only when oscar writes it.
- */
+/** Whether `systemctl enable` can do anything with the unit: the renderers' own decision. */
 function enablable(u: ResolvedUnit): boolean {
-  if (!isTemplate(u.name)) return true;
-  if (u.content === undefined) return false;
-  return [u.content, ...u.dropIns.map((d) => d.content)].some((text) =>
-    hasKey(parseUnitFile(text), 'Install', 'DefaultInstance'),
-  );
+  return enablability(u).enable;
 }
 
 const NONE: readonly string[] = [];
@@ -445,7 +438,7 @@ export function plan(
         addRuntime(u.name, {
           kind: u.command === 'restart' ? 'restart' : 'start',
           unit: u.name,
-          reason: `${from}, enabled, command: ${u.command}`,
+          reason: `${from}, ${enablable(u) ? 'enabled' : 'static'}, command: ${u.command}`,
         });
       }
       continue;
