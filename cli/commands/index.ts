@@ -12,7 +12,7 @@
  * The long-running commands (controller, agent, renderer serve, up) share --log-format,
  * --log-level and --shutdown-timeout.
  */
-import { InvalidArgumentError, Option, type Command } from 'commander';
+import { Argument, InvalidArgumentError, Option, type Command } from 'commander';
 import { tuneHeapForLongRunning } from '../memory.js';
 import type { ControllerOptions } from './controller.js';
 import type { ExtensionServeOptions } from './extension.js';
@@ -81,7 +81,8 @@ export function registerCommands(program: Command): void {
       .description(
         'render an OperatingSystemConfig into user data (cloud-config, Ignition or a shell script); exit 1 on invalid input',
       )
-      .requiredOption('-f, --file <file>', 'the OperatingSystemConfig YAML file ("-" reads stdin)')
+      .argument('[file]', 'the OperatingSystemConfig YAML file (or -f)')
+      .option('-f, --file <file>', 'the OperatingSystemConfig YAML file ("-" reads stdin)')
       .option('--format <format>', `output format, overriding spec.format (${FORMATS_HELP})`)
       .option('--out <file>', 'write the user data to this file (mode 0600) instead of stdout')
       .option('--gzip', 'gzip the whole payload (cloud-config only)')
@@ -111,11 +112,22 @@ export function registerCommands(program: Command): void {
       .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
       .option('--cluster <name>', 'substitute {{ cluster.name }}')
       .option('--api-server <url>', 'substitute {{ apiServer.url }}')
-      .action(async (opts: RenderCommandOptions & PlaceholderFlags) => {
-        await (await import('./render.js')).renderCommand(opts);
-      }),
+      .action(
+        async (
+          file: string | undefined,
+          opts: Omit<RenderCommandOptions, 'file'> & { file?: string } & PlaceholderFlags,
+        ) => {
+          const { oneFile } = await import('../input.js');
+          await (
+            await import('./render.js')
+          ).renderCommand({
+            ...opts,
+            file: oneFile('render', file, opts.file),
+          });
+        },
+      ),
     [
-      'oscar render -f examples/ubuntu-provision.yaml > user-data',
+      'oscar render examples/ubuntu-provision.yaml > user-data',
       'oscar render -f examples/flatcar.yaml --out config.ign',
       'oscar render -f worker.yaml --format script --ref-dir ./refs',
       'oscar render -f worker.yaml --explain -o yaml',
@@ -168,6 +180,7 @@ export function registerCommands(program: Command): void {
           '--kubeconfig <path>',
           'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
         )
+        .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':9443')
         .requiredOption(
           '--tls-cert <path>',
@@ -192,6 +205,7 @@ export function registerCommands(program: Command): void {
         '--kubeconfig <path>',
         'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
       )
+      .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
       .option('--out <file>', 'write it to this file (mode 0600) instead of stdout')
       .action(async (name: string, opts: UserDataOptions) => {
         await (await import('./user-data.js')).userDataCommand(program, name, opts);
@@ -223,6 +237,7 @@ export function registerCommands(program: Command): void {
           '--kubeconfig <path>',
           'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
         )
+        .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option(
           '-n, --namespace <ns...>',
           'namespaces to watch (repeatable or comma-separated); default: all namespaces',
@@ -322,7 +337,8 @@ export function registerCommands(program: Command): void {
       .option(
         '--kubeconfig <path>',
         'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
-      );
+      )
+      .option('--context <name>', 'the kubeconfig context to use (default: its current-context)');
   const run =
     (f: 'rolloutStatus' | 'rolloutPause' | 'rolloutResume' | 'rolloutUndo') =>
     async (osc: string, flags: RolloutFlags): Promise<void> => {
@@ -384,6 +400,22 @@ export function registerCommands(program: Command): void {
     [
       'oscar up                       # examples/ → .oscar/root/<name>/',
       'oscar up my-oscs/ --once',
+    ],
+  );
+
+  examples(
+    program
+      .command('completion')
+      .description('print a shell completion script for oscar (bash, zsh or fish)')
+      .addArgument(new Argument('<shell>', 'the shell').choices(['bash', 'zsh', 'fish']))
+      .action(async (shell: 'bash' | 'zsh' | 'fish') => {
+        const { completionScript } = await import('../completion.js');
+        process.stdout.write(completionScript(program, shell));
+      }),
+    [
+      'source <(oscar completion bash)          # in ~/.bashrc',
+      'source <(oscar completion zsh)           # in ~/.zshrc',
+      'oscar completion fish | source           # in ~/.config/fish/config.fish',
     ],
   );
 

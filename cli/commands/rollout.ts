@@ -17,6 +17,7 @@ import { loadKubeCredentials, kubeHttp } from '../../kube/credentials.js';
 export interface RolloutFlags {
   namespace: string;
   kubeconfig?: string;
+  context?: string;
   watch?: boolean;
   timeout?: string;
   toRevision?: string;
@@ -32,7 +33,7 @@ const path = (ns: string, name: string): string =>
   `/apis/oscar.dev/v1alpha1/namespaces/${encodeURIComponent(ns)}/operatingsystemconfigs/${encodeURIComponent(name)}`;
 
 async function client(flags: RolloutFlags): Promise<KubeHttp> {
-  return kubeHttp(await loadKubeCredentials(flags.kubeconfig));
+  return kubeHttp(await loadKubeCredentials(flags.kubeconfig, flags.context));
 }
 
 async function getOsc(http: KubeHttp, ns: string, name: string): Promise<OscView> {
