@@ -359,8 +359,8 @@ export function registerCommands(program: Command): void {
       .option('--timeout <duration>', 'with --watch: give up after this long (90s, 10m, 1h)', '10m')
       .action(run('rolloutStatus')),
     [
-      'oscar rollout status worker -n machines',
-      'oscar rollout status worker --watch --timeout 30m',
+      'oscar rollout status worker-reconcile -n default',
+      'oscar rollout status worker-reconcile --watch --timeout 30m',
     ],
   );
   examples(
@@ -368,20 +368,23 @@ export function registerCommands(program: Command): void {
       'pause',
       'grant the new revision to no further node (spec.rollout.paused)',
     ).action(run('rolloutPause')),
-    ['oscar rollout pause worker -n machines'],
+    ['oscar rollout pause worker-reconcile -n default'],
   );
   examples(
     rolloutCommand(
       'resume',
       'continue a paused rollout: after a manual pause, a canary pause, or failures (failed nodes are retried)',
     ).action(run('rolloutResume')),
-    ['oscar rollout resume worker -n machines'],
+    ['oscar rollout resume worker-reconcile -n default'],
   );
   examples(
     rolloutCommand('undo', 'send every node back to the stable revision (or --to-revision)')
       .option('--to-revision <n>', 'the kept revision to go back to')
       .action(run('rolloutUndo')),
-    ['oscar rollout undo worker -n machines', 'oscar rollout undo worker --to-revision 3'],
+    [
+      'oscar rollout undo worker-reconcile -n default',
+      'oscar rollout undo worker-reconcile --to-revision 3',
+    ],
   );
 
   examples(

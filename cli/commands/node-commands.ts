@@ -87,8 +87,8 @@ export function registerAgentCommand(program: Command): void {
       await (await import('./agent.js')).agentCommand(flags);
     }),
     [
-      'oscar agent --namespace kube-system --osc worker --node "$(hostname)"   # grant mode',
-      'oscar agent --namespace kube-system --secret oscar-worker-reconcile --node "$(hostname)"',
+      'oscar agent -n default --osc worker-reconcile --node "$(hostname)"   # grant mode',
+      'oscar agent -n default --secret oscar-worker-reconcile-reconcile --node "$(hostname)"   # the Secret of OSC worker-reconcile',
       'oscar agent --file osc.yaml --root /tmp/node           # local mode, no cluster',
       'cat osc.yaml | oscar agent --file - --once --root /tmp/node',
     ],
@@ -130,7 +130,7 @@ export function registerPlanCommand(program: Command): void {
     [
       'oscar plan -f examples/generic.yaml --root .oscar/root/generic-edge',
       'oscar plan -f osc.yaml --detailed-exitcode; echo $?   # 0 nothing to do, 2 changes, 1 error',
-      'kubectl get secret oscar-worker-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
+      'kubectl get secret oscar-worker-reconcile-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
       'oscar plan osc.yaml --root / -o json',
     ],
   );
