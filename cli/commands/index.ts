@@ -416,7 +416,8 @@ export function registerCommands(program: Command): void {
         process.stdout.write(completionScript(program, shell));
       }),
     [
-      'source <(oscar completion bash)          # in ~/.bashrc',
+      'oscar completion bash > /etc/bash_completion.d/oscar',
+      'source <(oscar completion bash)          # or in ~/.bashrc',
       'source <(oscar completion zsh)           # in ~/.zshrc',
       'oscar completion fish | source           # in ~/.config/fish/config.fish',
     ],
