@@ -31,6 +31,7 @@ describe('the command table', () => {
     ).toEqual(
       [
         'agent',
+        'capi',
         'completion',
         'controller',
         'crd',
