@@ -98,7 +98,8 @@ describe('applyDesired into a directory root', () => {
         }),
         unit('b.service', {
           onChange: 'reload',
-          content: '[Service]\nExecStart=/bin/y\nExecReload=/bin/true\n[Install]\nWantedBy=multi-user.target\n',
+          content:
+            '[Service]\nExecStart=/bin/y\nExecReload=/bin/true\n[Install]\nWantedBy=multi-user.target\n',
         }),
       ],
       v1.files,
