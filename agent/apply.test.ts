@@ -94,11 +94,12 @@ describe('applyDesired into a directory root', () => {
       [
         unit('a.service', {
           filePaths: ['/etc/a/a.conf'],
-          content: '[Service]\nExecStart=/bin/x\n',
+          content: '[Service]\nExecStart=/bin/x\n[Install]\nWantedBy=multi-user.target\n',
         }),
         unit('b.service', {
           onChange: 'reload',
-          content: '[Service]\nExecStart=/bin/y\nExecReload=/bin/true\n',
+          content:
+            '[Service]\nExecStart=/bin/y\nExecReload=/bin/true\n[Install]\nWantedBy=multi-user.target\n',
         }),
       ],
       v1.files,

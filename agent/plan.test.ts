@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
+import { enablement } from '../api/systemd/enablement.js';
 import type { DriftRepair } from './drift/policy.js';
 import type { ObservedUnit } from './model/observed.js';
 import type { Action, ObservedDisk } from './plan.js';
@@ -18,7 +19,7 @@ function unit(name: string, extra: Partial<ResolvedUnit> = {}): ResolvedUnit {
     mask: false,
     command: 'start',
     onChange: 'restart',
-    content: `[Service]\nExecStart=/bin/${name}\n`,
+    content: `[Service]\nExecStart=/bin/${name}\n[Install]\nWantedBy=multi-user.target\n`,
     dropIns: [],
     filePaths: [],
     ...extra,
@@ -116,8 +117,10 @@ describe('plan: table', () => {
       unit('s.service', { onChange: 'stopStart' }),
     ]);
     const next = clone(last);
-    next.units[0]!.content = '[Service]\nExecStart=/bin/n2\n';
-    next.units[1]!.content = '[Service]\nExecStart=/bin/s2\n';
+    next.units[0]!.content =
+      '[Service]\nExecStart=/bin/n2\n[Install]\nWantedBy=multi-user.target\n';
+    next.units[1]!.content =
+      '[Service]\nExecStart=/bin/s2\n[Install]\nWantedBy=multi-user.target\n';
     expect(brief(plan(last, next, disk(last)))).toEqual([
       'writeFile /etc/systemd/system/n.service',
       'writeFile /etc/systemd/system/s.service',
@@ -472,7 +475,14 @@ const arbConfig: fc.Arbitrary<ResolvedConfig> = fc
               enable: fc.boolean(),
               command: fc.constantFrom('start', 'start', 'restart', 'stop'),
               onChange: fc.constantFrom('restart', 'reload', 'none', 'stopStart'),
-              content: fc.option(fc.constantFrom('v1', 'v2'), { nil: undefined }),
+              content: fc.option(
+                fc.constantFrom(
+                  '[Install]\nWantedBy=a.target\n',
+                  '[Install]\nWantedBy=b.target\n',
+                  '[Service]\nType=oneshot\n',
+                ),
+                { nil: undefined },
+              ),
               dropIns: fc
                 .subarray(DROPINS)
                 .chain((ds) =>
@@ -591,7 +601,7 @@ describe('plan: properties', () => {
         }
         for (const u of next.units) {
           expect(node.masked.has(u.name)).toBe(u.mask);
-          expect(node.enabled.has(u.name)).toBe(u.enable && !u.mask);
+          expect(node.enabled.has(u.name)).toBe(enablement(u).enable); // the renderers' decision
           if (u.mask || u.command === 'stop') expect(node.active.has(u.name)).toBe(false);
           else if (u.enable && u.name !== 'web.service') expect(node.active.has(u.name)).toBe(true);
         }
@@ -777,7 +787,9 @@ function driftModel(node: NodeModel, ops: readonly DriftOp[]): void {
     if ('path' in op) {
       const f = node.files.get(op.path);
       if (op.kind === 'delete') node.files.delete(op.path);
-      else if (op.kind === 'edit')
+      // a unit file planted where the OS unit had none overrides it (systemd then calls it
+      // static): another unit, not drift of this one, so the model edits only existing ones
+      else if (op.kind === 'edit' && (f || !op.path.startsWith('/etc/systemd/system/')))
         node.files.set(op.path, {
           ...(f ?? { mode: 0o644, user: 'root', group: 'root' }),
           content: Buffer.from(`${f?.content.toString() ?? ''}edited`),
@@ -818,7 +830,8 @@ describe('plan: drift properties', () => {
           u.name === 'web.service' && x.units.some((v) => v.name === 'web.socket');
         for (const u of x.units) {
           expect(node.masked.has(u.name), `${u.name} masked`).toBe(u.mask);
-          if (u.enable) expect(node.enabled.has(u.name), `${u.name} enabled`).toBe(true);
+          if (enablement(u).enable)
+            expect(node.enabled.has(u.name), `${u.name} enabled`).toBe(true);
           if (u.enable && !u.mask && u.command !== 'stop' && !socket(u))
             expect(node.active.has(u.name), `${u.name} active`).toBe(true);
         }

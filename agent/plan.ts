@@ -36,7 +36,7 @@
 import { compare } from '../api/resolve.js';
 import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from '../api/resolved.js';
 import { formatMode, writtenAfterPackages } from '../api/resolved.js';
-import { hasKey, parseUnitFile } from '../api/systemd/unit-file.js';
+import { enablability } from '../api/systemd/enablement.js';
 import { RESTARTING, type Action } from './model/actions.js';
 import { entriesOf, type Entry } from './model/entries.js';
 import type { ObservedDisk, ObservedFile } from './model/observed.js';
@@ -128,16 +128,9 @@ export function templateOf(name: string): string | undefined {
   return `${name.slice(0, at + 1)}${name.slice(dot)}`;
 }
 
-/**
- * Whether `systemctl enable` can do anything with the unit: a template only through
- * DefaultInstance= (without it systemctl refuses), and only when oscar writes it.
- */
+/** Whether `systemctl enable` can do anything with the unit: the renderers' own decision. */
 function enablable(u: ResolvedUnit): boolean {
-  if (!isTemplate(u.name)) return true;
-  if (u.content === undefined) return false;
-  return [u.content, ...u.dropIns.map((d) => d.content)].some((text) =>
-    hasKey(parseUnitFile(text), 'Install', 'DefaultInstance'),
-  );
+  return enablability(u).enable;
 }
 
 const NONE: readonly string[] = [];
@@ -405,7 +398,7 @@ function startOrStop(
   return {
     kind: u.command === 'restart' ? 'restart' : 'start',
     unit: u.name,
-    reason: `${from}, enabled, command: ${u.command}`,
+    reason: `${from}, ${enablable(u) ? 'enabled' : 'static'}, command: ${u.command}`,
   };
 }
 

@@ -67,6 +67,24 @@ describe('KubeReporter oscRef', () => {
   });
 });
 
+describe('KubeReporter oscRef after a switch to grant mode', () => {
+  it('clears the Secret the node followed before (a merge patch keeps what it omits)', async () => {
+    const http = new RecordingHttp();
+    const r = new KubeReporter(new KubeConfig(), {
+      node: 'n1',
+      oscRef: { namespace: 'ns', name: 'web' }, // --osc: no Secret of its own
+      http,
+    });
+    r.desired('b'.repeat(64));
+    await r.flush();
+    expect(http.patches().at(-1)?.status.oscRef).toEqual({
+      namespace: 'ns',
+      name: 'web',
+      secretName: null,
+    });
+  });
+});
+
 describe('KubeReporter Degraded', () => {
   const c1 = '1'.repeat(64);
   const applied = { checksum: c1, actions: [], resumed: false, touchedUnits: [] };

@@ -421,7 +421,7 @@ export class KubeReporter implements Reporter {
       const stored = await this.http.request<
         { metadata?: { resourceVersion?: string } } | undefined
       >('PATCH', `${path}/status`, {
-        body: { status },
+        body: { status: clearingStaleSecret(status) },
         contentType: CONTENT_MERGE_PATCH,
         accept: ACCEPT_METADATA,
       });
@@ -444,4 +444,15 @@ export class KubeReporter implements Reporter {
     this.stopped = true;
     if (this.http instanceof HttpKubeClient) this.http.close();
   }
+}
+
+/**
+ * A merge patch keeps what it leaves out: a node that moved from --secret to grant mode (--osc)
+ * would go on showing the Secret it no longer follows (`kubectl get oscnode`'s SECRET column).
+ * An oscRef without a Secret says so with null, which removes the stored one.
+ */
+export function clearingStaleSecret(status: Record<string, unknown>): Record<string, unknown> {
+  const ref = status.oscRef as { secretName?: string } | undefined;
+  if (ref === undefined || ref.secretName !== undefined) return status;
+  return { ...status, oscRef: { ...ref, secretName: null } };
 }

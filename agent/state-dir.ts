@@ -31,17 +31,42 @@ export class StateDir {
 
   /** Opens (creating it 0700 when missing) and checks the state directory at host path `path`. */
   static async open(path: string): Promise<StateDir> {
+    const state = await StateDir.openIn(path, true);
+    if (!state) throw new StateError(`${path} vanished while the agent opened it`);
+    return state;
+  }
+
+  /**
+   * Opens and checks the state directory when it exists; undefined when it (or a parent) is
+   * missing. Reading never creates it: `oscar plan` is a dry run and must leave the host as it was.
+   */
+  static openExisting(path: string): Promise<StateDir | undefined> {
+    return StateDir.openIn(path, false);
+  }
+
+  private static async openIn(path: string, create: boolean): Promise<StateDir | undefined> {
     const absolute = posix.normalize(resolve(path));
     const beneath = await Beneath.open('/');
     try {
       const [parentPath, name] = splitPath(absolute);
-      const parent = await beneath.dir(parentPath, true);
-      if (!parent) throw new StateError(`cannot create ${parentPath}`);
-      await mkdir(parent.at(name), { mode: 0o700 }).catch((error: unknown) => {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      });
+      const parent = await beneath.dir(parentPath, create);
+      if (!parent) {
+        if (!create) {
+          await beneath.close();
+          return undefined;
+        }
+        throw new StateError(`cannot create ${parentPath}`);
+      }
+      if (create) {
+        await mkdir(parent.at(name), { mode: 0o700 }).catch((error: unknown) => {
+          if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        });
+      }
       const dir = await beneath.dir(absolute, false);
-      if (!dir) throw new StateError(`${absolute} vanished while the agent opened it`);
+      if (!dir) {
+        await beneath.close();
+        return undefined;
+      }
       const st = await dir.handle.stat();
       const me = process.geteuid?.() ?? 0;
       if (st.uid !== me) {

@@ -26,31 +26,40 @@ export interface Desired {
 
 const LAST_APPLIED = 'last-applied.json';
 
+/** The config applied last; undefined when none was (reading creates no state directory). */
 export async function readLastApplied(stateDir: string): Promise<Desired | undefined> {
-  return StateDir.with(stateDir, async (state) => {
-    const bytes = await state.read(LAST_APPLIED);
-    if (bytes === undefined) return undefined;
-    // Written atomically by the agent, so anything wrong here is outside damage. Planning from
-    // nothing rewrites every file (idempotent) and removes nothing, which is the safe direction.
-    const fix = `remove it to let the agent re-apply everything (files it wrote that later left the config then stay on the node)`;
-    let config: ResolvedConfig;
-    try {
-      config = parseCanonical(bytes);
-    } catch (error) {
-      throw new StateError(
-        `${state.file(LAST_APPLIED)} is damaged (${(error as Error).message}); ${fix}`,
-        { cause: error },
-      );
-    }
-    // it names the files the agent may remove: it must pass the same rules as a desired state
-    const errors = validateConfig(config);
-    if (errors.length > 0) {
-      throw new StateError(
-        `${state.file(LAST_APPLIED)} holds a config oscar would refuse (${errors.slice(0, 3).map(formatFieldError).join('; ')}); ${fix}`,
-      );
-    }
-    return { config, checksum: sha256Hex(bytes), bytes };
-  });
+  const state = await StateDir.openExisting(stateDir);
+  if (!state) return undefined;
+  try {
+    return await lastAppliedIn(state);
+  } finally {
+    await state.close();
+  }
+}
+
+async function lastAppliedIn(state: StateDir): Promise<Desired | undefined> {
+  const bytes = await state.read(LAST_APPLIED);
+  if (bytes === undefined) return undefined;
+  // Written atomically by the agent, so anything wrong here is outside damage. Planning from
+  // nothing rewrites every file (idempotent) and removes nothing, which is the safe direction.
+  const fix = `remove it to let the agent re-apply everything (files it wrote that later left the config then stay on the node)`;
+  let config: ResolvedConfig;
+  try {
+    config = parseCanonical(bytes);
+  } catch (error) {
+    throw new StateError(
+      `${state.file(LAST_APPLIED)} is damaged (${(error as Error).message}); ${fix}`,
+      { cause: error },
+    );
+  }
+  // it names the files the agent may remove: it must pass the same rules as a desired state
+  const errors = validateConfig(config);
+  if (errors.length > 0) {
+    throw new StateError(
+      `${state.file(LAST_APPLIED)} holds a config oscar would refuse (${errors.slice(0, 3).map(formatFieldError).join('; ')}); ${fix}`,
+    );
+  }
+  return { config, checksum: sha256Hex(bytes), bytes };
 }
 
 export async function writeLastApplied(stateDir: string, bytes: Buffer): Promise<void> {

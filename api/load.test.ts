@@ -73,6 +73,24 @@ describe('loadDocuments', () => {
       'v1 Secret "j"',
     );
   });
+
+  it('reads the items of a kind: List (kubectl get -o yaml) as documents, with their own lines', () => {
+    const item = (name: string): string =>
+      `- apiVersion: oscar.dev/v1alpha1\n  kind: OperatingSystemConfig\n  metadata:\n    name: ${name}\n  spec:\n    type: ubuntu\n`;
+    const text = `apiVersion: v1\nitems:\n${item('a')}${item('b')}- apiVersion: v1\n  kind: Secret\n  metadata: {name: s}\nkind: List\nmetadata:\n  resourceVersion: ""\n---\n${OSC}`;
+    const docs = loadDocuments(text);
+    expect(docs.map((d) => [d.index, d.role, d.line])).toEqual([
+      [1, 'osc', 3],
+      [2, 'osc', 9],
+      [3, 'other', 15],
+      [4, 'osc', 22],
+    ]);
+    expect((docs[1]?.value as { metadata: { name: string } }).metadata.name).toBe('b');
+    expect(docs[1]?.lineOf('spec.type')).toBe(14);
+    expect(
+      loadDocuments('apiVersion: v1\nkind: List\nitems: []\n')[0]?.errors[0]?.message,
+    ).toContain('no YAML documents');
+  });
 });
 
 describe('problems as lines', () => {

@@ -199,10 +199,37 @@ export function loadDocuments(text: string): LoadedDocument[] {
       return whole(index, line, `cannot read the document: ${(error as Error).message}`);
     }
   });
-  if (loaded.every((d) => d.role === 'empty' && d.errors.length === 0)) {
+  const flat = renumber(loaded.flatMap(listItems));
+  if (flat.every((d) => d.role === 'empty' && d.errors.length === 0)) {
     return [whole(1, 1, 'the file has no YAML documents; write an OperatingSystemConfig in it')];
   }
-  return loaded;
+  return flat;
+}
+
+/** `kind: List` (v1) or `…List` with `items`: what `kubectl get … -o yaml` prints for several objects. */
+function isList(value: unknown): value is { items: unknown[] } {
+  if (typeof value !== 'object' || value === null) return false;
+  const { kind, items } = value as { kind?: unknown; items?: unknown };
+  return typeof kind === 'string' && kind.endsWith('List') && Array.isArray(items);
+}
+
+/**
+ * A list's items, each read as a document of its own (its lines and field paths inside the
+ * list); any other document as it is. An empty list is an empty document.
+ */
+function listItems(doc: LoadedDocument): LoadedDocument[] {
+  if (doc.errors.length > 0 || !isList(doc.value)) return [doc];
+  if (doc.value.items.length === 0) return [{ ...doc, value: undefined, role: 'empty' }];
+  return doc.value.items.map((item, i) => {
+    const prefix = `items[${String(i)}]`;
+    const lineOf = (path: string): number => doc.lineOf(path ? `${prefix}.${path}` : prefix);
+    return { ...doc, line: lineOf(''), value: item, role: roleOf(item, true), lineOf };
+  });
+}
+
+/** Documents numbered by their place in the stream once lists are unfolded. */
+function renumber(docs: LoadedDocument[]): LoadedDocument[] {
+  return docs.map((d, i) => (d.index === i + 1 ? d : { ...d, index: i + 1 }));
 }
 
 /**

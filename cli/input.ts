@@ -32,3 +32,24 @@ export async function readInput(
   taken.add(stdin);
   return readStream(stdin);
 }
+
+/**
+ * The one file of a command that takes it either way, `oscar render FILE` or `-f FILE` (as
+ * `validate` does): both, or neither, is an error that says how to name it.
+ */
+export function oneFile(
+  command: string,
+  positional: string | undefined,
+  flag: string | undefined,
+): string {
+  if (positional !== undefined && flag !== undefined && positional !== flag) {
+    throw new Error(
+      `two files given ("${flag}" with -f and "${positional}"); ${command} reads one: name it once`,
+    );
+  }
+  const file = flag ?? positional;
+  if (file === undefined) {
+    throw new Error(`no file given: oscar ${command} FILE, or -f FILE ("-" reads stdin)`);
+  }
+  return file;
+}

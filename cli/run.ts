@@ -34,6 +34,11 @@ export async function runProgram(program: Command, argv: string[]): Promise<void
     process.stderr.write(`${reportError(error, argv, debug, name)}\n`);
     process.exit(1);
   };
+  // `oscar crd | head`: a reader that closed the pipe wants no more, which is not an error
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+    fatal(error);
+  });
   process.on('uncaughtException', fatal);
   process.on('unhandledRejection', fatal);
   try {

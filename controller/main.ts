@@ -53,6 +53,8 @@ export const DEFAULT_IDENTITY_WAIT_MS = 10 * 60_000;
 export interface ControllerConfig {
   /** Path of a kubeconfig; empty: in-cluster, else $KUBECONFIG / ~/.kube/config. */
   kubeconfig?: string;
+  /** --context: a kubeconfig context other than its current-context. */
+  context?: string;
   /** Namespaces to watch; empty: all. */
   namespaces: string[];
   /** host:port for /metrics, /healthz, /readyz; "" or "0" disables; ":0" picks a free port. */
@@ -165,7 +167,7 @@ function parseAddr(addr: string): { host: string; port: number } | undefined {
 export async function runController(config: ControllerConfig): Promise<ControllerHandle> {
   const log = config.log ?? createLogger({ component: 'controller' });
   const metrics = createMetrics(config.version === undefined ? {} : { version: config.version });
-  const credentials = await loadKubeCredentials(config.kubeconfig || undefined);
+  const credentials = await loadKubeCredentials(config.kubeconfig || undefined, config.context);
   const http = kubeHttp(credentials, { userAgent: config.userAgent ?? 'oscar-controller' });
   const identity = config.identity ?? `${hostname()}-${String(process.pid)}`;
   const writer = new HttpWriter(http, identity);

@@ -23,6 +23,11 @@ packages=(
   curl              # the bootstrap additions' agent install script, run in its unit test
   wget              # … which must also work with wget alone
   gpg               # signs the file apt repository of the install-order node test
+  qemu-user-static  # runs the linux-arm64 executables (npm run build:bin) in their tests
+  prometheus        # promtool: checks and unit-tests deploy/monitoring's alerting rules
+  binutils-aarch64-linux-gnu  # aarch64-linux-gnu-strip, for the arm64 Node.js binary
+  libc6-arm64-cross           # the arm64 Node.js's glibc, for qemu (-L /usr/aarch64-linux-gnu)
+  libstdc++6-arm64-cross      # … and its libstdc++
 )
 
 if [[ $(id -u) -ne 0 ]]; then

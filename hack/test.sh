@@ -19,6 +19,9 @@ bash hack/testenv/build.sh --node
 step "Cluster API core manager from its Go module (hack/capi/build.sh; the first build takes ~3-12 min)"
 bash hack/capi/build.sh
 
+step "clusterctl from the same Cluster API module (hack/capi/build-clusterctl.sh; the clusterctl test)"
+bash hack/capi/build-clusterctl.sh >/dev/null
+
 step "node root for real-systemd tests (hack/node-root/build.sh; the first build takes ~3 min)"
 bash hack/node-root/build.sh
 

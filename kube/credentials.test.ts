@@ -44,6 +44,22 @@ async function options(creds: KubeCredentials | undefined) {
 }
 
 describe('the agent kubeconfig', () => {
+  it('--context picks a context other than current-context; an unknown one is named', async () => {
+    const doc = kubeconfig({ token: 'a' });
+    doc.clusters.push({ name: 'd', cluster: { server: 'https://10.0.0.2:6443' } });
+    doc.contexts.push({ name: 'other', context: { cluster: 'd', user: 'u' } });
+    const creds = credentialsFromKubeconfig(doc, { base: dir, origin: 't', context: 'other' });
+    expect(creds?.getCurrentCluster()?.server).toBe('https://10.0.0.2:6443');
+    expect(() =>
+      credentialsFromKubeconfig(doc, { base: dir, origin: 't', context: 'nope' }),
+    ).toThrow('contexts: no entry named "nope"');
+    const path = join(dir, 'ctx.yaml');
+    await writeFile(path, JSON.stringify(doc));
+    const loaded = await loadKubeCredentials(path, 'other');
+    expect(loaded.getCurrentCluster()?.server).toBe('https://10.0.0.2:6443');
+    expect(loaded.origin).toContain('(context other)');
+  });
+
   it('inline CA and client certificate; the server without its trailing slash', async () => {
     const creds = credentialsFromKubeconfig(
       kubeconfig(

@@ -116,14 +116,23 @@ function str(o: Obj, field: string, where: string): string | undefined {
  */
 export function credentialsFromKubeconfig(
   doc: unknown,
-  opts: { base: string; origin: string; read?: (path: string) => Buffer; now?: () => number },
+  opts: {
+    base: string;
+    origin: string;
+    read?: (path: string) => Buffer;
+    now?: () => number;
+    /** --context: this context instead of current-context (kubectl's flag). */
+    context?: string;
+  },
 ): KubeCredentials | undefined {
   const { base, origin } = opts;
   const read = opts.read ?? ((p: string) => readFileSync(p));
   if (!isObj(doc)) throw new KubeconfigError('not a kubeconfig: expected a mapping');
-  const contextName = doc['current-context'];
+  const contextName = opts.context ?? doc['current-context'];
   if (typeof contextName !== 'string' || contextName === '') {
-    throw new KubeconfigError('current-context: missing; set it (kubectl config use-context NAME)');
+    throw new KubeconfigError(
+      'current-context: missing; set it (kubectl config use-context NAME) or pass --context NAME',
+    );
   }
   const context = entry(doc, 'contexts', contextName, 'context');
   const clusterName = str(context, 'cluster', `contexts[name=${contextName}].context`);
@@ -206,7 +215,10 @@ async function parseFile(path: string): Promise<unknown> {
 }
 
 /** client-node's KubeConfig for what this module does not handle (loaded only then). */
-async function viaClientNode(path: string | undefined): Promise<KubeCredentials> {
+async function viaClientNode(
+  path: string | undefined,
+  context: string | undefined,
+): Promise<KubeCredentials> {
   let lib: typeof import('@kubernetes/client-node');
   try {
     lib = await import('@kubernetes/client-node');
@@ -221,6 +233,12 @@ async function viaClientNode(path: string | undefined): Promise<KubeCredentials>
   const kc = new KubeConfig();
   if (path !== undefined) kc.loadFromFile(path);
   else kc.loadFromDefault();
+  if (context !== undefined) {
+    if (!kc.getContexts().some((c) => c.name === context)) {
+      throw new KubeconfigError(`contexts: no entry named "${context}" (--context)`);
+    }
+    kc.setCurrentContext(context);
+  }
   const cluster = kc.getCurrentCluster();
   if (!cluster) {
     throw new KubeconfigError(
@@ -244,15 +262,23 @@ async function viaClientNode(path: string | undefined): Promise<KubeCredentials>
  * The agent's credentials: --kubeconfig PATH when given; otherwise $KUBECONFIG, ~/.kube/config,
  * then the in-cluster ServiceAccount (client-node's loadFromDefault order).
  */
-export async function loadKubeCredentials(path?: string): Promise<KubeCredentials> {
+export async function loadKubeCredentials(
+  path?: string,
+  context?: string,
+): Promise<KubeCredentials> {
   let file = path;
   if (file === undefined) {
     const fromEnv = (process.env.KUBECONFIG ?? '').split(delimiter).filter(Boolean);
-    if (fromEnv.length > 1) return viaClientNode(undefined); // merging files: client-node's job
+    if (fromEnv.length > 1) return viaClientNode(undefined, context); // merging: client-node's job
     const home = join(homedir(), '.kube', 'config');
     file = fromEnv[0] ?? (existsSync(home) ? home : undefined);
   }
   if (file === undefined) {
+    if (context !== undefined) {
+      throw new KubeconfigError(
+        `--context ${context} names a kubeconfig context, and there is no kubeconfig: pass --kubeconfig or set $KUBECONFIG`,
+      );
+    }
     if (process.env.KUBERNETES_SERVICE_HOST && existsSync(join(SA_DIR, 'token'))) {
       return inClusterCredentials();
     }
@@ -269,8 +295,11 @@ export async function loadKubeCredentials(path?: string): Promise<KubeCredential
   }
   try {
     return (
-      credentialsFromKubeconfig(doc, { base: dirname(file), origin: `kubeconfig ${file}` }) ??
-      (await viaClientNode(file))
+      credentialsFromKubeconfig(doc, {
+        base: dirname(file),
+        origin: `kubeconfig ${file}${context === undefined ? '' : ` (context ${context})`}`,
+        ...(context === undefined ? {} : { context }),
+      }) ?? (await viaClientNode(file, context))
     );
   } catch (error) {
     if (error instanceof KubeconfigError) {

@@ -9,33 +9,21 @@ import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig, ResolvedFile, ResolvedUnit } from '../api/resolved.js';
 import { dropInPath, formatMode, unitPath } from '../api/resolved.js';
 import { LIMITS, type Purpose, type UnitCommand } from '../api/schema.js';
+import { enablement, type InstallKeyOf } from '../api/systemd/enablement.js';
 import { isTemplateUnit } from '../api/systemd/unit-name.js';
 import { base64Length } from './byte-builder.js';
 import { type InstallKey, unitFacts } from './unit-facts.js';
 
-/** Keys of [Install] that give `systemctl enable` something to do. */
-const ENABLING_KEYS: readonly InstallKey[] = [
-  'WantedBy',
-  'RequiredBy',
-  'UpheldBy',
-  'Alias',
-  'Also',
-];
+/** unitFacts' memo answers the [Install] questions: a hit is one Map lookup instead of a parse. */
+export const memoInstallKey: InstallKeyOf = (text, key) =>
+  unitFacts(text).install.has(key as InstallKey);
 
 /**
- * True when enabling the unit means something. A unit written with content but without an
- * [Install] section is "static": `systemctl enable` only prints a hint and ignition-validate warns,
- * so renderers leave it out. A unit that ships with the OS (no content) is enabled as declared.
- * A template (foo@.service) is enabled only when it names a DefaultInstance=.
+ * True when the unit gets enabled: the one decision of api/systemd/enablement.ts, which
+ * `oscar render --explain` and the agent's plan share.
  */
 export function effectiveEnable(unit: ResolvedUnit): boolean {
-  if (unit.mask || !unit.enable) return false;
-  const template = isTemplate(unit.name);
-  if (unit.content === undefined) return !template;
-  const files = [unit.content, ...unit.dropIns.map((d) => d.content)].map(unitFacts);
-  // a template is enabled through an instance; without DefaultInstance= there is none to enable
-  if (template && !files.some((f) => f.install.has('DefaultInstance'))) return false;
-  return files.some((f) => ENABLING_KEYS.some((k) => f.install.has(k)));
+  return enablement(unit, memoInstallKey).enable;
 }
 
 /** isTemplateUnit, without parsing the name when it has no "@" (most units). */

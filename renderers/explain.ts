@@ -7,7 +7,8 @@ import type { ResolvedConfig } from '../api/resolved.js';
 import { dropInPath, formatMode, packageSpec, unitPath } from '../api/resolved.js';
 import type { Format } from '../api/schema.js';
 import { renderFormat } from './builtin.js';
-import { planUnits } from './common.js';
+import { memoInstallKey, planUnits } from './common.js';
+import { enablement } from '../api/systemd/enablement.js';
 import { expand } from './profiles.js';
 import type { RenderContext } from './types.js';
 
@@ -52,8 +53,9 @@ export function explain(config: ResolvedConfig, context: RenderContext): Explain
     if (unit.content !== undefined) actions.push(`written to ${unitPath(unit.name)}`);
     else if (!unit.mask) actions.push('ships with the OS');
     if (plan.mask.includes(unit.name)) actions.push('masked');
-    if (plan.enable.includes(unit.name)) actions.push('enabled');
-    else if (unit.enable && !unit.mask) actions.push('not enabled (no [Install] section)');
+    const decision = enablement(unit, memoInstallKey);
+    if (decision.enable) actions.push('enabled');
+    else if (unit.enable && !unit.mask) actions.push(`not enabled (${decision.why})`);
     const command = plan.commands.find((c) => c.unit === unit.name)?.command;
     if (command) {
       actions.push(context.format === 'ignition' ? 'starts with the boot if enabled' : command);

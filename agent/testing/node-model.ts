@@ -4,6 +4,8 @@
  * closely enough to check that a plan reaches the desired state; it is not used by the agent.
  */
 import type { ResolvedConfig } from '../../api/resolved.js';
+import { unitPath } from '../../api/resolved.js';
+import { enablability, enablement } from '../../api/systemd/enablement.js';
 import type { ObservedUnit } from '../model/observed.js';
 import type { Action, ObservedDisk, ObservedFile } from '../plan.js';
 import { entriesOf } from '../plan.js';
@@ -50,7 +52,7 @@ export function nodeFrom(
   for (const u of config?.units ?? []) {
     node.known.add(u.name);
     if (u.mask) node.masked.add(u.name);
-    if (u.enable && !u.mask) node.enabled.add(u.name);
+    if (enablement(u).enable) node.enabled.add(u.name);
     if (u.enable && !u.mask && u.command !== 'stop') node.active.add(u.name);
   }
   return node;
@@ -63,13 +65,30 @@ export function diskOf(node: NodeModel): ObservedDisk {
   return { files: new Map(node.files), units };
 }
 
+/** As systemctl says it: a unit file whose [Install] section gives enable nothing to do. */
+function isStatic(node: NodeModel, name: string): boolean {
+  const content = node.files.get(unitPath(name))?.content.toString();
+  if (content === undefined) return false;
+  const prefix = `${unitPath(name)}.d/`;
+  const dropIns = [...node.files]
+    .filter(([path]) => path.startsWith(prefix))
+    .map(([path, f]) => ({ name: path.slice(prefix.length), content: f.content.toString() }));
+  return !enablability({ name, content, dropIns }).enable;
+}
+
 function unitOf(node: NodeModel, name: string): ObservedUnit {
   const masked = node.masked.has(name);
   return {
     load: masked ? 'masked' : 'loaded',
     active: node.active.has(name) ? 'active' : 'inactive',
     sub: node.active.has(name) ? 'running' : 'dead',
-    fileState: masked ? 'masked' : node.enabled.has(name) ? 'enabled' : 'disabled',
+    fileState: masked
+      ? 'masked'
+      : node.enabled.has(name)
+        ? 'enabled'
+        : isStatic(node, name)
+          ? 'static'
+          : 'disabled',
     result: 'success',
     restsInactive: false,
   };

@@ -20,6 +20,7 @@ import { userAgent, VERSION } from '../version.js';
 export interface AgentFlags {
   file?: string;
   kubeconfig?: string;
+  context?: string;
   namespace?: string;
   secret?: string;
   osc?: string;
@@ -55,7 +56,8 @@ export async function agentCredentials(
   closers: (() => unknown)[],
 ): Promise<import('../../kube/credentials.js').KubeCredentials> {
   const kube = await import('../../kube/credentials.js');
-  if (flags.bootstrapKubeconfig === undefined) return kube.loadKubeCredentials(flags.kubeconfig);
+  if (flags.bootstrapKubeconfig === undefined)
+    return kube.loadKubeCredentials(flags.kubeconfig, flags.context);
   if (flags.kubeconfig !== undefined) {
     throw new Error('use --kubeconfig or --bootstrap-kubeconfig, not both');
   }

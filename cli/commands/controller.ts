@@ -9,6 +9,7 @@ import { userAgent, VERSION } from '../version.js';
 
 export interface ControllerOptions {
   kubeconfig?: string;
+  context?: string;
   namespace?: string[];
   metricsAddr: string;
   leaderElect: boolean;
@@ -127,6 +128,7 @@ export async function controllerCommand(program: Command, opts: ControllerOption
       ...(opts.clusterName ? { clusterName: opts.clusterName } : {}),
     },
     ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
+    ...(opts.context ? { context: opts.context } : {}),
     namespaces,
     metricsAddr: opts.metricsAddr,
     leaderElect: opts.leaderElect,

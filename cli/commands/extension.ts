@@ -7,6 +7,7 @@ import { userAgent } from '../version.js';
 
 export interface ExtensionServeOptions {
   kubeconfig?: string;
+  context?: string;
   listen: string;
   tlsCert: string;
   tlsKey: string;
@@ -67,6 +68,7 @@ export async function extensionServeCommand(
   );
   const handle = await runExtension({
     ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}),
+    ...(opts.context ? { context: opts.context } : {}),
     cert: cert ?? '',
     key: key ?? '',
     ...address,

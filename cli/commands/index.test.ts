@@ -31,6 +31,8 @@ describe('the command table', () => {
     ).toEqual(
       [
         'agent',
+        'capi',
+        'completion',
         'controller',
         'crd',
         'extension',

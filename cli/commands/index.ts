@@ -12,8 +12,9 @@
  * The long-running commands (controller, agent, renderer serve, up) share --log-format,
  * --log-level and --shutdown-timeout.
  */
-import { InvalidArgumentError, Option, type Command } from 'commander';
+import { Argument, InvalidArgumentError, Option, type Command } from 'commander';
 import { tuneHeapForLongRunning } from '../memory.js';
+import type { CapiPreviewFlags } from './capi.js';
 import type { ControllerOptions } from './controller.js';
 import type { ExtensionServeOptions } from './extension.js';
 import type { PlaceholderFlags } from './placeholders.js';
@@ -81,7 +82,8 @@ export function registerCommands(program: Command): void {
       .description(
         'render an OperatingSystemConfig into user data (cloud-config, Ignition or a shell script); exit 1 on invalid input',
       )
-      .requiredOption('-f, --file <file>', 'the OperatingSystemConfig YAML file ("-" reads stdin)')
+      .argument('[file]', 'the OperatingSystemConfig YAML file (or -f)')
+      .option('-f, --file <file>', 'the OperatingSystemConfig YAML file ("-" reads stdin)')
       .option('--format <format>', `output format, overriding spec.format (${FORMATS_HELP})`)
       .option('--out <file>', 'write the user data to this file (mode 0600) instead of stdout')
       .option('--gzip', 'gzip the whole payload (cloud-config only)')
@@ -111,11 +113,22 @@ export function registerCommands(program: Command): void {
       .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
       .option('--cluster <name>', 'substitute {{ cluster.name }}')
       .option('--api-server <url>', 'substitute {{ apiServer.url }}')
-      .action(async (opts: RenderCommandOptions & PlaceholderFlags) => {
-        await (await import('./render.js')).renderCommand(opts);
-      }),
+      .action(
+        async (
+          file: string | undefined,
+          opts: Omit<RenderCommandOptions, 'file'> & { file?: string } & PlaceholderFlags,
+        ) => {
+          const { oneFile } = await import('../input.js');
+          await (
+            await import('./render.js')
+          ).renderCommand({
+            ...opts,
+            file: oneFile('render', file, opts.file),
+          });
+        },
+      ),
     [
-      'oscar render -f examples/ubuntu-provision.yaml > user-data',
+      'oscar render examples/ubuntu-provision.yaml > user-data',
       'oscar render -f examples/flatcar.yaml --out config.ign',
       'oscar render -f worker.yaml --format script --ref-dir ./refs',
       'oscar render -f worker.yaml --explain -o yaml',
@@ -168,6 +181,7 @@ export function registerCommands(program: Command): void {
           '--kubeconfig <path>',
           'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
         )
+        .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':9443')
         .requiredOption(
           '--tls-cert <path>',
@@ -192,6 +206,7 @@ export function registerCommands(program: Command): void {
         '--kubeconfig <path>',
         'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then in-cluster)',
       )
+      .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
       .option('--out <file>', 'write it to this file (mode 0600) instead of stdout')
       .action(async (name: string, opts: UserDataOptions) => {
         await (await import('./user-data.js')).userDataCommand(program, name, opts);
@@ -223,6 +238,7 @@ export function registerCommands(program: Command): void {
           '--kubeconfig <path>',
           'kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
         )
+        .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option(
           '-n, --namespace <ns...>',
           'namespaces to watch (repeatable or comma-separated); default: all namespaces',
@@ -322,7 +338,8 @@ export function registerCommands(program: Command): void {
       .option(
         '--kubeconfig <path>',
         'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
-      );
+      )
+      .option('--context <name>', 'the kubeconfig context to use (default: its current-context)');
   const run =
     (f: 'rolloutStatus' | 'rolloutPause' | 'rolloutResume' | 'rolloutUndo') =>
     async (osc: string, flags: RolloutFlags): Promise<void> => {
@@ -343,8 +360,8 @@ export function registerCommands(program: Command): void {
       .option('--timeout <duration>', 'with --watch: give up after this long (90s, 10m, 1h)', '10m')
       .action(run('rolloutStatus')),
     [
-      'oscar rollout status worker -n machines',
-      'oscar rollout status worker --watch --timeout 30m',
+      'oscar rollout status worker-reconcile -n default',
+      'oscar rollout status worker-reconcile --watch --timeout 30m',
     ],
   );
   examples(
@@ -352,20 +369,23 @@ export function registerCommands(program: Command): void {
       'pause',
       'grant the new revision to no further node (spec.rollout.paused)',
     ).action(run('rolloutPause')),
-    ['oscar rollout pause worker -n machines'],
+    ['oscar rollout pause worker-reconcile -n default'],
   );
   examples(
     rolloutCommand(
       'resume',
       'continue a paused rollout: after a manual pause, a canary pause, or failures (failed nodes are retried)',
     ).action(run('rolloutResume')),
-    ['oscar rollout resume worker -n machines'],
+    ['oscar rollout resume worker-reconcile -n default'],
   );
   examples(
     rolloutCommand('undo', 'send every node back to the stable revision (or --to-revision)')
       .option('--to-revision <n>', 'the kept revision to go back to')
       .action(run('rolloutUndo')),
-    ['oscar rollout undo worker -n machines', 'oscar rollout undo worker --to-revision 3'],
+    [
+      'oscar rollout undo worker-reconcile -n default',
+      'oscar rollout undo worker-reconcile --to-revision 3',
+    ],
   );
 
   examples(
@@ -384,6 +404,60 @@ export function registerCommands(program: Command): void {
     [
       'oscar up                       # examples/ → .oscar/root/<name>/',
       'oscar up my-oscs/ --once',
+    ],
+  );
+
+  const capi = program
+    .command('capi')
+    .description(
+      'Cluster API: what oscar and Cluster API will do with your machines (docs/cluster-api.md)',
+    );
+  examples(
+    capi
+      .command('preview')
+      .description(
+        "before a rollout: will machines whose reconcileRef moves FROM → TO be updated in place through oscar, or replaced? The Runtime Extension's own decision; exit 2 with --detailed-exitcode when they are replaced",
+      )
+      .argument('<from>', 'the reconcile OSC machines follow now: a file, or an OSC in the cluster')
+      .argument(
+        '<to>',
+        'the reconcile OSC the new template names: a file, or an OSC in the cluster',
+      )
+      .option('-n, --namespace <ns>', 'namespace of the OSCs in the cluster', 'default')
+      .option(
+        '--kubeconfig <path>',
+        'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
+      )
+      .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
+      .addOption(outputOption('the decision'))
+      .option(
+        '--detailed-exitcode',
+        'exit 0 when machines are updated in place (or unchanged), 2 when they are replaced, 1 on an error',
+      )
+      .action(async (from: string, to: string, flags: CapiPreviewFlags) => {
+        await (await import('./capi.js')).capiPreviewCommand(from, to, flags);
+      }),
+    [
+      'oscar capi preview worker-v1 worker-v2 -n machines     # two reconcile OSCs in the cluster',
+      'oscar capi preview old.yaml new.yaml --detailed-exitcode   # two files, offline; exit 2: replaced',
+      'oscar capi preview worker-v1 new.yaml -o json',
+    ],
+  );
+
+  examples(
+    program
+      .command('completion')
+      .description('print a shell completion script for oscar (bash, zsh or fish)')
+      .addArgument(new Argument('<shell>', 'the shell').choices(['bash', 'zsh', 'fish']))
+      .action(async (shell: 'bash' | 'zsh' | 'fish') => {
+        const { completionScript } = await import('../completion.js');
+        process.stdout.write(completionScript(program, shell));
+      }),
+    [
+      'oscar completion bash > /etc/bash_completion.d/oscar',
+      'source <(oscar completion bash)          # or in ~/.bashrc',
+      'source <(oscar completion zsh)           # in ~/.zshrc',
+      'oscar completion fish | source           # in ~/.config/fish/config.fish',
     ],
   );
 

@@ -26,6 +26,7 @@ export function registerAgentCommand(program: Command): void {
           '--kubeconfig <path>',
           'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
         )
+        .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option(
           '--bootstrap-kubeconfig <path>',
           "the machine's bootstrap kubeconfig (docs/identity.md): the agent trades its token for a certificate of its own, kept in --cert-dir and renewed",
@@ -40,7 +41,7 @@ export function registerAgentCommand(program: Command): void {
           "the node certificate's lifetime to ask for (at most the controller's --node-certificate-max-lifetime)",
           '168h',
         )
-        .option('--namespace <ns>', 'namespace of the OSC and its Secrets')
+        .option('-n, --namespace <ns>', 'namespace of the OSC and its Secrets')
         .option(
           '--osc <name>',
           'grant mode: apply the revisions of this reconcile OSC that the controller grants this node, in try mode (docs/rollouts.md)',
@@ -86,8 +87,8 @@ export function registerAgentCommand(program: Command): void {
       await (await import('./agent.js')).agentCommand(flags);
     }),
     [
-      'oscar agent --namespace kube-system --osc worker --node "$(hostname)"   # grant mode',
-      'oscar agent --namespace kube-system --secret oscar-worker-reconcile --node "$(hostname)"',
+      'oscar agent -n default --osc worker-reconcile --node "$(hostname)"   # grant mode',
+      'oscar agent -n default --secret oscar-worker-reconcile-reconcile --node "$(hostname)"   # the Secret of OSC worker-reconcile',
       'oscar agent --file osc.yaml --root /tmp/node           # local mode, no cluster',
       'cat osc.yaml | oscar agent --file - --once --root /tmp/node',
     ],
@@ -101,7 +102,8 @@ export function registerPlanCommand(program: Command): void {
       .description(
         'dry run of the agent: what applying a config (OSC YAML or canonical JSON) to a root would do, with reasons and diffs',
       )
-      .requiredOption(
+      .argument('[file]', 'the desired config (or -f)')
+      .option(
         '-f, --file <file>',
         'the desired config: OperatingSystemConfig YAML or canonical JSON ("-" reads stdin)',
       )
@@ -117,14 +119,19 @@ export function registerPlanCommand(program: Command): void {
         '--diff-private',
         'also diff files that are not world-readable (their content may be a credential)',
       )
-      .action(async (opts: PlanOptions) => {
-        await (await import('./plan.js')).planCommand(opts);
-      }),
+      .action(
+        async (file: string | undefined, opts: Omit<PlanOptions, 'file'> & { file?: string }) => {
+          const { oneFile } = await import('../input.js');
+          await (
+            await import('./plan.js')
+          ).planCommand({ ...opts, file: oneFile('plan', file, opts.file) });
+        },
+      ),
     [
       'oscar plan -f examples/generic.yaml --root .oscar/root/generic-edge',
       'oscar plan -f osc.yaml --detailed-exitcode; echo $?   # 0 nothing to do, 2 changes, 1 error',
-      'kubectl get secret oscar-worker-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
-      'oscar plan -f osc.yaml -o json',
+      'kubectl get secret oscar-worker-reconcile-reconcile -o jsonpath="{.data.config\\.json}" | base64 -d | oscar plan -f -',
+      'oscar plan osc.yaml --root / -o json',
     ],
   );
 }
@@ -134,9 +141,10 @@ export function registerVersionCommand(program: Command): void {
     program
       .command('version')
       .description('print the oscar version and the API version it serves')
-      .action(async () => {
-        (await import('./version.js')).versionCommand();
+      .addOption(outputOption('the versions'))
+      .action(async (opts: { output?: 'json' | 'yaml' }) => {
+        (await import('./version.js')).versionCommand(opts);
       }),
-    ['oscar version'],
+    ['oscar version', 'oscar version -o json'],
   );
 }

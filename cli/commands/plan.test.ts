@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -154,4 +154,47 @@ describe('oscar plan', () => {
     expect(yaml.out).toMatch(/^file: /m);
     expect((await plan('x', { output: 'xml' })).err).toContain('must be one of json, yaml');
   });
+
+  it('writes nothing: the root, its state directory and the host are as they were', async () => {
+    await mkdir(join(root, 'etc'), { recursive: true });
+    await writeFile(join(root, 'etc/app.conf'), 'old\n');
+    const hostState = await exists('/var/lib/oscar');
+    const before = await snapshot(root);
+    const r = await plan(osc(fileEntry('/etc/app.conf', 'new\n') + fileEntry('/etc/b', 'b\n')), {
+      detailedExitcode: true,
+    });
+    expect(r.code).toBe(EXIT_CHANGES);
+    expect(await snapshot(root)).toEqual(before); // no var/lib/oscar beneath the root, no log
+    expect(await exists('/var/lib/oscar')).toBe(hostState);
+  });
+
+  it('refuses a root that does not exist instead of creating it', async () => {
+    const missing = join(dir, 'no-such-root');
+    const r = await plan(osc(fileEntry('/etc/a', 'a\n')), { root: missing });
+    expect(r.code).toBe(EXIT_ERROR);
+    expect(r.err).toContain(`the root ${missing} does not exist; a plan creates nothing`);
+    expect(await exists(missing)).toBe(false);
+  });
 });
+
+async function exists(path: string): Promise<boolean> {
+  return lstat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Every entry beneath `top`: its path, type, mode, size, mtime and content. */
+async function snapshot(top: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (path: string): Promise<void> => {
+    const st = await lstat(path);
+    const content = st.isFile() ? (await readFile(path)).toString('base64') : '';
+    out.push(`${path} ${st.mode.toString(8)} ${st.size} ${st.mtimeMs} ${content}`);
+    if (st.isDirectory()) {
+      for (const name of (await readdir(path)).sort()) await walk(join(path, name));
+    }
+  };
+  await walk(top);
+  return out;
+}

@@ -5,6 +5,7 @@
  * terraform plan does), so CI can gate on it.
  */
 import { isUtf8 } from 'node:buffer';
+import { stat } from 'node:fs/promises';
 import { createTwoFilesPatch } from 'diff';
 import { observeAndPlan } from '../../agent/apply.js';
 import { desiredFromText } from '../../agent/desired.js';
@@ -152,6 +153,23 @@ export interface PlanIo {
   stdin?: NodeJS.ReadableStream;
 }
 
+/**
+ * A plan compares against a root that exists: a dry run creates nothing, not even the root (the
+ * agent would create it; a plan that did so would leave an empty tree behind on every typo).
+ */
+async function assertRootExists(root: string): Promise<void> {
+  const st = await stat(root).catch((error: unknown) => {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (!st) {
+    throw new Error(
+      `the root ${root} does not exist; a plan creates nothing: make it first (mkdir -p ${root}: an empty root plans everything as new)`,
+    );
+  }
+  if (!st.isDirectory()) throw new Error(`the root ${root} is not a directory`);
+}
+
 /** Runs the plan and returns the exit code. */
 export async function runPlan(opts: PlanOptions, io: PlanIo): Promise<number> {
   let format: OutputFormat | undefined;
@@ -171,6 +189,7 @@ export async function runPlan(opts: PlanOptions, io: PlanIo): Promise<number> {
       },
     });
     const deps = depsFor(opts);
+    await assertRootExists(deps.root);
     const planned = await observeAndPlan(deps, desired);
     result = { desired, deps, ...planned };
   } catch (error) {

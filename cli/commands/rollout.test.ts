@@ -30,6 +30,17 @@ describe('formatRollout', () => {
         '',
       ].join('\n'),
     );
-    expect(formatRollout('pools', 'worker', undefined)).toMatch(/no rollout yet/);
+    expect(formatRollout('pools', 'worker', undefined)).toBe(
+      'pools/worker: no rollout yet: no controller has processed this OSC (is one running, and watching namespace pools?)\n',
+    );
+    // the controller runs (it rendered the OSC), and no node asks for grants
+    expect(
+      formatRollout('pools', 'worker', undefined, {
+        observedGeneration: 1,
+        secretRef: { name: 'oscar-worker-reconcile' },
+      }),
+    ).toBe(
+      'pools/worker: no rollout yet: the controller rendered it (Secret oscar-worker-reconcile), and no node follows it in grant mode (oscar agent --osc worker); nodes on --secret take each rendering at once\n',
+    );
   });
 });

@@ -17,6 +17,7 @@ import { loadKubeCredentials, kubeHttp } from '../../kube/credentials.js';
 export interface RolloutFlags {
   namespace: string;
   kubeconfig?: string;
+  context?: string;
   watch?: boolean;
   timeout?: string;
   toRevision?: string;
@@ -32,7 +33,7 @@ const path = (ns: string, name: string): string =>
   `/apis/oscar.dev/v1alpha1/namespaces/${encodeURIComponent(ns)}/operatingsystemconfigs/${encodeURIComponent(name)}`;
 
 async function client(flags: RolloutFlags): Promise<KubeHttp> {
-  return kubeHttp(await loadKubeCredentials(flags.kubeconfig));
+  return kubeHttp(await loadKubeCredentials(flags.kubeconfig, flags.context));
 }
 
 async function getOsc(http: KubeHttp, ns: string, name: string): Promise<OscView> {
@@ -57,9 +58,31 @@ function patch(http: KubeHttp, ns: string, name: string, body: unknown): Promise
   return http.request('PATCH', path(ns, name), { body, contentType: CONTENT_MERGE_PATCH });
 }
 
+/**
+ * Why there is no status.rollout: the controller has not processed the OSC (none runs, or it
+ * does not watch the namespace), or it has, and no node follows the OSC in grant mode — a rollout
+ * is made of grants, and a grant needs a node that asks for one.
+ */
+function noRollout(
+  ns: string,
+  name: string,
+  status: OperatingSystemConfigStatus | undefined,
+): string {
+  if (status?.observedGeneration === undefined) {
+    return `${ns}/${name}: no rollout yet: no controller has processed this OSC (is one running, and watching namespace ${ns}?)\n`;
+  }
+  const secret = status.secretRef?.name;
+  return `${ns}/${name}: no rollout yet: the controller rendered it${secret ? ` (Secret ${secret})` : ''}, and no node follows it in grant mode (oscar agent --osc ${name}); nodes on --secret take each rendering at once\n`;
+}
+
 /** status.rollout as a few lines a person reads at a glance. */
-export function formatRollout(ns: string, name: string, r: RolloutStatus | undefined): string {
-  if (!r) return `${ns}/${name}: no rollout yet (no revision rendered, or no controller running)\n`;
+export function formatRollout(
+  ns: string,
+  name: string,
+  r: RolloutStatus | undefined,
+  status?: OperatingSystemConfigStatus,
+): string {
+  if (!r) return noRollout(ns, name, status);
   const n = r.nodes;
   const lines = [
     `${ns}/${name}: revision ${String(r.revision)}${r.stableRevision !== undefined && r.stableRevision !== r.revision ? ` (stable ${String(r.stableRevision)})` : ''} — ${r.phase}${r.pauseReason ? ` (${r.pauseReason})` : ''}`,
@@ -89,7 +112,7 @@ export async function rolloutStatus(name: string, flags: RolloutFlags): Promise<
   for (;;) {
     const osc = await getOsc(http, flags.namespace, name);
     const r = osc.status?.rollout;
-    const text = formatRollout(flags.namespace, name, r);
+    const text = formatRollout(flags.namespace, name, r, osc.status);
     if (text !== last) process.stdout.write(text);
     last = text;
     if (flags.watch !== true) return r?.pauseReason === 'FailureThreshold' ? 1 : 0;

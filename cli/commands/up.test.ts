@@ -68,6 +68,7 @@ describe('oscar up --once / oscar plan', () => {
 
   it('oscar plan shows what applying would do, without doing it', async () => {
     const root = join(out, 'root');
+    await mkdir(root); // a plan creates nothing, not even its root
     const text = await oscar('plan', '--file', 'examples/generic.yaml', '--root', root);
     expect(text).toMatch(/plan for examples\/generic\.yaml \([0-9a-f]{12}\) on /);
     expect(text).toMatch(/enable edge-proxy\.service — new/);

@@ -14,6 +14,7 @@ import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 
 export interface UserDataOptions {
   kubeconfig?: string;
+  context?: string;
   namespace: string;
   /** --out: write it to this file (mode 0600). */
   out?: string;
@@ -24,7 +25,7 @@ export async function userDataCommand(
   name: string,
   opts: UserDataOptions,
 ): Promise<void> {
-  const http = kubeHttp(await loadKubeCredentials(opts.kubeconfig));
+  const http = kubeHttp(await loadKubeCredentials(opts.kubeconfig, opts.context));
   try {
     const ns = opts.namespace;
     let config: ConfigObject;

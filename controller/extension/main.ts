@@ -11,6 +11,7 @@ import { startExtensionServer, type RunningExtensionServer } from './server.js';
 
 export interface ExtensionConfig {
   kubeconfig?: string;
+  context?: string;
   cert: Buffer | string;
   key: Buffer | string;
   host: string;
@@ -26,7 +27,7 @@ export interface ExtensionHandle {
 }
 
 export async function runExtension(c: ExtensionConfig): Promise<ExtensionHandle> {
-  const credentials = await loadKubeCredentials(c.kubeconfig || undefined);
+  const credentials = await loadKubeCredentials(c.kubeconfig || undefined, c.context);
   const http = kubeHttp(credentials, { userAgent: c.userAgent ?? 'oscar-extension' });
   const extension = new InPlaceExtension(http, c.log);
   const server = await startExtensionServer({

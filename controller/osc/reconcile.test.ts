@@ -356,6 +356,26 @@ describe('reconcile', () => {
     });
   });
 
+  it('under a rollout, counts the nodes at its target: after an undo, the stable revision', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    const v1 = world.osc('ns', 'a')?.status?.checksum ?? '';
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec('v2\n') });
+    await reconcile('ns/a', deps);
+    world.nodes.set('ns/a', [
+      { osc: 'ns/a', applied: v1, degraded: false },
+      { osc: 'ns/a', applied: v1, degraded: false },
+    ]);
+    // the rollout controller's field after `oscar rollout undo`: the target is revision 1 again
+    const stored = world.osc('ns', 'a');
+    if (!stored?.status) throw new Error('no status');
+    stored.status.rollout = { revision: 1, checksum: v1, phase: 'Complete' } as never;
+    await reconcile('ns/a', deps);
+    expect(world.osc('ns', 'a')?.status?.checksum).not.toBe(v1);
+    expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 2, updated: 2 });
+  });
+
   it('a provision OSC has no node counts unless some node says it follows it', async () => {
     const { world, deps } = setup();
     const provision = { ...spec(), purpose: 'provision' as const };

@@ -350,7 +350,9 @@ function desiredStatus(
       break;
     }
   }
-  const counts = countNodes(nodes, status.checksum);
+  // Under a rollout the nodes are updated when they carry its target — after `rollout undo` the
+  // stable revision, not the newest rendering — so UPDATED agrees with ROLLOUT Complete.
+  const counts = countNodes(nodes, current.rollout?.checksum ?? status.checksum);
   if (osc.spec.purpose === 'reconcile' || counts.total > 0) status.nodes = counts;
   if (generation !== undefined) status.observedGeneration = generation;
   status.conditions = setConditions(current.conditions, inputs, generation, now);

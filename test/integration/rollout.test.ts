@@ -332,12 +332,15 @@ describe('rollouts with the real API server', () => {
       expect(reasons, r).toContain(r);
     }
     // the printer columns read the rollout at a glance
+    // after the undo, the 20 nodes carry revision 2 while the OSC still renders revision 3: all 20
+    // are UPDATED to the rollout's target (none DEGRADED nor DRIFTED), as the rollout (back to 2)
+    // is Complete — not UPDATED 0 beside Complete, as the counts against the newest rendering said
+    await waitFor('UPDATED 20 after the undo', async () =>
+      (await api.getOsc(ns, OSC))?.status?.nodes?.updated === 20 ? true : undefined,
+    );
     const table = await kubectl(['get', 'osc', OSC, '-n', ns]);
     expect(table.stdout).toMatch(/NODES\s+UPDATED\s+DEGRADED\s+DRIFTED\s+ROLLOUT/);
-    // after the undo, the 20 nodes carry revision 2 while the OSC still renders revision 3: none
-    // is UPDATED to the OSC's current checksum (none DEGRADED nor DRIFTED), and the rollout (back
-    // to 2) is Complete
-    expect(table.stdout).toMatch(/\s20\s+0\s+0\s+0\s+Complete\s/);
+    expect(table.stdout).toMatch(/\s20\s+20\s+0\s+0\s+Complete\s/);
     const wide = await kubectl(['get', 'osc', OSC, '-n', ns, '-o', 'wide']);
     expect(wide.stdout).toMatch(/REVISION\s+FAILED/);
     expect(wide.stdout).toMatch(/\s2\s+0\s*$/m);
