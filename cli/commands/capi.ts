@@ -87,7 +87,14 @@ export async function preview(
     states,
   );
   const decision = coverage.reconcileRef ? 'in-place' : from === to ? 'unchanged' : 'replace';
-  return { from, to, decision, reason: coverage.message };
+  // The reply to Cluster API says only the verdict; whoever runs the preview may read both OSCs,
+  // so it gets the full reason (the extension logs the same).
+  const reason = coverage.reconcileRef
+    ? `${coverage.message} (checksum ${(coverage.checksum ?? '').slice(0, 12)})`
+    : coverage.detail
+      ? `not in place: ${coverage.detail}`
+      : coverage.message;
+  return { from, to, decision, reason };
 }
 
 function format(p: Preview): string {

@@ -37,6 +37,8 @@ export interface Coverage {
   message: string;
   /** The full reason, for the extension's log only (never in a reply). */
   detail?: string;
+  /** The new rendering's checksum when in place: for trusted callers (oscar capi preview), never in a reply. */
+  checksum?: string;
 }
 
 function isOscar(obj: HookObject | undefined): boolean {
@@ -77,7 +79,11 @@ export async function reconcileCoverage(
       detail: reason,
     };
   }
-  return { reconcileRef: { name: to }, message: `reconcileRef ${from} → ${to} in place` };
+  return {
+    reconcileRef: { name: to },
+    message: `reconcileRef ${from} → ${to} in place`,
+    checksum: now.checksum,
+  };
 }
 
 function namespaceOf(...objs: (HookObject | undefined)[]): string {

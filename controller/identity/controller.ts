@@ -13,8 +13,9 @@ import { errorFields, type Logger } from '../../log/logger.js';
 import { dropManagedFields, httpSource, Informer } from '../kube/informer.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { WorkQueue, type HandlerResult } from '../queue.js';
-import { machineOwner, type BootstrapEvent, type TokenConsumed } from '../bootstrap/reconcile.js';
+import { machineOwner } from '../bootstrap/reconcile.js';
 import type { ConfigObject } from '../bootstrap/types.js';
+import type { BootstrapLink } from './bootstrap-link.js';
 import { consumerDone, kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
 import { decide, decided, type CsrObject, type TokenMachine } from './decide.js';
 import { approveKubelet } from './kubelet-approval.js';
@@ -28,19 +29,7 @@ import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
 import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
 import { CSR_PATH, type IdentityWriter } from './writer.js';
 
-/** What the approver needs of the bootstrap controller (same process, its caches). */
-export interface BootstrapLink {
-  configForToken(id: string): ConfigObject | undefined;
-  configsForMachine(machine: string): ConfigObject[];
-  config(namespace: string, name: string): ConfigObject | undefined;
-  readonly consumed: ReadonlyMap<string, TokenConsumed>;
-  tokenConsumed(
-    key: string,
-    consumed: TokenConsumed,
-    consumer?: 'agent' | 'kubelet',
-  ): Promise<void>;
-  event(config: ConfigObject, e: BootstrapEvent): Promise<void>;
-}
+export type { BootstrapLink } from './bootstrap-link.js';
 
 export interface IdentityControllerOptions {
   http: KubeHttp;

@@ -2,7 +2,7 @@
 // approval, the token deleted only when the agent no longer needs it, no token touched by a rotation.
 import { describe, expect, it } from 'vitest';
 import type { ConfigObject } from '../bootstrap/types.js';
-import type { BootstrapLink } from './controller.js';
+import type { BootstrapLink } from './bootstrap-link.js';
 import type { CsrObject } from './decide.js';
 import { approveKubelet } from './kubelet-approval.js';
 import type { IdentityWriter } from './writer.js';

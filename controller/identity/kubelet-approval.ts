@@ -7,7 +7,7 @@
  */
 import { pendingConsumers } from '../bootstrap/consumers.js';
 import type { ConfigObject } from '../bootstrap/types.js';
-import type { BootstrapLink } from './controller.js';
+import type { BootstrapLink } from './bootstrap-link.js';
 import type { CsrObject } from './decide.js';
 import type { IdentityWriter } from './writer.js';
 
