@@ -13,16 +13,12 @@
  * Attaches to $OSCAR_TESTENV_STATE when set, else starts (and stops) a test cluster.
  */
 import { execFileSync } from 'node:child_process';
-import { createReadStream } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { buildAgent } from '../agent/build.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
-import { runController } from '../../controller/main.js';
-import { createLogger } from '../../log/logger.js';
+import { runBootstrapController, serveAgent } from '../../test/support/agent-server.js';
 import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { bootNode } from '../../test/support/nspawn.js';
@@ -65,12 +61,8 @@ async function main(): Promise<void> {
     join(repoRoot, 'deploy', 'identity'),
   ]);
   const agent = await buildAgent({ log: () => undefined });
-  const server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-length': agent.bytes });
-    createReadStream(agent.path).pipe(res);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const agentUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/oscar-agent`;
+  const server = await serveAgent(agent.path);
+  const agentUrl = server.url;
   const ns = `bench-bn-${process.pid.toString(36)}`;
   const oscs = `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs`;
   await apply(`/api/v1/namespaces/${ns}`, {
@@ -99,20 +91,11 @@ async function main(): Promise<void> {
       },
     ],
   });
-  const controller = await runController({
-    kubeconfig: env.kubeconfigPath,
-    namespaces: [ns],
-    metricsAddr: '',
-    leaderElect: false,
-    leaseDurationMs: 15_000,
-    log: createLogger({ component: 'controller', level: 'warn' }),
-    bootstrap: {
-      enabled: true,
-      apiServerUrl: env.info.server,
-      caPem: await readFile(env.info.caPath, 'utf8'),
-      agentUrl,
-      agentSha256: agent.sha256,
-    },
+  const controller = await runBootstrapController({
+    env,
+    namespace: ns,
+    agentUrl,
+    agentSha256: agent.sha256,
   });
   let checksum: string | undefined;
   for (let i = 0; i < 600 && !checksum; i++) {
@@ -182,7 +165,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await controller.stop();
-    server.close();
+    await server.close();
     execFileSync(env.info.kubectlPath, [
       '--kubeconfig',
       env.kubeconfigPath,

@@ -14,18 +14,14 @@
  * gets its own port through a per-machine drop-in; like the e2e, the host's sysctls kubelet
  * changes are put back at the end.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createReadStream } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { buildAgent } from '../agent/build.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
-import { runController } from '../../controller/main.js';
-import { createLogger } from '../../log/logger.js';
+import { runBootstrapController, serveAgent } from '../../test/support/agent-server.js';
 import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { bootNode, persistentRoot, type Node } from '../../test/support/nspawn.js';
@@ -107,19 +103,9 @@ async function main(): Promise<void> {
       join(repoRoot, 'deploy/identity'),
     ]);
     const agent = await buildAgent({});
-    const server = createServer((_req, res) => {
-      createReadStream(agent.path).pipe(res);
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    cleanups.push(
-      () =>
-        new Promise((r) =>
-          server.close(() => {
-            r();
-          }),
-        ),
-    );
-    const agentUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/oscar-agent`;
+    const server = await serveAgent(agent.path);
+    cleanups.push(() => server.close());
+    const agentUrl = server.url;
     await apply(`/api/v1/namespaces/${ns}`, {
       apiVersion: 'v1',
       kind: 'Namespace',
@@ -140,20 +126,11 @@ async function main(): Promise<void> {
       }
     };
     await applyOscs();
-    const controller = await runController({
-      kubeconfig: env.kubeconfigPath,
-      namespaces: [ns],
-      metricsAddr: '',
-      leaderElect: false,
-      leaseDurationMs: 15_000,
-      log: createLogger({ component: 'controller', level: 'warn' }),
-      bootstrap: {
-        enabled: true,
-        apiServerUrl: env.info.server,
-        caPem: await readFile(env.info.caPath, 'utf8'),
-        agentUrl,
-        agentSha256: agent.sha256,
-      },
+    const controller = await runBootstrapController({
+      env,
+      namespace: ns,
+      agentUrl,
+      agentSha256: agent.sha256,
     });
     cleanups.push(() => controller.stop());
     const writes0 = writesIn(await getRaw(kc, '/metrics'));

@@ -12,15 +12,11 @@
 // data names a wrong sha256 never installs the agent, and says why on its console and journal.
 // The node shares the host's network (the API server and the HTTP server are on loopback).
 import { X509Certificate } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
-import { runController, type ControllerHandle } from '../../controller/main.js';
-import { createLogger } from '../../log/logger.js';
+import { type ControllerHandle } from '../../controller/main.js';
 import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
@@ -30,6 +26,7 @@ import {
   ToolMissingError,
   type TestEnv,
 } from '../../hack/testenv/testenv.js';
+import { runBootstrapController, serveAgent, type AgentServer } from '../support/agent-server.js';
 import { run } from '../support/exec.js';
 import { bootNode, persistentRoot, type Node } from '../support/nspawn.js';
 import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
@@ -45,7 +42,7 @@ let env: TestEnv | undefined;
 let ownEnv = false;
 let admin: KubeHttp | undefined;
 let controller: ControllerHandle | undefined;
-let server: Server | undefined;
+let server: AgentServer | undefined;
 let agent: BuiltAgent | undefined;
 let agentUrl = '';
 let ns = '';
@@ -255,19 +252,8 @@ beforeAll(async () => {
   if (applied.code !== 0) throw new Error(applied.stderr);
   // the agent as machines get it: one executable, served over loopback HTTP
   agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
-  const path = agent.path;
-  server = createServer((req, res) => {
-    if (req.url !== '/oscar-agent') {
-      res.writeHead(404).end();
-      return;
-    }
-    void stat(path).then((st) => {
-      res.writeHead(200, { 'content-length': st.size });
-      createReadStream(path).pipe(res);
-    });
-  });
-  await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r));
-  agentUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/oscar-agent`;
+  server = await serveAgent(agent.path);
+  agentUrl = server.url;
   ns = `e2e-bn-${process.pid.toString(36)}`;
   await apply(`/api/v1/namespaces/${ns}`, {
     apiVersion: 'v1',
@@ -276,21 +262,12 @@ beforeAll(async () => {
   });
   await applyOsc('prov', { type: 'debian', purpose: 'provision' });
   await applyOsc('rec', reconcileSpec('a1\n', 'b1\n'));
-  controller = await runController({
-    kubeconfig: env.kubeconfigPath,
-    namespaces: [ns],
-    metricsAddr: '',
-    leaderElect: false,
-    leaseDurationMs: 15_000,
-    log: createLogger({ component: 'controller', level: 'warn' }),
-    bootstrap: {
-      enabled: true,
-      apiServerUrl: env.info.server,
-      caPem: await readFile(env.info.caPath, 'utf8'),
-      agentUrl,
-      agentSha256: agent.sha256,
-      identityWaitMs: IDENTITY_WAIT_MS,
-    },
+  controller = await runBootstrapController({
+    env,
+    namespace: ns,
+    agentUrl,
+    agentSha256: agent.sha256,
+    identityWaitMs: IDENTITY_WAIT_MS,
   });
 }, 900_000);
 
@@ -298,13 +275,7 @@ afterAll(async () => {
   for (const n of nodes) await n.stop().catch(() => undefined);
   for (const d of disks) await d.cleanup().catch(() => undefined);
   await controller?.stop();
-  await new Promise<void>((r) => {
-    if (server)
-      server.close(() => {
-        r();
-      });
-    else r();
-  });
+  await server?.close();
   if (ns && env) {
     await run(env.info.kubectlPath, [
       '--kubeconfig',

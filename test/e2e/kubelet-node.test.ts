@@ -12,15 +12,11 @@
 // allocatable settings come from a drop-in written into the image (kubelet-support.ts), /dev/kmsg
 // is /dev/null, containerd keeps its state on a host directory, and the node shares the host's
 // network and its three non-namespaced sysctls (restored when the suite ends).
-import { createServer, type Server } from 'node:http';
-import { createReadStream } from 'node:fs';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runController, type ControllerHandle } from '../../controller/main.js';
-import { createLogger } from '../../log/logger.js';
+import { type ControllerHandle } from '../../controller/main.js';
 import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
@@ -30,6 +26,7 @@ import {
   ToolMissingError,
   type TestEnv,
 } from '../../hack/testenv/testenv.js';
+import { runBootstrapController, serveAgent, type AgentServer } from '../support/agent-server.js';
 import { run } from '../support/exec.js';
 import { bootNode, persistentRoot, type Node } from '../support/nspawn.js';
 import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
@@ -48,7 +45,7 @@ let env: TestEnv | undefined;
 let ownEnv = false;
 let admin: KubeHttp | undefined;
 let controller: ControllerHandle | undefined;
-let server: Server | undefined;
+let server: AgentServer | undefined;
 let agent: BuiltAgent | undefined;
 let bin = '';
 let ns = '';
@@ -179,19 +176,8 @@ beforeAll(async () => {
   ]);
   if (applied.code !== 0) throw new Error(applied.stderr);
   agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
-  const path = agent.path;
-  server = createServer((req, res) => {
-    if (req.url !== '/oscar-agent') {
-      res.writeHead(404).end();
-      return;
-    }
-    void stat(path).then((st) => {
-      res.writeHead(200, { 'content-length': st.size });
-      createReadStream(path).pipe(res);
-    });
-  });
-  await new Promise<void>((r) => server?.listen(0, '127.0.0.1', r));
-  const agentUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}/oscar-agent`;
+  server = await serveAgent(agent.path);
+  const agentUrl = server.url;
   ns = `e2e-kn-${process.pid.toString(36)}`;
   await apply(`/api/v1/namespaces/${ns}`, {
     apiVersion: 'v1',
@@ -199,20 +185,11 @@ beforeAll(async () => {
     metadata: { name: ns },
   });
   await applyWorkerOscs();
-  controller = await runController({
-    kubeconfig: env.kubeconfigPath,
-    namespaces: [ns],
-    metricsAddr: '',
-    leaderElect: false,
-    leaseDurationMs: 15_000,
-    log: createLogger({ component: 'controller', level: 'warn' }),
-    bootstrap: {
-      enabled: true,
-      apiServerUrl: env.info.server,
-      caPem: await readFile(env.info.caPath, 'utf8'),
-      agentUrl,
-      agentSha256: agent.sha256,
-    },
+  controller = await runBootstrapController({
+    env,
+    namespace: ns,
+    agentUrl,
+    agentSha256: agent.sha256,
   });
 }, 3_600_000);
 
@@ -221,13 +198,7 @@ afterAll(async () => {
   for (const c of cleanups) await c().catch(() => undefined);
   await restoreSysctls?.();
   await controller?.stop();
-  await new Promise<void>((r) => {
-    if (server) {
-      server.close(() => {
-        r();
-      });
-    } else r();
-  });
+  await server?.close();
   if (env) {
     const kubectl = (args: string[]) =>
       run(env?.info.kubectlPath ?? 'kubectl', ['--kubeconfig', env?.kubeconfigPath ?? '', ...args]);
