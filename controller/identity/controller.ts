@@ -16,8 +16,9 @@ import { WorkQueue, type HandlerResult } from '../queue.js';
 import { machineOwner } from '../bootstrap/reconcile.js';
 import type { ConfigObject } from '../bootstrap/types.js';
 import type { BootstrapLink } from './bootstrap-link.js';
-import { consumerDone, kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
+import { consumerDone, kubeletBootstraps } from '../bootstrap/consumers.js';
 import { decide, decided, type CsrObject, type TokenMachine } from './decide.js';
+import { approveAgent } from './agent-approval.js';
 import { approveKubelet } from './kubelet-approval.js';
 import {
   decideKubelet,
@@ -25,7 +26,6 @@ import {
   type AnyDecision,
   type KubeletMachine,
 } from './kubelet.js';
-import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
 import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
 import { CSR_PATH, type IdentityWriter } from './writer.js';
 
@@ -41,7 +41,8 @@ export interface IdentityControllerOptions {
   watchTimeoutSeconds?: number;
 }
 
-export const REASON_IDENTITY_ISSUED = 'IdentityIssued';
+import { REASON_IDENTITY_ISSUED } from './agent-approval.js';
+export { REASON_IDENTITY_ISSUED };
 const CONSUMED_BY = /certificate request (\S+) /;
 
 function keyOf(config: ConfigObject): string {
@@ -230,38 +231,7 @@ export class IdentityController {
         );
         return undefined;
       }
-      // the token stays while kubelet still needs it (the kubelet approval then deletes it)
-      const kubeletPending =
-        kubeletBootstraps(config) &&
-        pendingConsumers(config, bootstrap.consumed, 'agent').includes('kubelet');
-      if (d.tokenId !== undefined) {
-        await bootstrap.tokenConsumed(keyOf(config), {
-          reason: REASON_IDENTITY_ISSUED,
-          message: `Token consumed by the agent's certificate request ${name} (user oscar:node:${d.machine}); renewals use the certificate.`,
-        });
-        count('oscarconfigs/status', 'apply');
-      }
-      const grant = machineGrantFor(config, d.machine);
-      await writer.apply(nodeRole(grant));
-      await writer.apply(nodeRoleBinding(grant));
-      count('roles', 'apply');
-      count('rolebindings', 'apply');
-      await writer.decideCsr(csr, {
-        type: 'Approved',
-        reason: d.kind === 'bootstrap' ? 'OscarNodeIdentity' : 'OscarNodeRenewal',
-        message: `oscar approved the identity of machine ${d.machine} (${d.kind === 'bootstrap' ? 'its bootstrap token' : 'a renewal by the node itself'})`,
-      });
-      count('certificatesigningrequests/approval', 'update');
-      if (d.tokenId !== undefined && !kubeletPending) {
-        await writer.deleteToken(d.tokenId);
-        count('secrets', 'delete');
-      }
-      await bootstrap.event(config, {
-        type: 'Normal',
-        reason: d.kind === 'bootstrap' ? 'IdentityIssued' : 'IdentityRenewed',
-        message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId === undefined ? '' : kubeletPending ? `; bootstrap token ${d.tokenId} kept for kubelet` : `; bootstrap token ${d.tokenId} deleted`}.`,
-      });
-      count('events', 'create');
+      await approveAgent(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
       metrics.reconciles.inc({
         result: `identity-${d.kind === 'bootstrap' ? 'issued' : 'renewed'}`,
       });

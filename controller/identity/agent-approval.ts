@@ -1,0 +1,70 @@
+/**
+ * What the approver writes for an agent's certificate it approves (controller/identity/decide.ts
+ * decides), in this order, each step idempotent so a failure retries from the top: the config's
+ * token marked consumed (a first identity), the machine's Role and RoleBinding (its own OSC's
+ * Secrets, its own node object), the approval, the token's deletion unless kubelet still needs it,
+ * an Event. The kubelet's counterpart is kubelet-approval.ts.
+ */
+import { kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
+import type { ConfigObject } from '../bootstrap/types.js';
+import type { BootstrapLink } from './bootstrap-link.js';
+import type { CsrObject } from './decide.js';
+import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
+import type { IdentityWriter } from './writer.js';
+
+export const REASON_IDENTITY_ISSUED = 'IdentityIssued';
+
+export interface AgentApproval {
+  kind: 'bootstrap' | 'renewal';
+  machine: string;
+  /** Set for a first identity: the token to consume. */
+  tokenId?: string;
+}
+
+export interface AgentApprovalDeps {
+  writer: IdentityWriter;
+  bootstrap: BootstrapLink;
+  count: (resource: string, verb: string) => void;
+}
+
+export async function approveAgent(
+  csr: CsrObject,
+  d: AgentApproval,
+  config: ConfigObject,
+  { writer, bootstrap, count }: AgentApprovalDeps,
+): Promise<void> {
+  const name = csr.metadata.name;
+  const key = `${config.metadata.namespace ?? ''}/${config.metadata.name}`;
+  // the token stays while kubelet still needs it (the kubelet approval then deletes it)
+  const kubeletPending =
+    kubeletBootstraps(config) &&
+    pendingConsumers(config, bootstrap.consumed, 'agent').includes('kubelet');
+  if (d.tokenId !== undefined) {
+    await bootstrap.tokenConsumed(key, {
+      reason: REASON_IDENTITY_ISSUED,
+      message: `Token consumed by the agent's certificate request ${name} (user oscar:node:${d.machine}); renewals use the certificate.`,
+    });
+    count('oscarconfigs/status', 'apply');
+  }
+  const grant = machineGrantFor(config, d.machine);
+  await writer.apply(nodeRole(grant));
+  await writer.apply(nodeRoleBinding(grant));
+  count('roles', 'apply');
+  count('rolebindings', 'apply');
+  await writer.decideCsr(csr, {
+    type: 'Approved',
+    reason: d.kind === 'bootstrap' ? 'OscarNodeIdentity' : 'OscarNodeRenewal',
+    message: `oscar approved the identity of machine ${d.machine} (${d.kind === 'bootstrap' ? 'its bootstrap token' : 'a renewal by the node itself'})`,
+  });
+  count('certificatesigningrequests/approval', 'update');
+  if (d.tokenId !== undefined && !kubeletPending) {
+    await writer.deleteToken(d.tokenId);
+    count('secrets', 'delete');
+  }
+  await bootstrap.event(config, {
+    type: 'Normal',
+    reason: d.kind === 'bootstrap' ? 'IdentityIssued' : 'IdentityRenewed',
+    message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId === undefined ? '' : kubeletPending ? `; bootstrap token ${d.tokenId} kept for kubelet` : `; bootstrap token ${d.tokenId} deleted`}.`,
+  });
+  count('events', 'create');
+}
