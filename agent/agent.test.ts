@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../log/logger.js';
-import { Agent, type Reporter } from './agent.js';
+import type { Reporter } from './agent.js';
+import { immediateAgent } from './immediate.js';
 import type { Source, SourceEvents } from './source.js';
 import { depsFor } from './local.js';
 import { config, desiredOf, file } from './testing/fixtures.js';
@@ -43,7 +44,7 @@ describe('Agent', () => {
       failed: (_c, e) => outcomes.push(`failed ${e.name}`),
       sourceFailed: () => undefined,
     };
-    const agent = new Agent({
+    const agent = immediateAgent({
       source,
       deps: depsFor({ root, stateDir }),
       reporters: [reporter],
@@ -90,7 +91,7 @@ describe('Agent and drift reverts', () => {
       sourceFailed: () => undefined,
       reverted: () => outcomes.push('reverted'),
     };
-    const agent = new Agent({
+    const agent = immediateAgent({
       source,
       deps: depsFor({ root, stateDir }),
       reporters: [reporter],

@@ -1,7 +1,7 @@
-import { Agent, logReporter, type Reporter } from '../../agent/agent.js';
+import { logReporter, type Agent, type Reporter } from '../../agent/agent.js';
 import type { ApplyDeps } from '../../agent/apply.js';
+import { immediateAgent } from '../../agent/immediate.js';
 import type { DriftHooks, DriftTrigger } from '../../agent/drift/monitor.js';
-import type { GrantedAgent } from '../../agent/rollout/granted-agent.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
@@ -102,7 +102,7 @@ export function seconds(value: string, flag: string): number {
   return n;
 }
 
-/** The agent loop of any mode (Agent, or GrantedAgent in grant mode), as the command uses it. */
+/** The agent's loop (agent/agent.ts), as the command uses it. */
 export interface AgentLoop {
   stop(): Promise<void>;
   idle(): Promise<void>;
@@ -208,7 +208,7 @@ async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
     flags.once === true || flags.drift === false
       ? undefined
       : await driftMonitor(flags, deps, reporters, metrics, log, () => late.agent?.revert());
-  const agent = new Agent({ source, deps, reporters, log, ...(drift ? { drift } : {}) });
+  const agent = immediateAgent({ source, deps, reporters, log, ...(drift ? { drift } : {}) });
   late.agent = agent;
   const server =
     served && metrics && flags.metricsAddr !== undefined
@@ -294,12 +294,12 @@ async function grantMode(
   const kc = kube.asKubeConfig(credentials);
   // drift goes to the node reporter too, which followGrants makes
   const driftReporters = [...reporters];
-  const late: { agent?: GrantedAgent } = {};
+  const late: { agent?: Agent } = {};
   const drift =
     flags.drift === false
       ? undefined
       : await driftMonitor(flags, deps, driftReporters, metrics, log, () => {
-          late.agent?.requestDriftRevert();
+          late.agent?.revert();
         });
   const { agent, reporter } = followGrants(kc, {
     namespace,
