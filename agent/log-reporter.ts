@@ -18,34 +18,25 @@ export function logReporter(log: Logger): Reporter {
       log.info(applyFields(result, ms), 'applied');
     },
     failed: (checksum, error) => {
-      log.error(
-        {
-          checksum: shortChecksum(checksum),
-          ...errorFields(error),
-          ...(error instanceof ApplyError && error.unit !== undefined ? { unit: error.unit } : {}),
-          ...(error instanceof ApplyError && error.journal.length > 0
-            ? { journal: error.journal }
-            : {}),
-        },
-        'apply failed; the last good state stays',
-      );
+      const fields = { checksum: shortChecksum(checksum), ...failureFields(error) };
+      log.error(fields, 'apply failed; the last good state stays');
     },
     sourceFailed: () => undefined, // the agent already logs source errors (and the monitor drift)
     reverted: (result, ms) => {
       log.info(applyFields(result, ms), 'drift reverted');
     },
     revertFailed: (error) => {
-      log.error(
-        {
-          ...errorFields(error),
-          ...(error instanceof ApplyError && error.unit !== undefined ? { unit: error.unit } : {}),
-          ...(error instanceof ApplyError && error.journal.length > 0
-            ? { journal: error.journal }
-            : {}),
-        },
-        'drift revert failed',
-      );
+      log.error(failureFields(error), 'drift revert failed');
     },
+  };
+}
+
+/** A failed apply's (or revert's) log fields: the error, and the unit and journal of an ApplyError. */
+function failureFields(error: Error): Record<string, unknown> {
+  return {
+    ...errorFields(error),
+    ...(error instanceof ApplyError && error.unit !== undefined ? { unit: error.unit } : {}),
+    ...(error instanceof ApplyError && error.journal.length > 0 ? { journal: error.journal } : {}),
   };
 }
 
