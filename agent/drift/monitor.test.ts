@@ -243,6 +243,20 @@ describe('DriftMonitor on a real file system', () => {
     expect(h.reports.at(-1)?.trigger).toBe('apply');
   });
 
+  it('reads beneath the root as the agent writes: a directory swapped for a link to an identical copy is drift, never followed', async () => {
+    lay(applied);
+    mkdirSync(join(root, 'elsewhere'));
+    renameSync(join(root, 'etc/app'), join(root, 'elsewhere/app'));
+    symlinkSync(join(root, 'elsewhere/app'), join(root, 'etc/app'));
+    const h = harness({ watch: false });
+    await h.monitor.start(applied);
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf', 'path:/etc/app/b.conf']);
+    expect(h.monitor.drifted.find((i) => i.path === '/etc/app/a.conf')).toMatchObject({
+      reason: 'notRegularFile',
+      found: 'symlink in its path',
+    });
+  });
+
   it('the periodic audit runs on its interval', async () => {
     lay(applied);
     const h = harness({ watch: false, auditIntervalMs: 50 });

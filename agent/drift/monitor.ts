@@ -21,7 +21,7 @@ import type { ResolvedConfig } from '../../api/resolved.js';
 import { errorFields, type Logger } from '../../log/logger.js';
 import { Beneath } from '../disk/beneath.js';
 import { mapLimit } from '../../api/util.js';
-import { Accounts, hostPath } from '../disk/fs.js';
+import { Accounts } from '../disk/fs.js';
 import {
   expectationOf,
   NO_EXPECTATION,
@@ -38,7 +38,7 @@ import type {
   DriftReport,
   DriftTrigger,
 } from '../model/drift.js';
-import type { UnitStateReader } from '../model/observed.js';
+import type { Found, UnitStateReader } from '../model/observed.js';
 import { RevertBackoff } from './policy.js';
 import { readFound } from '../disk/reader.js';
 import { itemFields } from './report.js';
@@ -223,6 +223,22 @@ export class DriftMonitor implements DriftHooks {
     await this.check(new Set(this.expectation.paths.keys()), true, trigger);
   }
 
+  /**
+   * What is at each path, read beneath the root as the planner reads and every write resolves
+   * (agent/disk/reader.ts): a link in a parent is never followed. Directories are opened afresh
+   * for each check, so a directory swapped for a link since is seen.
+   */
+  private async readAll(paths: readonly string[]): Promise<(Found | Error)[]> {
+    const beneath = await Beneath.open(this.opts.root);
+    try {
+      return await mapLimit(paths, CONCURRENT_READS, (p) =>
+        readFound(beneath, p).catch((error: unknown) => error as Error),
+      );
+    } finally {
+      await beneath.close();
+    }
+  }
+
   private async ownerIds(): Promise<OwnerIds | undefined> {
     if (!this.opts.owners) return undefined;
     // /etc/passwd and /etc/group read beneath the root, never through a link (agent/disk/beneath.ts)
@@ -261,9 +277,7 @@ export class DriftMonitor implements DriftHooks {
     const list = [...paths].filter((p) => expectation.paths.has(p));
     if (list.length > 0) {
       const ids = await this.ownerIds();
-      const found = await mapLimit(list, CONCURRENT_READS, (p) =>
-        readFound(hostPath(this.opts.root, p)).catch((error: unknown) => error as Error),
-      );
+      const found = await this.readAll(list);
       list.forEach((path, i) => {
         const f = found[i];
         const e = expectation.paths.get(path);

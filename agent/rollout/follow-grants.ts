@@ -1,7 +1,7 @@
 /**
  * The agent's grant mode, wired once (`oscar agent --osc`, the integration tests and the scale
  * bench use this): the grant source on the node's OperatingSystemConfigNode, the node reporter,
- * try state, health probes and the GrantedAgent that ties them together. One HTTP client is
+ * try state, health probes and the agent's loop with the grant admission that ties them together. One HTTP client is
  * shared by the source and the reporter, so the connectivity proof resets both.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -12,7 +12,9 @@ import type { ApplyDeps } from '../apply.js';
 import type { DriftHooks } from '../model/drift.js';
 import { KubeReporter } from '../report.js';
 import { GrantSource } from './grant-source.js';
-import { GrantedAgent, nodeApplier, type Applier, type GrantReporter } from './granted-agent.js';
+import type { Agent } from '../agent.js';
+import { nodeApplier, type Applier } from '../applier.js';
+import { grantedAgent, type GrantAdmission, type GrantReporter } from './grant-admission.js';
 import type { Grant } from './grant.js';
 import {
   LOCAL_UNIT_PROBE,
@@ -63,7 +65,7 @@ function withObservers(kube: KubeReporter, observers: readonly Reporter[]): Gran
 }
 
 export interface GrantWiring {
-  agent: GrantedAgent;
+  agent: Agent<GrantAdmission>;
   reporter: KubeReporter;
   source: GrantSource;
   http: KubeHttp;
@@ -90,7 +92,7 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     pollIntervalMs: o.pollIntervalMs,
   });
   const onNode = o.deps.root === '/';
-  const agent = new GrantedAgent({
+  const agent = grantedAgent({
     source,
     reporter: withObservers(reporter, o.observers ?? []),
     applier: o.applier ?? nodeApplier(o.deps, o.log),

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { Format, OperatingSystemConfigSpec } from '../../api/schema.js';
-import { decode } from '../../renderers/decode.js';
+import { decode } from '../../renderers/formats.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import { missing, repoRoot, requireTool } from '../../test/support/tools.js';
 import {

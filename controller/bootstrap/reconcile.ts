@@ -50,6 +50,7 @@ import {
 } from './consumers.js';
 import { newTokenSecret, refreshDueAt, tokenIdFor, tokenSecretBody } from './token.js';
 import type { ClusterObject, ConfigObject, MachineObject } from './types.js';
+import { keyOf } from '../kube/informer.js';
 
 /** What reconcile reads: the informer caches (the OSC controller's, shared, for OSCs and refs). */
 export interface BootstrapCaches {
@@ -425,10 +426,6 @@ async function issue(
     reason: 'TokenConflict',
     message: `The bootstrap token ids derived for this config are all taken in ${BOOTSTRAP_TOKEN_NAMESPACE}.`,
   };
-}
-
-function keyOf(config: ConfigObject): string {
-  return `${config.metadata.namespace ?? ''}/${config.metadata.name}`;
 }
 
 const READY_CREATED: ConditionInput = {

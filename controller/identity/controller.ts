@@ -10,7 +10,7 @@
  */
 import type { KubeHttp } from '../../kube/client.js';
 import { errorFields, type Logger } from '../../log/logger.js';
-import { dropManagedFields, httpSource, Informer } from '../kube/informer.js';
+import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
 import type { ControllerMetrics } from '../metrics.js';
 import { WorkQueue, type HandlerResult } from '../queue.js';
 import { machineOwner } from '../bootstrap/reconcile.js';
@@ -44,10 +44,6 @@ export interface IdentityControllerOptions {
 import { REASON_IDENTITY_ISSUED } from './agent-approval.js';
 export { REASON_IDENTITY_ISSUED };
 const CONSUMED_BY = /certificate request (\S+) /;
-
-function keyOf(config: ConfigObject): string {
-  return `${config.metadata.namespace ?? ''}/${config.metadata.name}`;
-}
 
 function machineOf(config: ConfigObject): string {
   return machineOwner(config)?.name ?? config.metadata.name;

@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { GrantedAgent } from '../../agent/rollout/granted-agent.js';
+import type { GrantWiring } from '../../agent/rollout/follow-grants.js';
 import { followGrants } from '../../agent/rollout/follow-grants.js';
 import type { KubeReporter } from '../../agent/report.js';
 import { LocalSystemd } from '../../agent/systemd.js';
@@ -61,7 +61,7 @@ function spec(version: string, rollout: RolloutPolicy): OperatingSystemConfigSpe
 interface Node {
   name: string;
   root: string;
-  agent: GrantedAgent;
+  agent: GrantWiring['agent'];
   reporter: KubeReporter;
 }
 

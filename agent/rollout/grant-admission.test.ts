@@ -12,7 +12,14 @@ import type { ApplyResult } from '../apply.js';
 import type { Desired } from '../state.js';
 import type { Check, Grant } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
-import { GrantedAgent, nodeApplier, type GrantFeed, type GrantReporter } from './granted-agent.js';
+import type { Agent } from '../agent.js';
+import { nodeApplier } from '../applier.js';
+import {
+  grantedAgent,
+  type GrantAdmission,
+  type GrantFeed,
+  type GrantReporter,
+} from './grant-admission.js';
 import type { CheckResult, UnitState } from './health.js';
 import { TryState } from './try-state.js';
 import type { DriftPolicy } from '../../api/constants.js';
@@ -106,10 +113,10 @@ interface Setup {
   stateDir: string;
   feed: Feed;
   reporter: Reporter;
-  agent: GrantedAgent;
+  agent: Agent<GrantAdmission>;
   checkOk: { value: boolean };
   unitState: { value: Partial<UnitState> };
-  newAgent(): GrantedAgent;
+  newAgent(): Agent<GrantAdmission>;
   read(path: string): Promise<string>;
   /** With { drift: true }: what the drift monitor reported, items per report. */
   drifted: string[][];
@@ -125,8 +132,8 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
   const checkOk = { value: true };
   const unitState = { value: {} as Partial<UnitState> };
   const drifted: string[][] = [];
-  const newAgent = (): GrantedAgent => {
-    const late: { agent?: GrantedAgent } = {};
+  const newAgent = (): Agent<GrantAdmission> => {
+    const late: { agent?: Agent<GrantAdmission> } = {};
     const drift = opts.drift
       ? new DriftMonitor({
           root,
@@ -134,12 +141,12 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
           auditIntervalMs: 0,
           debounceMs: 20,
           report: (r) => drifted.push(r.items.map((i) => `${i.path ?? i.unit ?? ''} ${i.reason}`)),
-          requestRevert: () => late.agent?.requestDriftRevert(),
+          requestRevert: () => late.agent?.revert(),
           log: silentLogger(),
           backoff: new RevertBackoff({ baseMs: 0, maxMs: 0 }),
         })
       : undefined;
-    const a = new GrantedAgent({
+    const a = grantedAgent({
       ...(drift ? { drift } : {}),
       source: feed,
       reporter,
@@ -234,7 +241,7 @@ async function onV1(s: Setup): Promise<void> {
   s.reporter.reports = [];
 }
 
-describe('GrantedAgent', () => {
+describe('the agent in grant mode', () => {
   it('a plain grant is applied and confirmed at once', async () => {
     const s = await setup();
     await s.agent.start();
@@ -393,7 +400,7 @@ describe('GrantedAgent', () => {
         ],
       ),
     );
-    const owners = new GrantedAgent({
+    const owners = grantedAgent({
       source: s.feed,
       reporter: s.reporter,
       applier: nodeApplier({
@@ -456,7 +463,7 @@ describe('GrantedAgent', () => {
   });
 });
 
-describe('GrantedAgent with drift detection', () => {
+describe('the agent in grant mode, with drift detection', () => {
   const until = async (what: string, ok: () => Promise<boolean> | boolean): Promise<void> => {
     const t = Date.now() + 5000;
     while (!(await ok())) {
