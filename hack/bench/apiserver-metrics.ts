@@ -169,3 +169,14 @@ export function formatLatencies(set: HistogramSet, indent = '    '): string[] {
   }
   return lines;
 }
+
+/** Mutating requests the API server served, by every client, from its apiserver_request_total. */
+export function writesIn(metrics: string): number {
+  let n = 0;
+  for (const line of metrics.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    if (!/verb="(POST|PUT|PATCH|DELETE|APPLY)"/.test(line)) continue;
+    n += Number(line.split(' ').pop());
+  }
+  return n;
+}
