@@ -3,6 +3,7 @@ import {
   diffHistograms,
   histogramQuantile,
   requestLatencies,
+  writesByResource,
   writesIn,
 } from './apiserver-metrics.js';
 
@@ -54,5 +55,17 @@ describe('apiserver metrics', () => {
       'apiserver_request_duration_seconds_count{verb="PATCH"} 50',
     ].join('\n');
     expect(writesIn(text)).toBe(23);
+    expect(writesByResource(text)).toEqual(
+      new Map([
+        ['nodes', 14],
+        ['leases', 7],
+        ['secrets', 2],
+      ]),
+    );
+    expect(
+      writesByResource(
+        'apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"} 4',
+      ),
+    ).toEqual(new Map([['nodes/status', 4]]));
   });
 });

@@ -29,7 +29,7 @@ import {
   startCapiStack,
   type CapiStack,
 } from '../../test/e2e/nspawn-provider/stack.js';
-import { getRaw, writesIn } from './apiserver-metrics.js';
+import { getRaw, writesByResource } from './apiserver-metrics.js';
 
 const { values } = parseArgs({ options: { nodes: { type: 'string', default: '2' } } });
 const count = Number(values.nodes);
@@ -145,7 +145,7 @@ async function main(): Promise<void> {
     await applyTemplate(api, ns, 'worker-v2', V2);
     const deployment = (tpl: string, replicas: number) =>
       machineDeployment({ ns, name: md, cluster: 'c1', tpl, replicas });
-    const writes0 = writesIn(await getRaw(kc, '/metrics'));
+    const writes0 = writesByResource(await getRaw(kc, '/metrics'));
     await applyObject(api, deployment('worker-v1', count));
     const timings = await scaleUp(api, stack, ns, md);
     names = timings.map((t) => t.name);
@@ -153,11 +153,21 @@ async function main(): Promise<void> {
     await applyObject(api, deployment('worker-v2', count));
     const took = await inPlace(api, names);
     console.log(`  template → maxPods 42 in place → every Node Ready with it: ${secs(took)}`);
-    const writes = writesIn(await getRaw(kc, '/metrics')) - writes0;
+    const byResource = [...writesByResource(await getRaw(kc, '/metrics'))]
+      .map(([k, v]) => [k, v - (writes0.get(k) ?? 0)] as const)
+      .filter(([, v]) => v > 0)
+      .sort((a, b) => b[1] - a[1]);
+    const writes = byResource.reduce((n, [, v]) => n + v, 0);
     const own = (await stack.controller.metrics.writes.get()).values;
     const ownTotal = own.reduce((n, v) => n + v.value, 0);
     console.log(
       `  API writes (all clients: Cluster API, oscar, kubelets, agents, kube-controller-manager) from the first Machine to the end: ${String(writes)}, ${(writes / count).toFixed(1)} per machine`,
+    );
+    console.log(
+      `    by resource: ${byResource
+        .slice(0, 10)
+        .map(([k, v]) => `${k} ${String(v)}`)
+        .join(', ')}`,
     );
     console.log(
       `  oscar controller's own writes (whole run): ${String(ownTotal)}, ${(ownTotal / count).toFixed(1)} per machine`,
