@@ -218,9 +218,11 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
     if (skipReason) return ctx.skip(skipReason);
     if (first.length !== 2) throw new Error('the MachineDeployment did not come up above');
     const before = new Map<string, string>();
+    const kubelets = new Map<string, string>();
     for (const m of first) {
       const node = stack?.provider.running(m.name)?.node;
       before.set(m.name, String(node?.pid));
+      kubelets.set(m.name, (await node?.show('kubelet.service', ['MainPID']))?.MainPID ?? '');
     }
     const grants = stack?.extension.handle.extension.counts.grants ?? 0;
     await applyTemplate(api(), ns, 'worker-v2', V2);
@@ -252,6 +254,10 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
     for (const m of first) {
       expect(String(stack?.provider.running(m.name)?.node.pid)).toBe(before.get(m.name));
       const node = stack?.provider.running(m.name)?.node;
+      // kubelet restarted for its new configuration (filePaths), on the same machine
+      const kubelet = (await node?.show('kubelet.service', ['MainPID']))?.MainPID;
+      expect(kubelet).not.toBe(kubelets.get(m.name));
+      expect(kubelet).not.toBe('0');
       expect(await readFile(node?.hostPath(KUBELET_CONFIG) ?? '', 'utf8')).toContain('maxPods: 42');
       const cfg = await get<{ spec: { reconcileRef: { name: string } } }>(
         `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${m.name}`,

@@ -61,11 +61,15 @@ function ownerMachine(infra: NspawnMachineObject): string | undefined {
   )?.name;
 }
 
+/** Addresses compared by value: the API server gives an object's keys back in its own order. */
+const addressKey = (as: readonly { type: string; address: string }[] | undefined): string =>
+  (as ?? []).map((a) => `${a.type}=${a.address}`).join(',');
+
 function reported(infra: NspawnMachineObject, machine: string): boolean {
   return (
     infra.spec?.providerID === providerIdOf(machine) &&
     infra.status?.initialization?.provisioned === true &&
-    JSON.stringify(infra.status.addresses) === JSON.stringify(addressesOf(machine))
+    addressKey(infra.status.addresses) === addressKey(addressesOf(machine))
   );
 }
 

@@ -48,6 +48,14 @@ interface Obj {
   status?: Record<string, unknown>;
 }
 
+/** Whether `have` holds every value of `want` (key order aside: the API server sorts keys). */
+function covers(have: unknown, want: unknown): boolean {
+  if (typeof want !== 'object' || want === null) return have === want;
+  if (typeof have !== 'object' || have === null) return false;
+  const h = have as Record<string, unknown>;
+  return Object.entries(want).every(([k, v]) => covers(h[k], v));
+}
+
 export class NspawnProvider<B extends Booted> {
   /** By NspawnMachine name; a boot in progress counts. */
   private readonly machines = new Map<string, Promise<B | undefined>>();
@@ -136,7 +144,7 @@ export class NspawnProvider<B extends Booted> {
         });
       }
       const want = JSON.stringify(status);
-      if (JSON.stringify({ ...obj.status, ...status }) !== JSON.stringify(obj.status ?? {})) {
+      if (!covers(obj.status ?? {}, status)) {
         await this.patch(this.path(kind, obj.metadata.name, 'status'), { status });
         this.note(`${kind} ${obj.metadata.name}: status ${want}`);
       }
