@@ -354,12 +354,13 @@ export class OscController implements Caches {
         now: () => new Date(),
         memo: this.memo,
         ...(this.o.finalizer === false ? { finalizer: false } : {}),
-        ...(this.o.renderedEvents === false ? { renderedEvents: false } : {}),
+        ...(this.o.renderedEvents === true ? { renderedEvents: true } : {}),
       });
       metrics.reconciles.inc({ result: out.result });
       if (out.renderBytes !== undefined) metrics.renderSize.observe(out.renderBytes);
       if (out.writes > 0) {
-        log.info({ osc: key, result: out.result, writes: out.writes }, 'reconciled');
+        const written = out.checksum === undefined ? {} : { checksum: out.checksum };
+        log.info({ osc: key, result: out.result, writes: out.writes, ...written }, 'reconciled');
       } else {
         log.debug({ osc: key, result: out.result }, 'reconciled; nothing to write');
       }

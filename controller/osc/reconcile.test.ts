@@ -135,12 +135,7 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     const first = await reconcile('ns/a', deps);
     expect(first.result).toBe('written');
-    expect(world.log).toEqual([
-      'finalizer a true',
-      'apply oscar-a-reconcile',
-      'status a',
-      'event Rendered',
-    ]);
+    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile', 'status a']);
     const secret = world.secrets.get('ns/oscar-a-reconcile');
     const data = Object.fromEntries(
       Object.entries(secret?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')]),
@@ -169,12 +164,27 @@ describe('reconcile', () => {
     expect(world.log).toEqual([]);
   });
 
-  it('without the finalizer and the Rendered Event, a new OSC costs two writes (Secret, status)', async () => {
+  it('by default (no finalizer, no Rendered Event) a new OSC costs two writes: Secret, status', async () => {
     const { world, deps } = setup();
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
-    const first = await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: false });
+    const first = await reconcile('ns/a', { ...deps, finalizer: false });
     expect(first).toMatchObject({ result: 'written', writes: 2 });
     expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a']);
+    // What the Event said is in the status and in the outcome (the controller logs it).
+    expect(first.checksum).toBe(world.osc('ns', 'a')?.status?.checksum);
+  });
+
+  it('with renderedEvents, every Secret written is a Normal Rendered Event naming its checksum', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    const first = await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: true });
+    expect(first).toMatchObject({ result: 'written', writes: 3 });
+    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a', 'event Rendered']);
+    world.log = [];
+    expect(
+      (await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: true })).writes,
+    ).toBe(0);
+    expect(world.log).toEqual([]);
   });
 
   it('leaves the status of a new OSC to the next pass while the watch lags behind its finalizer', async () => {
@@ -182,8 +192,8 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     world.seen = false;
     const first = await reconcile('ns/a', deps);
-    expect(first).toMatchObject({ result: 'written', writes: 3, statusDeferred: true });
-    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile', 'event Rendered']);
+    expect(first).toMatchObject({ result: 'written', writes: 2, statusDeferred: true });
+    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile']);
     expect(world.osc('ns', 'a')?.status).toBeUndefined();
 
     // Only a pass that wrote the finalizer waits: the next one writes the status at once.

@@ -99,6 +99,8 @@ export interface ReconcileOutcome {
   renderBytes?: number;
   /** Writes made: 0 at steady state. */
   writes: number;
+  /** The checksum of the Secret this pass wrote (what the Rendered Event used to carry). */
+  checksum?: string;
   /**
    * The status write was left for the next pass: this pass added the finalizer and the watch had
    * not delivered it yet. Its watch event queues that pass; the caller should also retry later.
@@ -119,7 +121,10 @@ export interface ReconcileDeps {
    * and a new OSC costs one write less.
    */
   finalizer?: boolean;
-  /** A Normal Event for every Secret written (default true); Warnings are always recorded. */
+  /**
+   * A Normal Event for every Secret written (default false: it was a third write per new OSC, and
+   * the status's Rendered condition and checksum say the same); Warnings are always recorded.
+   */
   renderedEvents?: boolean;
 }
 
@@ -489,9 +494,9 @@ async function writeStatus(
   return false;
 }
 
-/** A Secret written is a Rendered Event (unless turned off). */
+/** A Secret written is a Rendered Event, when asked for (`--osc-rendered-events`). */
 async function announceRendered(p: Pass, osc: OscObject, outcome: Outcome): Promise<void> {
-  if (outcome.kind !== 'rendered' || p.deps.renderedEvents === false) return;
+  if (outcome.kind !== 'rendered' || p.deps.renderedEvents !== true) return;
   await p.deps.writer.event(osc, {
     type: 'Normal',
     reason: 'Rendered',
@@ -527,6 +532,7 @@ export async function reconcile(key: string, deps: ReconcileDeps): Promise<Recon
       ? 'unchanged'
       : outcome.kind;
   const out: ReconcileOutcome = { result, writes: p.writes };
+  if (wrote && outcome.kind === 'rendered') out.checksum = outcome.secret.checksum;
   if (outcome.kind === 'rendered' || outcome.kind === 'tooLarge') out.renderBytes = outcome.size;
   if (statusDeferred) out.statusDeferred = true;
   return out;

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { diffHistograms, histogramQuantile, requestLatencies } from './apiserver-metrics.js';
+import {
+  diffHistograms,
+  histogramQuantile,
+  requestLatencies,
+  writeCounts,
+} from './apiserver-metrics.js';
 
 const scrape = (n1: number, n2: number, sum: number): string =>
   [
@@ -34,5 +39,12 @@ describe('apiserver metrics', () => {
   it('drops series with no requests in the phase', () => {
     const s = requestLatencies(scrape(1, 2, 0.3), ['operatingsystemconfigs']);
     expect(diffHistograms(s, s).size).toBe(0);
+  });
+
+  it('counts write requests only, by verb and resource', () => {
+    const set = requestLatencies(scrape(1, 2, 0.3), ['operatingsystemconfigs', 'pods']);
+    const w = writeCounts(set);
+    expect(w.total).toBe(2);
+    expect([...w.byKey]).toEqual([['APPLY operatingsystemconfigs', 2]]);
   });
 });

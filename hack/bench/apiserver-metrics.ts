@@ -169,3 +169,17 @@ export function formatLatencies(set: HistogramSet, indent = '    '): string[] {
   }
   return lines;
 }
+
+const WRITE_VERBS = new Set(['APPLY', 'POST', 'PUT', 'PATCH', 'DELETE', 'DELETECOLLECTION']);
+
+/** Write requests in a set from requestLatencies, in all and per "VERB resource" key. */
+export function writeCounts(set: HistogramSet): { total: number; byKey: Map<string, number> } {
+  const byKey = new Map<string, number>();
+  let total = 0;
+  for (const [key, h] of set) {
+    if (!WRITE_VERBS.has(key.slice(0, key.indexOf(' ')))) continue;
+    byKey.set(key, h.count);
+    total += h.count;
+  }
+  return { total, byKey };
+}
