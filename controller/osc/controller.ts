@@ -96,6 +96,8 @@ export class OscController implements Caches {
   private readonly nodeIndex = new NodeIndex();
   private readonly nodes: Informer<OscNodeObject>;
   private readonly memo = new Map<string, Memo>();
+  /** Each OSC's last status write, to pace the writes node reports cause (ReconcileDeps). */
+  private readonly statusWrites = new Map<string, number>();
   private started = false;
   /**
    * Read-your-writes: what our own writes returned, used until the watch delivers that version
@@ -353,6 +355,7 @@ export class OscController implements Caches {
         pipeline: this.o.pipeline,
         now: () => new Date(),
         memo: this.memo,
+        nodeCounts: { last: this.statusWrites },
         ...(this.o.finalizer === false ? { finalizer: false } : {}),
         ...(this.o.renderedEvents === true ? { renderedEvents: true } : {}),
       });
@@ -365,7 +368,8 @@ export class OscController implements Caches {
         log.debug({ osc: key, result: out.result }, 'reconciled; nothing to write');
       }
       // The finalizer's watch event normally queues the status pass at once; this is the net.
-      return out.statusDeferred ? { requeueAfterMs: 1000 } : undefined;
+      if (out.statusDeferred) return { requeueAfterMs: 1000 };
+      return out.nodesDueInMs === undefined ? undefined : { requeueAfterMs: out.nodesDueInMs };
     } catch (error) {
       metrics.reconciles.inc({
         result: error instanceof RenderFailedError ? 'renderFailed' : 'error',

@@ -404,4 +404,47 @@ describe('reconcile', () => {
     await reconcile('ns/p', deps);
     expect(world.osc('ns', 'p')?.status).not.toHaveProperty('nodes');
   });
+
+  it('paces status writes that only move node counts: one a second per OSC, the latest counts', async () => {
+    const { world, deps } = setup();
+    let clock = Date.parse('2026-01-01T00:00:00Z');
+    const paced = {
+      ...deps,
+      now: () => new Date(clock),
+      nodeCounts: { last: new Map<string, number>() },
+    };
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', paced);
+    const v1 = world.osc('ns', 'a')?.status?.checksum ?? '';
+    const node = { osc: 'ns/a', applied: v1, degraded: false };
+
+    // 200 reports within the second after the status write: none written, each told when.
+    world.log = [];
+    for (let i = 1; i <= 200; i++) {
+      clock += 4;
+      world.nodes.set(
+        'ns/a',
+        Array.from({ length: i }, () => node),
+      );
+      const out = await reconcile('ns/a', paced);
+      expect(out.writes).toBe(0);
+      expect(out.nodesDueInMs).toBe(1000 - 4 * i);
+    }
+    expect(world.log).toEqual([]);
+    // Its second is up: one write with the latest counts, and the next second starts.
+    clock += 200;
+    const due = await reconcile('ns/a', paced);
+    expect(due).toMatchObject({ writes: 1 });
+    expect(due.nodesDueInMs).toBeUndefined();
+    expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 200, updated: 200 });
+    world.nodes.set('ns/a', [node]);
+    expect((await reconcile('ns/a', paced)).nodesDueInMs).toBe(1000);
+
+    // Anything beyond the counts (a new rendering) is written at once, counts included.
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec('v2\n') });
+    world.log = [];
+    await reconcile('ns/a', paced);
+    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a']);
+    expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 1, updated: 0 });
+  });
 });
