@@ -98,6 +98,12 @@ export class OscController implements Caches {
   private readonly memo = new Map<string, Memo>();
   /** Each OSC's last status write, to pace the writes node reports cause (ReconcileDeps). */
   private readonly statusWrites = new Map<string, number>();
+  /**
+   * OSCs whose counts-only status write waits for its second (ms since the epoch when it is due):
+   * the queue runs them then, with the latest counts, so node reports until then need no pass
+   * (each would count the OSC's nodes again only to wait).
+   */
+  private readonly countsDue = new Map<string, number>();
   private started = false;
   /**
    * Read-your-writes: what our own writes returned, used until the watch delivers that version
@@ -131,7 +137,10 @@ export class OscController implements Caches {
     const watched = (key: string): boolean =>
       this.o.namespaces.length === 0 || this.o.namespaces.includes(key.slice(0, key.indexOf('/')));
     const note = (touched: string[]): void => {
-      for (const k of touched) if (watched(k)) this.queue.add(k);
+      const now = Date.now();
+      for (const k of touched) {
+        if (watched(k) && !((this.countsDue.get(k) ?? 0) > now)) this.queue.add(k);
+      }
     };
     return new Informer<OscNodeObject>(
       httpSource(http, {
@@ -369,7 +378,12 @@ export class OscController implements Caches {
       }
       // The finalizer's watch event normally queues the status pass at once; this is the net.
       if (out.statusDeferred) return { requeueAfterMs: 1000 };
-      return out.nodesDueInMs === undefined ? undefined : { requeueAfterMs: out.nodesDueInMs };
+      if (out.nodesDueInMs === undefined) {
+        this.countsDue.delete(key);
+        return undefined;
+      }
+      this.countsDue.set(key, Date.now() + out.nodesDueInMs);
+      return { requeueAfterMs: out.nodesDueInMs };
     } catch (error) {
       metrics.reconciles.inc({
         result: error instanceof RenderFailedError ? 'renderFailed' : 'error',
