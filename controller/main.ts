@@ -76,7 +76,7 @@ export interface ControllerConfig {
   bootstrap?: BootstrapConfig;
   /**
    * The OSC controller's cleanup finalizer (default false: garbage collection of the owner
-   * references deletes the Secrets) and a Normal Event per Secret write (default true).
+   * references deletes the Secrets) and a Normal Event per Secret write (default false).
    */
   oscFinalizer?: boolean;
   oscRenderedEvents?: boolean;
@@ -244,7 +244,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
       // The owner references' garbage collection deletes an OSC's Secrets; the finalizer only
       // adds a write per new OSC (and one at deletion), so it is opt-in (docs/controller.md).
       ...(config.oscFinalizer === true ? {} : { finalizer: false }),
-      ...(config.oscRenderedEvents === false ? { renderedEvents: false } : {}),
+      ...(config.oscRenderedEvents === true ? { renderedEvents: true } : {}),
       ...(b
         ? {
             listeners: {

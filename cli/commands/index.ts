@@ -274,7 +274,12 @@ export function registerCommands(program: Command): void {
           'a cleanup finalizer on OSCs (their Secrets are otherwise deleted by the garbage collector through their owner references): one more write per new OSC, for clusters without kube-controller-manager',
           false,
         )
-        .option('--no-osc-rendered-events', 'no Normal Event per Secret written (Warnings stay)')
+        .option(
+          '--osc-rendered-events',
+          "a Normal Event per Secret written (one more write per render; the OSC's status says the same)",
+          false,
+        )
+        .option('--no-osc-rendered-events', 'no Normal Event per Secret written (the default)')
         // per-machine bootstrap (OscarConfigs, docs/bootstrap.md)
         .option('--no-bootstrap', 'do not reconcile OscarConfigs (per-machine bootstrap)')
         .option(

@@ -96,6 +96,14 @@ export class OscController implements Caches {
   private readonly nodeIndex = new NodeIndex();
   private readonly nodes: Informer<OscNodeObject>;
   private readonly memo = new Map<string, Memo>();
+  /** Each OSC's last status write, to pace the writes node reports cause (ReconcileDeps). */
+  private readonly statusWrites = new Map<string, number>();
+  /**
+   * OSCs whose counts-only status write waits for its second (ms since the epoch when it is due):
+   * the queue runs them then, with the latest counts, so node reports until then need no pass
+   * (each would count the OSC's nodes again only to wait).
+   */
+  private readonly countsDue = new Map<string, number>();
   private started = false;
   /**
    * Read-your-writes: what our own writes returned, used until the watch delivers that version
@@ -129,7 +137,10 @@ export class OscController implements Caches {
     const watched = (key: string): boolean =>
       this.o.namespaces.length === 0 || this.o.namespaces.includes(key.slice(0, key.indexOf('/')));
     const note = (touched: string[]): void => {
-      for (const k of touched) if (watched(k)) this.queue.add(k);
+      const now = Date.now();
+      for (const k of touched) {
+        if (watched(k) && !((this.countsDue.get(k) ?? 0) > now)) this.queue.add(k);
+      }
     };
     return new Informer<OscNodeObject>(
       httpSource(http, {
@@ -353,18 +364,26 @@ export class OscController implements Caches {
         pipeline: this.o.pipeline,
         now: () => new Date(),
         memo: this.memo,
+        nodeCounts: { last: this.statusWrites },
         ...(this.o.finalizer === false ? { finalizer: false } : {}),
-        ...(this.o.renderedEvents === false ? { renderedEvents: false } : {}),
+        ...(this.o.renderedEvents === true ? { renderedEvents: true } : {}),
       });
       metrics.reconciles.inc({ result: out.result });
       if (out.renderBytes !== undefined) metrics.renderSize.observe(out.renderBytes);
       if (out.writes > 0) {
-        log.info({ osc: key, result: out.result, writes: out.writes }, 'reconciled');
+        const written = out.checksum === undefined ? {} : { checksum: out.checksum };
+        log.info({ osc: key, result: out.result, writes: out.writes, ...written }, 'reconciled');
       } else {
         log.debug({ osc: key, result: out.result }, 'reconciled; nothing to write');
       }
       // The finalizer's watch event normally queues the status pass at once; this is the net.
-      return out.statusDeferred ? { requeueAfterMs: 1000 } : undefined;
+      if (out.statusDeferred) return { requeueAfterMs: 1000 };
+      if (out.nodesDueInMs === undefined) {
+        this.countsDue.delete(key);
+        return undefined;
+      }
+      this.countsDue.set(key, Date.now() + out.nodesDueInMs);
+      return { requeueAfterMs: out.nodesDueInMs };
     } catch (error) {
       metrics.reconciles.inc({
         result: error instanceof RenderFailedError ? 'renderFailed' : 'error',

@@ -5,6 +5,7 @@ import {
   requestLatencies,
   writesByResource,
   writesIn,
+  writeCounts,
 } from './apiserver-metrics.js';
 
 const scrape = (n1: number, n2: number, sum: number): string =>
@@ -67,5 +68,12 @@ describe('apiserver metrics', () => {
         'apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"} 4',
       ),
     ).toEqual(new Map([['nodes/status', 4]]));
+  });
+
+  it('counts write requests only, by verb and resource', () => {
+    const set = requestLatencies(scrape(1, 2, 0.3), ['operatingsystemconfigs', 'pods']);
+    const w = writeCounts(set);
+    expect(w.total).toBe(2);
+    expect([...w.byKey]).toEqual([['APPLY operatingsystemconfigs', 2]]);
   });
 });
