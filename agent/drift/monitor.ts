@@ -3,8 +3,9 @@
  * says exactly what, and — for Revert — asks the agent to put it back.
  *
  * Three ways in, one check:
- * - the watcher (inotify on the directories of every owned path and on systemd's unit state
- *   directories) names paths and units that may have changed; after a short quiet time
+ * - the watcher (inotify on every owned file's inode, on the directories of every owned path and
+ *   on systemd's unit state directories) names paths and units that may have changed; after a
+ *   short quiet time
  *   (debounceMs) they are checked;
  * - the audit, every auditIntervalMs and before every apply, checks everything: events missed,
  *   a restore from backup, changes made while the agent was down;
@@ -111,6 +112,9 @@ export class DriftMonitor implements DriftHooks {
             'drift watch failed; the audits still cover it',
           );
         },
+        limit: (message) => {
+          opts.log.warn({ auditIntervalMs: opts.auditIntervalMs }, message);
+        },
       });
     }
   }
@@ -127,6 +131,11 @@ export class DriftMonitor implements DriftHooks {
   /** The directories watched (a metric). */
   get watchedDirectories(): number {
     return this.watcher?.directories ?? 0;
+  }
+
+  /** The owned files watched on their inodes (a metric). */
+  get watchedFiles(): number {
+    return this.watcher?.files ?? 0;
   }
 
   async start(applied: ResolvedConfig | undefined): Promise<void> {
@@ -272,6 +281,7 @@ export class DriftMonitor implements DriftHooks {
           this.opts.log.warn({ path, ...errorFields(f) }, 'drift check failed');
           return;
         }
+        this.watcher?.track(path, f.kind === 'file');
         this.note(next, `path:${path}`, pathDrift(e, f, ids), {
           path,
           ...(e.unit !== undefined ? { unit: e.unit } : {}),

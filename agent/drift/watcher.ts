@@ -1,10 +1,17 @@
 /**
- * inotify on what oscar owns, through fs.watch on directories — never on the files themselves:
- * an editor's save (write a temp file, rename it over) or a `rm` replaces the inode a file watch
- * would hold, while the parent directory sees every create, delete, rename, write, chmod and
- * chown of its entries by name. One watch per directory (1,000 files in 10 directories are 10
- * watches), no polling, no stat per file: the events only say which path to check, the check
- * (agent/drift/monitor.ts) reads it.
+ * inotify on what oscar owns, through fs.watch, twice over:
+ * - on directories: an editor's save (write a temp file, rename it over) or a `rm` replaces the
+ *   inode a file watch would hold, while the parent directory sees every create, delete, rename,
+ *   write, chmod and chown of its entries by name;
+ * - on each owned file's inode (`track`, once a check found a regular file there): a directory
+ *   hears only of changes made through names in it, so an edit through a hard link elsewhere, a
+ *   bind mount or /proc/PID/fd would wait for the audit; the inode hears every write and chmod
+ *   whatever name it came through. After a directory event that may have put another inode
+ *   under the name (a create, rename or delete), the next check re-arms the file's watch.
+ * No polling, no stat per file: the events only say which path to check, the check
+ * (agent/drift/monitor.ts) reads it. Both kinds count against the kernel's inotify limits
+ * (agent/drift/limits.ts): checked when the watches are set, and a refused watch says which
+ * sysctl to raise and to what; the audit covers what is not watched.
  *
  * A directory that does not exist (someone removed it) is watched through its nearest existing
  * ancestor, and the watches are rebuilt when it appears (its files are then checked: they may
@@ -20,14 +27,23 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { hostPath } from '../disk/fs.js';
+import {
+  limitProblem,
+  readInotifyLimits,
+  watchFailure,
+  type InotifyLimits,
+  type WatchNeed,
+} from './limits.js';
 
 export interface WatcherEvents {
   /** Something happened to this path (a node path oscar owns). */
   path(path: string): void;
   /** Something happened to a declared unit's state. */
   units(): void;
-  /** A watch could not be set up (inotify limits …): the audit still covers it. */
+  /** A watch could not be set up: the audit still covers it. */
   error(error: Error): void;
+  /** The kernel's inotify limits are too low for every watch (the message says what to raise). */
+  limit(message: string): void;
 }
 
 /** Where systemd keeps what changes with a unit's state (node paths). */
@@ -48,7 +64,15 @@ interface Watched {
 
 export class DriftWatcher {
   private readonly watched = new Map<string, Watched>();
-  private paths: readonly string[] = [];
+  private paths: ReadonlySet<string> = new Set();
+  /** Inode watches: owned node path → the watch on the file itself. */
+  private readonly inodes = new Map<string, FSWatcher>();
+  /** Owned paths a directory event named by create, rename or delete: re-armed when checked. */
+  private readonly moved = new Set<string>();
+  /** The kernel refused a watch for want of room: no more inode watches until the next watch(). */
+  private full = false;
+  private limits: InotifyLimits | undefined;
+  private limitsSaid: string | undefined;
   private units = new Set<string>();
   private rebuildTimer: NodeJS.Timeout | undefined;
   private rebuilding: Promise<void> | undefined;
@@ -63,9 +87,86 @@ export class DriftWatcher {
 
   /** Watches the parents of `paths`; the unit state directories when `units` is not empty. */
   async watch(paths: readonly string[], units: readonly string[]): Promise<void> {
-    this.paths = paths;
+    this.paths = new Set(paths);
     this.units = new Set(units);
+    this.full = false;
+    for (const [path, handle] of this.inodes) {
+      if (this.paths.has(path)) continue;
+      handle.close();
+      this.inodes.delete(path);
+    }
     await this.rebuild(false);
+    await this.checkLimits();
+  }
+
+  /** What every watch takes: the owned files' inodes and the directories watched now. */
+  private need(): WatchNeed {
+    return { files: this.paths.size, directories: this.watched.size };
+  }
+
+  /** Says once per verdict when the kernel's limits cannot hold every watch. */
+  private async checkLimits(): Promise<void> {
+    this.limits ??= await readInotifyLimits();
+    const problem = this.limits ? limitProblem(this.need(), this.limits) : undefined;
+    if (problem !== undefined && problem !== this.limitsSaid) this.events.limit(problem);
+    this.limitsSaid = problem;
+  }
+
+  /**
+   * A check read `path`: a regular file (`regular`) gets a watch on its inode, re-armed when a
+   * directory event may have put another inode under the name; anything else gets none.
+   */
+  track(path: string, regular: boolean): void {
+    if (this.closed) return;
+    const had = this.inodes.get(path);
+    const moved = this.moved.delete(path);
+    if (had && regular && !moved) return;
+    had?.close();
+    this.inodes.delete(path);
+    if (!regular || !this.paths.has(path) || this.full) return;
+    const handle = this.openInode(path);
+    if (handle) this.inodes.set(path, handle);
+  }
+
+  private openInode(path: string): FSWatcher | undefined {
+    let handle: FSWatcher;
+    try {
+      handle = watch(hostPath(this.root, path), (event) => {
+        if (this.closed || this.inodes.get(path) !== handle) return;
+        // 'rename': the inode was moved or its last name removed; the check re-arms the watch
+        if (event === 'rename') this.moved.add(path);
+        this.events.path(path);
+      });
+    } catch (error) {
+      this.refused(path, error as NodeJS.ErrnoException);
+      return undefined;
+    }
+    handle.on('error', () => {
+      handle.close();
+      if (this.inodes.get(path) === handle) this.inodes.delete(path);
+      this.events.path(path);
+    });
+    return handle;
+  }
+
+  private refused(path: string, error: NodeJS.ErrnoException): void {
+    if (error.code === 'ENOENT' || error.code === 'ENOTDIR') {
+      this.events.path(path); // gone meanwhile: the check sees it
+      return;
+    }
+    const message = watchFailure(error.code, this.need(), this.limits);
+    if (message === undefined) {
+      this.events.error(new Error(`cannot watch ${path}: ${error.message}`));
+      return;
+    }
+    this.full = true;
+    if (message !== this.limitsSaid) this.events.limit(message);
+    this.limitsSaid = message;
+  }
+
+  /** The number of owned files watched on their inodes (a metric, and the tests' view). */
+  get files(): number {
+    return this.inodes.size;
   }
 
   /** Watches are about to be rebuilt (a directory appeared or vanished). */
@@ -83,6 +184,8 @@ export class DriftWatcher {
     if (this.rebuildTimer) clearTimeout(this.rebuildTimer);
     for (const w of this.watched.values()) w.handle.close();
     this.watched.clear();
+    for (const h of this.inodes.values()) h.close();
+    this.inodes.clear();
   }
 
   private scheduleRebuild(): void {
@@ -161,24 +264,26 @@ export class DriftWatcher {
       fresh.push(dir);
     }
     if (!announce) return;
-    for (const dir of fresh) {
-      const w = this.watched.get(dir);
-      for (const p of w?.files.values() ?? []) this.events.path(p);
-      if (w?.units) this.events.units();
-    }
+    for (const dir of fresh) this.touchAll(dir);
   }
 
   private open(dir: string): FSWatcher | undefined {
     let handle: FSWatcher;
     try {
-      handle = watch(hostPath(this.root, dir), (_event, name) => {
-        this.onEvent(dir, name);
+      handle = watch(hostPath(this.root, dir), (event, name) => {
+        this.onEvent(dir, event, name);
       });
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'ENOTDIR')
+      if (code === 'ENOENT' || code === 'ENOTDIR') {
         this.scheduleRebuild(); // gone meanwhile
-      else this.events.error(new Error(`cannot watch ${dir}: ${(error as Error).message}`));
+        return undefined;
+      }
+      const message = watchFailure(code, this.need(), this.limits);
+      if (message !== undefined && message !== this.limitsSaid) this.events.limit(message);
+      else if (message === undefined)
+        this.events.error(new Error(`cannot watch ${dir}: ${(error as Error).message}`));
+      this.limitsSaid = message ?? this.limitsSaid;
       return undefined;
     }
     handle.on('error', (error) => {
@@ -192,7 +297,7 @@ export class DriftWatcher {
     return handle;
   }
 
-  private onEvent(dir: string, name: string | null): void {
+  private onEvent(dir: string, event: string, name: string | null): void {
     const w = this.watched.get(dir);
     if (!w || this.closed) return;
     if (name === null) {
@@ -202,7 +307,11 @@ export class DriftWatcher {
       return;
     }
     const owned = w.files.get(name);
-    if (owned !== undefined) this.events.path(owned);
+    if (owned !== undefined) {
+      // a create, rename or delete may have put another inode under the name
+      if (event === 'rename') this.moved.add(owned);
+      this.events.path(owned);
+    }
     if (w.toward.has(name)) this.scheduleRebuild();
     if (w.units) {
       if (this.units.has(name) || this.units.has(name.replace(/^invocation:/, ''))) {
@@ -222,7 +331,10 @@ export class DriftWatcher {
 
   private touchAll(dir: string): void {
     const w = this.watched.get(dir);
-    for (const p of w?.files.values() ?? []) this.events.path(p);
+    for (const p of w?.files.values() ?? []) {
+      this.moved.add(p);
+      this.events.path(p);
+    }
     if (w?.units) this.events.units();
   }
 
