@@ -2,7 +2,8 @@
 // systemd service, follows its reconcile Secret on a real API server (the node shares the host's
 // network, so it reaches the test cluster on loopback) as its own least-privilege identity, and
 // reports to its OperatingSystemConfigNode. Someone edits a file, replaces one by rename, deletes
-// one, chmods one, stops a declared unit, kills one, masks one:
+// one, chmods one, edits one through a hard link or a bind mount, stops a declared unit, kills
+// one, masks one:
 // - Report: each is reported (Drifted=True, status.drift names it) and nothing is changed;
 // - Revert: each is put back, and only the unit concerned restarts (MainPIDs of the others stay);
 // - Ignore: an edit of an Ignore file does nothing;
@@ -365,6 +366,29 @@ describe('drift on real systemd (nspawn), reported to a real API server', () => 
       status: 'False',
       reason: 'NoDrift',
     });
+  });
+
+  it('an edit through a hard link and through a bind mount is seen by the watch (the audit is 600 s away)', async (ctx) => {
+    if (!node) return ctx.skip(skipReason);
+    // driftIs waits at most 60 s and the next audit is 600 s away: only the watch can see these
+    const t0 = Date.now();
+    await sh('ln /etc/e2e/b.conf /var/tmp/b-link && echo "through a link" >> /var/tmp/b-link');
+    await driftIs(['/etc/e2e/b.conf']);
+    const linkMs = Date.now() - t0;
+    const t1 = Date.now();
+    await sh('mkdir -p /mnt/e2e && mount --bind /etc/e2e /mnt/e2e && chmod 0600 /mnt/e2e/c.conf');
+    const st = await driftIs(['/etc/e2e/b.conf', '/etc/e2e/c.conf']);
+    const bindMs = Date.now() - t1;
+    process.stderr.write(
+      `[drift e2e] hard link edit → reported ${String(linkMs)} ms, bind mount chmod → ${String(bindMs)} ms\n`,
+    );
+    const by = new Map((st.drift?.items ?? []).map((i) => [i.path, i]));
+    expect(by.get('/etc/e2e/b.conf')).toMatchObject({ reason: 'content', policy: 'Report' });
+    expect(by.get('/etc/e2e/c.conf')).toMatchObject({ reason: 'mode' });
+    await sh(
+      "umount /mnt/e2e && printf 'b=1\\n' > /var/tmp/b-link && rm /var/tmp/b-link && chmod 0644 /etc/e2e/c.conf",
+    );
+    await driftIs([]);
   });
 
   it("the agent's own applies are never drift", async (ctx) => {
