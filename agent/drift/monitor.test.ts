@@ -303,6 +303,46 @@ describe('DriftMonitor on a real file system', () => {
     expect(h.monitor.watchedFiles).toBe(OWNED.length);
   });
 
+  it("packages: dpkg's database changing asks for a package check; a removed or moved package is reported, put back it resolves", async () => {
+    const c = { ...applied, packages: [{ name: 'chrony' }, { name: 'jq', version: '1.6' }] };
+    lay(c);
+    const dpkg = join(root, 'var/lib/dpkg');
+    mkdirSync(dpkg, { recursive: true });
+    // as dpkg writes it: a new file renamed over the old
+    const db = (entries: Record<string, string>): void => {
+      const text = Object.entries(entries)
+        .map(([n, v]) => `Package: ${n}\nStatus: ${v}\n`)
+        .join('\n');
+      writeFileSync(join(dpkg, 'status-new'), text);
+      renameSync(join(dpkg, 'status-new'), join(dpkg, 'status'));
+    };
+    const both = {
+      chrony: 'install ok installed\nVersion: 4.3',
+      jq: 'install ok installed\nVersion: 1.6',
+    };
+    db(both);
+    const h = harness();
+    await h.monitor.start(c);
+    expect(h.drifted()).toEqual([]);
+    db({ jq: 'install ok installed\nVersion: 1.7' });
+    await settle(h.monitor);
+    expect(h.monitor.drifted).toMatchObject([
+      { key: 'package:chrony', package: 'chrony', reason: 'missing', found: 'missing' },
+      { key: 'package:jq', reason: 'version', expected: 'installed 1.6', found: 'installed 1.7' },
+    ]);
+    expect(h.reports.at(-1)?.trigger).toBe('watch');
+    db(both);
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual([]);
+    // Ignore: never reported
+    await h.monitor.stop();
+    const ignoring = harness();
+    await ignoring.monitor.start({ ...c, driftPolicy: 'Ignore' });
+    db({});
+    await settle(ignoring.monitor);
+    expect(ignoring.drifted()).toEqual([]);
+  });
+
   it('finds at start what changed while the agent was down; the audit finds what no event told', async () => {
     lay(applied);
     writeFileSync(join(root, '/etc/app/a.conf'), 'changed while down\n');

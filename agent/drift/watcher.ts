@@ -22,10 +22,14 @@
  * stop, restart or failure changes it), /etc/systemd/system and its .wants/.requires directories
  * (enable, disable, mask) and /run/systemd/system (runtime masks). An event naming a declared
  * unit asks for a unit check.
+ *
+ * For packages: /var/lib/dpkg, whose `status` dpkg replaces at the end of every run (install,
+ * remove, upgrade, by apt or by hand): its event asks for a package check. No polling.
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { posix } from 'node:path';
+import { DPKG_DIR, DPKG_STATUS } from '../disk/dpkg.js';
 import { hostPath } from '../disk/fs.js';
 import {
   limitProblem,
@@ -40,6 +44,8 @@ export interface WatcherEvents {
   path(path: string): void;
   /** Something happened to a declared unit's state. */
   units(): void;
+  /** The package manager's database changed. */
+  packages(): void;
   /** A watch could not be set up: the audit still covers it. */
   error(error: Error): void;
   /** The kernel's inotify limits are too low for every watch (the message says what to raise). */
@@ -49,6 +55,7 @@ export interface WatcherEvents {
 /** Where systemd keeps what changes with a unit's state (node paths). */
 export const UNIT_STATE_DIRS = ['/run/systemd/units', '/etc/systemd/system', '/run/systemd/system'];
 const DEPENDENCY_DIR = /\.(wants|requires|upholds)$/;
+const DPKG_STATUS_NAME = posix.basename(DPKG_STATUS);
 
 interface Watched {
   /** Node path of the directory. */
@@ -60,6 +67,8 @@ interface Watched {
   toward: Set<string>;
   /** A unit state directory: entries naming a declared unit ask for a unit check. */
   units: boolean;
+  /** dpkg's directory: its status file changing asks for a package check. */
+  packages: boolean;
 }
 
 export class DriftWatcher {
@@ -74,6 +83,7 @@ export class DriftWatcher {
   private limits: InotifyLimits | undefined;
   private limitsSaid: string | undefined;
   private units = new Set<string>();
+  private packages = false;
   private rebuildTimer: NodeJS.Timeout | undefined;
   private rebuilding: Promise<void> | undefined;
   private closed = false;
@@ -85,10 +95,14 @@ export class DriftWatcher {
     private readonly rebuildDelayMs = 50,
   ) {}
 
-  /** Watches the parents of `paths`; the unit state directories when `units` is not empty. */
-  async watch(paths: readonly string[], units: readonly string[]): Promise<void> {
+  /**
+   * Watches the parents of `paths` and their files' inodes; the unit state directories when
+   * `units` is not empty; the package manager's database when `packages`.
+   */
+  async watch(paths: readonly string[], units: readonly string[], packages = false): Promise<void> {
     this.paths = new Set(paths);
     this.units = new Set(units);
+    this.packages = packages;
     this.full = false;
     for (const [path, handle] of this.inodes) {
       if (this.paths.has(path)) continue;
@@ -212,11 +226,14 @@ export class DriftWatcher {
     if (this.closed) return;
     const want = new Map<
       string,
-      { files: Map<string, string>; toward: Set<string>; units: boolean }
+      { files: Map<string, string>; toward: Set<string>; units: boolean; packages: boolean }
     >();
     const entry = (dir: string) => {
       let e = want.get(dir);
-      if (!e) want.set(dir, (e = { files: new Map(), toward: new Set(), units: false }));
+      if (!e) {
+        e = { files: new Map(), toward: new Set(), units: false, packages: false };
+        want.set(dir, e);
+      }
       return e;
     };
     const byDir = new Map<string, string[]>();
@@ -231,12 +248,14 @@ export class DriftWatcher {
         if (!byDir.has(d)) byDir.set(d, []);
       }
     }
+    if (this.packages && !byDir.has(DPKG_DIR)) byDir.set(DPKG_DIR, []);
     for (const [dir, files] of byDir) {
       const anchor = await this.existingAncestor(dir);
       if (anchor === dir) {
         const e = entry(dir);
         for (const p of files) e.files.set(posix.basename(p), p);
         e.units ||= this.units.size > 0 && isUnitStateDir(dir);
+        e.packages ||= this.packages && dir === DPKG_DIR;
       } else if (anchor !== undefined) {
         // watch the ancestor for the next component on the way down to `dir`
         const rest = dir.slice(anchor === '/' ? 1 : anchor.length + 1);
@@ -256,6 +275,7 @@ export class DriftWatcher {
         had.files = e.files;
         had.toward = e.toward;
         had.units = e.units;
+        had.packages = e.packages;
         continue;
       }
       const handle = this.open(dir);
@@ -319,6 +339,7 @@ export class DriftWatcher {
       }
       if (dir === '/etc/systemd/system' && DEPENDENCY_DIR.test(name)) this.scheduleRebuild();
     }
+    if (w.packages && name === DPKG_STATUS_NAME) this.events.packages();
     if (name === posix.basename(dir)) {
       // the directory itself was removed or renamed (or an entry shares its name): the watch may
       // hold an inode that is gone, even if a new directory of that name exists already
@@ -336,6 +357,7 @@ export class DriftWatcher {
       this.events.path(p);
     }
     if (w?.units) this.events.units();
+    if (w?.packages) this.events.packages();
   }
 
   private async isDirectory(dir: string): Promise<boolean> {
