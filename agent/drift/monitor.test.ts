@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ResolvedConfig } from '../../api/resolved.js';
-import { silentLogger } from '../../log/logger.js';
+import { createLogger, silentLogger } from '../../log/logger.js';
 import { entriesOf } from '../plan.js';
 import { config, file, unit } from '../testing/fixtures.js';
 import { DriftMonitor, type DriftReport } from './monitor.js';
@@ -341,6 +341,31 @@ describe('DriftMonitor on a real file system', () => {
     db({});
     await settle(ignoring.monitor);
     expect(ignoring.drifted()).toEqual([]);
+  });
+
+  it('inotify limits too low for every watch: one warning naming the sysctl and the number to set', async () => {
+    lay(applied);
+    const lines: string[] = [];
+    const log = createLogger({
+      component: 'agent',
+      level: 'warn',
+      destination: { write: (l: string) => void lines.push(l) },
+    });
+    const h = harness({
+      log,
+      inotifyLimits: () => Promise.resolve({ maxUserWatches: 4, maxUserInstances: 128 }),
+    });
+    await h.monitor.start(applied);
+    const warned = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatch(
+      /needs \d+ watches \(3 files and \d+ directories\).*fs\.inotify\.max_user_watches is 4.*sysctl -w fs\.inotify\.max_user_watches=\d+/,
+    );
+    // the same verdict after the next apply: said once
+    await h.monitor.beforeApply('apply');
+    h.monitor.afterApply({ applied });
+    await settle(h.monitor);
+    expect(lines).toHaveLength(1);
   });
 
   it('finds at start what changed while the agent was down; the audit finds what no event told', async () => {

@@ -46,6 +46,7 @@ import { RevertBackoff } from './policy.js';
 import { readFound } from '../disk/reader.js';
 import { itemFields } from './report.js';
 import { DriftWatcher } from './watcher.js';
+import type { InotifyLimits } from './limits.js';
 import { readPackageDatabase } from '../disk/dpkg.js';
 import type { InstalledPackage } from '../model/package-drift.js';
 
@@ -84,6 +85,8 @@ export interface DriftMonitorOptions {
   /** Asks the agent for a revert apply (it runs one when no other apply is due). */
   requestRevert(): void;
   log: Logger;
+  /** The kernel's inotify limits (a test's stand-in; default /proc/sys/fs/inotify). */
+  inotifyLimits?: () => Promise<InotifyLimits | undefined>;
   now?: () => Date;
   backoff?: RevertBackoff;
 }
@@ -117,29 +120,34 @@ export class DriftMonitor implements DriftHooks {
   constructor(private readonly opts: DriftMonitorOptions) {
     this.backoff = opts.backoff ?? new RevertBackoff();
     if (opts.watch !== false) {
-      this.watcher = new DriftWatcher(opts.root, {
-        path: (p) => {
-          this.suspects.add(p);
-          this.schedule();
+      this.watcher = new DriftWatcher(
+        opts.root,
+        {
+          path: (p) => {
+            this.suspects.add(p);
+            this.schedule();
+          },
+          units: () => {
+            this.unitsSuspect = true;
+            this.schedule();
+          },
+          packages: () => {
+            this.packagesSuspect = true;
+            this.schedule();
+          },
+          error: (e) => {
+            opts.log.warn(
+              { ...errorFields(e), auditIntervalMs: opts.auditIntervalMs },
+              'drift watch failed; the audits still cover it',
+            );
+          },
+          limit: (message) => {
+            opts.log.warn({ auditIntervalMs: opts.auditIntervalMs }, message);
+          },
         },
-        units: () => {
-          this.unitsSuspect = true;
-          this.schedule();
-        },
-        packages: () => {
-          this.packagesSuspect = true;
-          this.schedule();
-        },
-        error: (e) => {
-          opts.log.warn(
-            { ...errorFields(e), auditIntervalMs: opts.auditIntervalMs },
-            'drift watch failed; the audits still cover it',
-          );
-        },
-        limit: (message) => {
-          opts.log.warn({ auditIntervalMs: opts.auditIntervalMs }, message);
-        },
-      });
+        undefined,
+        opts.inotifyLimits,
+      );
     }
   }
 

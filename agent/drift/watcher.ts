@@ -93,6 +93,8 @@ export class DriftWatcher {
     private readonly events: WatcherEvents,
     /** Quiet time before watches are rebuilt after a directory appeared or vanished. */
     private readonly rebuildDelayMs = 50,
+    /** The kernel's limits (a test's stand-in; default /proc/sys/fs/inotify). */
+    private readonly readLimits: () => Promise<InotifyLimits | undefined> = readInotifyLimits,
   ) {}
 
   /**
@@ -120,7 +122,7 @@ export class DriftWatcher {
 
   /** Says once per verdict when the kernel's limits cannot hold every watch. */
   private async checkLimits(): Promise<void> {
-    this.limits ??= await readInotifyLimits();
+    this.limits ??= await this.readLimits();
     const problem = this.limits ? limitProblem(this.need(), this.limits) : undefined;
     if (problem !== undefined && problem !== this.limitsSaid) this.events.limit(problem);
     this.limitsSaid = problem;
