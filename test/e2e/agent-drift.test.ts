@@ -30,6 +30,7 @@ import { bootNode, nodeRuntimeBind, uniqueNodeName, type Node } from '../support
 import { isCI, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
 import { spawn } from 'node:child_process';
 import { sleep } from '../../api/util.js';
+import { buildAptRepo } from './apt-repo.js';
 
 const REPO_IN_NODE = '/opt/oscar';
 const CONFIG_IN_NODE = '/etc/oscar-e2e';
@@ -143,7 +144,7 @@ const appliedIs = (checksum: string) =>
 const driftIs = (want: string[]) =>
   waitFor(`drift ${JSON.stringify(want)}`, async () => {
     const st = await status();
-    const got = (st?.drift?.items ?? []).map((i) => i.path ?? i.unit ?? '').sort();
+    const got = (st?.drift?.items ?? []).map((i) => i.path ?? i.unit ?? i.package ?? '').sort();
     return JSON.stringify(got) === JSON.stringify([...want].sort()) ? st : undefined;
   });
 
@@ -497,6 +498,81 @@ describe('drift on real systemd (nspawn), reported to a real API server', () => 
       expect(await sh('cat /etc/e2e/b.conf')).toBe('b=1\ntuned\n');
       const st = await status();
       expect((st?.drift?.items ?? []).map((i) => i.path)).not.toContain('/etc/e2e/b.conf');
+    });
+  });
+
+  describe("packages: seen from dpkg's database changing", () => {
+    const PKG = 'oscar-e2e-drift';
+    const withPackage = (c: ResolvedConfig): ResolvedConfig => ({
+      ...c,
+      packages: [{ name: PKG, version: '1.0' }],
+    });
+    const dpkgState = async (): Promise<string> =>
+      (
+        await sh(`dpkg-query -W -f '\${db:Status-Status} \${Version}' ${PKG} 2>/dev/null || true`)
+      ).trim();
+
+    it('Report: a removed package is reported and stays removed', async (ctx) => {
+      if (!node) return ctx.skip(skipReason);
+      // a package of our own in a file repository inside the node, in two versions
+      const pkg = (version: string) => ({
+        name: PKG,
+        version,
+        description: 'a package the oscar drift e2e test installs',
+        files: { [`usr/share/${PKG}/version`]: { content: `${version}\n`, mode: 0o644 } },
+      });
+      await buildAptRepo(join(hostConfigDir, 'repo'), [pkg('1.0'), pkg('2.0')]);
+      await sh(
+        `rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*; echo 'deb [trusted=yes] file:${CONFIG_IN_NODE}/repo ./' > /etc/apt/sources.list.d/oscar-e2e.list`,
+      );
+      await appliedIs(await putSecret(withPackage(state(undefined, undefined, 'a=2\n'))));
+      expect(await dpkgState()).toBe('installed 1.0');
+      await driftIs([]);
+      await sh(`DEBIAN_FRONTEND=noninteractive apt-get remove -y -q ${PKG} >/dev/null`);
+      const st = await driftIs([PKG]);
+      expect(st.drift?.items?.[0]).toMatchObject({
+        package: PKG,
+        reason: 'missing',
+        expected: 'installed 1.0',
+        policy: 'Report',
+      });
+      expect(st.conditions?.find((c) => c.type === 'Drifted')).toMatchObject({
+        status: 'True',
+        reason: 'DriftDetected',
+      });
+      await sleep(1_000);
+      expect(await dpkgState()).toBe(''); // not installed: Report changes nothing
+    });
+
+    it('Revert: a removed package is reinstalled, one moved to another version put back, through the planner', async (ctx) => {
+      if (!node) return ctx.skip(skipReason);
+      // the apply of the new state installs it again (an apply makes the node carry it)
+      await appliedIs(await putSecret(withPackage(state('Revert', 'Ignore', 'a=2\n'))));
+      await driftIs([]);
+      expect(await dpkgState()).toBe('installed 1.0');
+      const t0 = Date.now();
+      await sh(`DEBIAN_FRONTEND=noninteractive apt-get remove -y -q ${PKG} >/dev/null`);
+      await waitFor('reinstalled', async () =>
+        (await dpkgState()) === 'installed 1.0' ? true : undefined,
+      );
+      const st = await driftIs([]);
+      expect(st.conditions?.find((c) => c.type === 'Drifted')).toMatchObject({
+        status: 'False',
+        reason: 'Reverted',
+      });
+      const reinstallMs = Date.now() - t0;
+      const t1 = Date.now();
+      await sh(`DEBIAN_FRONTEND=noninteractive apt-get install -y -q ${PKG}=2.0 >/dev/null`);
+      await waitFor('put back to 1.0', async () =>
+        (await dpkgState()) === 'installed 1.0' ? true : undefined,
+      );
+      await driftIs([]);
+      process.stderr.write(
+        `[drift e2e] apt-get remove → reinstalled ${String(reinstallMs)} ms, apt-get install =2.0 → back to 1.0 ${String(Date.now() - t1)} ms\n`,
+      );
+      const journal = await node.journal('oscar-agent.service');
+      expect(journal).toMatch(/"package":"oscar-e2e-drift".*"reason":"version"/);
+      expect(journal).toMatch(/drift reverted/);
     });
   });
 });
