@@ -368,6 +368,20 @@ describe('DriftMonitor on a real file system', () => {
     expect(lines).toHaveLength(1);
   });
 
+  it('a first apply on a fresh node: every file it wrote is watched on its inode at once', async () => {
+    const h = harness();
+    await h.monitor.start(undefined);
+    await h.monitor.beforeApply('apply');
+    lay(applied);
+    linkAll();
+    h.monitor.afterApply({ applied });
+    await settle(h.monitor);
+    expect(h.monitor.watchedFiles).toBe(OWNED.length);
+    appendFileSync(join(root, linkOf('/opt/x/y/c.conf')), 'through a hard link\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/opt/x/y/c.conf']);
+  });
+
   it('finds at start what changed while the agent was down; the audit finds what no event told', async () => {
     lay(applied);
     writeFileSync(join(root, '/etc/app/a.conf'), 'changed while down\n');

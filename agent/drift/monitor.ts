@@ -195,9 +195,15 @@ export class DriftMonitor implements DriftHooks {
     void this.enqueue(async () => {
       await this.expect(unfinished);
       this.paused = false;
-      // what the apply wrote, what drifted before it: checked against what is expected now
+      // what the apply wrote, what drifted before it: checked against what is expected now; and
+      // every path not yet watched on its inode (new in this state: its directory was not
+      // watched while it was written), so the check arms its watch
       const paths = new Set(this.suspects);
       for (const item of this.items.values()) if (item.path !== undefined) paths.add(item.path);
+      const watcher = this.watcher;
+      if (watcher) {
+        for (const p of this.expectation.paths.keys()) if (!watcher.tracks(p)) paths.add(p);
+      }
       this.suspects.clear();
       this.unitsSuspect = false;
       this.packagesSuspect = false;

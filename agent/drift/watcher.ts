@@ -180,6 +180,11 @@ export class DriftWatcher {
     this.limitsSaid = message;
   }
 
+  /** The file at `path` is watched on its inode. */
+  tracks(path: string): boolean {
+    return this.inodes.has(path);
+  }
+
   /** The number of owned files watched on their inodes (a metric, and the tests' view). */
   get files(): number {
     return this.inodes.size;
