@@ -31,6 +31,8 @@ export const AGENT_UNIT = 'oscar-agent.service';
 
 export interface BootstrapInputs {
   machine: { name: string; namespace: string };
+  /** The OscarConfig's metadata.uid: the agent asks for a certificate bound to it (docs/identity.md). */
+  configUid: string;
   apiServer: { url: string; caPem: string };
   token: { id: string; secret: string };
   /** The reconcile OSC whose grants the agent follows (in the machine's namespace). */
@@ -87,7 +89,7 @@ Description=oscar agent
 Requires=${AGENT_INSTALL_UNIT}
 After=${AGENT_INSTALL_UNIT}
 [Service]
-ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name}
+ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name} --config-uid ${inputs.configUid}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
 RestartSec=5
@@ -139,6 +141,7 @@ export function bootstrapAdditions(
     ['machine.name', inputs.machine.name],
     ['machine.namespace', inputs.machine.namespace],
     ['reconcileOsc', inputs.reconcileOsc],
+    ['configUid', inputs.configUid],
     ['agent.url', inputs.agent.url],
     ['apiServer.url', inputs.apiServer.url],
     ['token.id', inputs.token.id],

@@ -24,6 +24,7 @@ import {
   decideKubelet,
   isKubeletClientRequest,
   type AnyDecision,
+  type KubeletDecision,
   type KubeletMachine,
 } from './kubelet.js';
 import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
@@ -130,6 +131,7 @@ export class IdentityController {
     const consumedBy = message === undefined ? undefined : CONSUMED_BY.exec(message)?.[1];
     return {
       config: keyOf(config),
+      uid: config.metadata.uid ?? '',
       machine: machineOf(config),
       tokenAvailable: available,
       ...(consumedBy !== undefined ? { consumedBy } : {}),
@@ -170,6 +172,7 @@ export class IdentityController {
       machineConfigs: (machine) =>
         this.o.bootstrap.configsForMachine(machine).map((c) => ({
           config: keyOf(c),
+          uid: c.metadata.uid ?? '',
           issued: this.issuedBy(c).message !== undefined,
         })),
       maxExpirationSeconds: this.o.maxExpirationSeconds,
@@ -220,7 +223,7 @@ export class IdentityController {
       }
       const config = configOf(d.config, d.tokenId);
       if (!config) throw new Error(`OscarConfig ${d.config} is not in the cache`);
-      if (d.kind === 'kubelet' || d.kind === 'kubeletRenewal') {
+      if (isKubeletApproval(d)) {
         await approveKubelet(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
         metrics.reconciles.inc({
           result: `identity-${d.kind === 'kubelet' ? 'kubelet-issued' : 'kubelet-renewed'}`,
@@ -246,4 +249,10 @@ export class IdentityController {
       throw error;
     }
   }
+}
+
+type Approval = Extract<AnyDecision, { action: 'approve' }>;
+
+function isKubeletApproval(d: Approval): d is Extract<KubeletDecision, { action: 'approve' }> {
+  return d.kind === 'kubelet' || d.kind === 'kubeletRenewal';
 }

@@ -16,6 +16,7 @@ import { LABEL_CONFIG_NAME } from '../../api/bootstrap/constants.js';
 import { referencedObjects, type References } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { LABEL_OSC } from '../../api/secret.js';
+import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import type { Clock } from '../clock.js';
 import type { KubeHttp } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
@@ -511,9 +512,16 @@ export class OscController implements Caches {
   nodesOf(namespace: string, name: string): readonly NodeSummary[] {
     return this.nodeIndex.of(`${namespace}/${name}`);
   }
-  /** Whether the node report named so exists (its agent has reported). */
-  nodeReported(name: string): boolean {
-    return this.nodes.get('', name) !== undefined;
+  /**
+   * Whether the node report named so exists (its agent has reported) and is not another config's:
+   * an object the identity approver labelled for another config UID is an earlier machine's of
+   * the same name, not this config's machine joining.
+   */
+  nodeReported(name: string, configUid?: string): boolean {
+    const node = this.nodes.get('', name);
+    if (node === undefined) return false;
+    const owner = node.metadata.labels?.[CONFIG_UID_LABEL];
+    return owner === undefined || configUid === undefined || owner === configUid;
   }
   /** The data of the Secrets and ConfigMaps `spec` references, from these caches. */
   references(namespace: string, spec: OperatingSystemConfigSpec): References {

@@ -5,6 +5,7 @@
  * journal lines and can be many — and re-reconciles an OSC only when a summary that counts for
  * it changed (a report's timestamps moving changes nothing here).
  */
+import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import type {
   OperatingSystemConfigNodeSpec,
   OperatingSystemConfigNodeStatus,
@@ -55,8 +56,11 @@ export function summarize(node: OscNodeObject): NodeSummary | undefined {
 export function slimNode(obj: unknown): void {
   const node = obj as OscNodeObject | null;
   if (!node?.metadata) return;
-  const { name, namespace, uid, resourceVersion, generation } = node.metadata;
+  const { name, namespace, uid, resourceVersion, generation, labels } = node.metadata;
   node.metadata = { name };
+  // whose node it is (the identity approver's label): bootstrap's join check reads it
+  const configUid = labels?.[CONFIG_UID_LABEL];
+  if (configUid !== undefined) node.metadata.labels = { [CONFIG_UID_LABEL]: configUid };
   if (namespace !== undefined) node.metadata.namespace = namespace;
   if (uid !== undefined) node.metadata.uid = uid;
   if (resourceVersion !== undefined) node.metadata.resourceVersion = resourceVersion;
