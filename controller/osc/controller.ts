@@ -16,7 +16,6 @@ import { LABEL_CONFIG_NAME } from '../../api/bootstrap/constants.js';
 import { referencedObjects, type References } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { LABEL_OSC } from '../../api/secret.js';
-import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import type { Clock } from '../clock.js';
 import type { KubeHttp } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
@@ -29,6 +28,7 @@ import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
 import { RefIndex, type Ref } from './ref-index.js';
 import {
   NodeIndex,
+  nodeOfConfig,
   slimNode,
   summarize,
   type NodeSummary,
@@ -519,9 +519,7 @@ export class OscController implements Caches {
    */
   nodeReported(name: string, configUid?: string): boolean {
     const node = this.nodes.get('', name);
-    if (node === undefined) return false;
-    const owner = node.metadata.labels?.[CONFIG_UID_LABEL];
-    return owner === undefined || configUid === undefined || owner === configUid;
+    return node !== undefined && nodeOfConfig(node, configUid);
   }
   /** The data of the Secrets and ConfigMaps `spec` references, from these caches. */
   references(namespace: string, spec: OperatingSystemConfigSpec): References {

@@ -53,6 +53,19 @@ export function summarize(node: OscNodeObject): NodeSummary | undefined {
  * node. Kept: what the counts read, and for rollouts the grant (spec), the node's answer to it
  * (status.revision, without its message) and how the agent follows (status.source).
  */
+/**
+ * Whether a node object is this config's machine's: an object the identity approver labelled for
+ * another config UID belongs to an earlier machine of the same name (docs/identity.md); an
+ * unlabelled one (an agent with other credentials, or a certificate from before UIDs) may be.
+ */
+export function nodeOfConfig(
+  node: { metadata: { labels?: Record<string, string> } },
+  configUid: string | undefined,
+): boolean {
+  const owner = node.metadata.labels?.[CONFIG_UID_LABEL];
+  return owner === undefined || configUid === undefined || owner === configUid;
+}
+
 export function slimNode(obj: unknown): void {
   const node = obj as OscNodeObject | null;
   if (!node?.metadata) return;
