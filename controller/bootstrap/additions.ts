@@ -55,17 +55,18 @@ url=${url}
 sum=${sha256}
 dest=${AGENT_BINARY_PATH}
 ok() { echo "$sum  $1" | sha256sum -c --status; }
+die() { echo "oscar: $*" >&2; exit 1; }
 if [ -x "$dest" ] && ok "$dest"; then exit 0; fi
-command -v curl >/dev/null || command -v wget >/dev/null || { echo "oscar: no curl, no wget" >&2; exit 1; }
+command -v curl >/dev/null || command -v wget >/dev/null || die "no curl, no wget"
 n=1
 while :; do
   if command -v curl >/dev/null; then curl -fsSL --connect-timeout 10 -o "$dest.new" "$url" && break
   else wget -q -T 30 -O "$dest.new" "$url" && break; fi
-  [ "$n" -lt 8 ] || { echo "oscar: cannot fetch $url" >&2; exit 1; }
+  [ "$n" -lt 8 ] || die "cannot fetch $url"
   sleep $((n * n))
   n=$((n + 1))
 done
-ok "$dest.new" || { rm -f "$dest.new"; echo "oscar: $url is not sha256 $sum" >&2; exit 1; }
+ok "$dest.new" || { rm -f "$dest.new"; die "$url is not sha256 $sum"; }
 chmod 755 "$dest.new"
 mv -f "$dest.new" "$dest"
 `;
@@ -83,6 +84,13 @@ ExecStart=${AGENT_INSTALL_PATH}
 WantedBy=multi-user.target
 `;
 
+/**
+ * The agent unit's memory limit (MemoryMax=): the agent's peak on
+ * a node is ~80 MiB and every decode of its input is bounded (docs/identity.md, "Decode
+ * limits"); the package manager runs in its cgroup too, hence the margin.
+ */
+export const AGENT_MEMORY_MAX = 512 * 1024 * 1024;
+
 function agentUnit(inputs: BootstrapInputs): string {
   return `[Unit]
 Description=oscar agent
@@ -94,6 +102,7 @@ ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
 RestartSec=5
 TimeoutStopSec=20
+MemoryMax=${String(AGENT_MEMORY_MAX / 1024 / 1024)}M
 [Install]
 WantedBy=multi-user.target
 `;
