@@ -60,7 +60,7 @@ describe('oscar completion', () => {
     expect(top).toContain('completion');
     expect(complete(bash, ['oscar', 'rollout', 'st'])).toEqual(['status']);
     expect(complete(bash, ['oscar', 'rollout', 'status', 'w', '--w'])).toEqual(['--watch']);
-    expect(complete(bash, ['oscar', 'agent', '--con'])).toEqual(['--context']);
+    expect(complete(bash, ['oscar', 'agent', '--cont'])).toEqual(['--context']);
     expect(complete(bash, ['oscar', 'render', '--ex'])).toEqual(['--explain']);
     expect(complete(bash, ['oscar', 'validate', '--ex'])).toEqual([]); // not validate's
   });

@@ -201,7 +201,7 @@ export async function runController(config: ControllerConfig): Promise<Controlle
               osc: (ns, name) => controller?.osc(ns, name),
               references: (ns, spec) =>
                 controller?.references(ns, spec) ?? { secrets: new Map(), configMaps: new Map() },
-              nodeReported: (name) => controller?.nodeReported(name) ?? false,
+              nodeReported: (name, uid) => controller?.nodeReported(name, uid) ?? false,
             },
             settings: {
               registry,

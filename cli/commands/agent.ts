@@ -33,6 +33,7 @@ export interface AgentFlags {
   logLevel?: string;
   shutdownTimeout: string;
   bootstrapKubeconfig?: string;
+  configUid?: string;
   certDir?: string;
   certificateLifetime?: string;
   /** false with --no-drift. */
@@ -60,6 +61,11 @@ export async function agentCredentials(
   if (flags.kubeconfig !== undefined) {
     throw new Error('use --kubeconfig or --bootstrap-kubeconfig, not both');
   }
+  if (flags.configUid === undefined || !/^[A-Za-z0-9-]{1,64}$/.test(flags.configUid)) {
+    throw new Error(
+      `--config-uid is required with --bootstrap-kubeconfig and must be the OscarConfig's metadata.uid (got ${JSON.stringify(flags.configUid ?? '')}); the user data oscar renders passes it (docs/identity.md)`,
+    );
+  }
   const [{ NodeIdentity }, { CertificateStore }, { DEFAULT_CERTIFICATE_SECONDS }] =
     await Promise.all([
       import('../../agent/identity/identity.js'),
@@ -72,6 +78,7 @@ export async function agentCredentials(
       : Math.floor(parseDuration(flags.certificateLifetime, '--certificate-lifetime') / 1000);
   const identity = new NodeIdentity({
     machine: node,
+    configUid: flags.configUid,
     store: new CertificateStore(flags.certDir ?? DEFAULT_CERT_DIR),
     bootstrap: await kube.loadKubeCredentials(flags.bootstrapKubeconfig),
     httpFor: (c) => kube.kubeHttp(c, { userAgent: userAgent('agent') }),

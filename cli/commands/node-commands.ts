@@ -49,6 +49,10 @@ function credentialOptions(c: Command): Command {
       '--bootstrap-kubeconfig <path>',
       "the machine's bootstrap kubeconfig (docs/identity.md): the agent trades its token for a certificate of its own, kept in --cert-dir and renewed",
     )
+    .option(
+      '--config-uid <uid>',
+      "with --bootstrap-kubeconfig: the UID of the machine's OscarConfig, which its certificate is bound to (the user data passes it)",
+    )
     .option('--cert-dir <dir>', "where the node's key and certificate live", '/var/lib/oscar/pki')
     .option(
       '--certificate-lifetime <duration>',

@@ -83,9 +83,11 @@ describe('bootstrap additions', () => {
       const agentUnit = byPath.get(`/etc/systemd/system/${AGENT_UNIT}`)?.content.toString();
       // grant mode: the rollout controller paces the node's changes (docs/identity.md)
       expect(agentUnit).toContain(
-        `\nExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name}\n`,
+        `\nExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name} --config-uid ${inputs.configUid}\n`,
       );
       expect(agentUnit).not.toContain('--secret');
+      // its memory limit: the agent's bomb test keeps its peak RSS under it
+      expect(agentUnit).toContain('\nMemoryMax=512M\n');
       const kubeconfig = byPath.get(BOOTSTRAP_KUBECONFIG_PATH);
       expect(kubeconfig?.mode).toBe(0o600);
       const kc = parse(kubeconfig?.content.toString() ?? '') as {

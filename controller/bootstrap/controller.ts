@@ -54,7 +54,7 @@ import {
 export interface SharedCaches {
   osc(namespace: string, name: string): OscObject | undefined;
   references(namespace: string, spec: OperatingSystemConfigSpec): References;
-  nodeReported(name: string): boolean;
+  nodeReported(name: string, configUid?: string): boolean;
 }
 
 export interface BootstrapControllerOptions {
@@ -580,8 +580,8 @@ export class BootstrapController implements BootstrapCaches {
   cluster(namespace: string, name: string): ClusterObject | undefined {
     return this.setFor(namespace)?.clusters?.get(namespace, name);
   }
-  nodeReported(name: string): boolean {
-    return this.o.shared.nodeReported(name);
+  nodeReported(name: string, configUid?: string): boolean {
+    return this.o.shared.nodeReported(name, configUid);
   }
   nodeRole(namespace: string, name: string): RoleObject | undefined {
     const cached = this.setFor(namespace)?.roles.get(namespace, name);

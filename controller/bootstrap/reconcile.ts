@@ -63,8 +63,11 @@ export interface BootstrapCaches {
   /** undefined when Cluster API is not installed, or the Machine is not (yet) in the cache. */
   machine(namespace: string, name: string): MachineObject | undefined;
   cluster(namespace: string, name: string): ClusterObject | undefined;
-  /** Whether an OperatingSystemConfigNode with this name exists (its agent has reported). */
-  nodeReported(name: string): boolean;
+  /**
+   * Whether an OperatingSystemConfigNode with this name exists (its agent has reported) and is
+   * not another config's (its oscar.dev/config-uid label, when set, names this config's UID).
+   */
+  nodeReported(name: string, configUid?: string): boolean;
   /** The machine's Role the identity approver wrote (controller/identity/rbac.ts), if any. */
   nodeRole(namespace: string, name: string): RoleObject | undefined;
 }
@@ -234,8 +237,11 @@ function target(config: ConfigObject, caches: BootstrapCaches): Target | Failure
   };
 }
 
-function joined(t: Target, caches: BootstrapCaches): boolean {
-  return (t.machine?.status?.nodeRef?.name ?? '') !== '' || caches.nodeReported(t.machineName);
+function joined(config: ConfigObject, t: Target, caches: BootstrapCaches): boolean {
+  return (
+    (t.machine?.status?.nodeRef?.name ?? '') !== '' ||
+    caches.nodeReported(t.machineName, config.metadata.uid)
+  );
 }
 
 function errorsMessage(errors: readonly FieldError[]): string {
@@ -303,6 +309,7 @@ async function render(
     },
     bootstrap: {
       machine: { name: t.machineName, namespace: ns },
+      configUid: config.metadata.uid ?? '',
       apiServer: settings.apiServer,
       token,
       reconcileOsc: reconcileRef.name,
@@ -613,7 +620,7 @@ async function upkeep(
   // the agent is done: only its issued certificate is (kubeletUpkeep).
   const consumedBy = deps.consumed?.get(key);
   const consumed = tokenCondition?.status === 'False' || consumedBy !== undefined;
-  if ((!kubelet && joined(t, deps.caches)) || consumed) {
+  if ((!kubelet && joined(config, t, deps.caches)) || consumed) {
     let writes = 0;
     if (!consumed && id) {
       await deps.writer.deleteToken(id);
@@ -840,7 +847,7 @@ export async function reconcileBootstrap(
   const reissue = deps.tokens.get(key)?.reissue === true;
   // A machine that joined needs no user data (even if its Secret was deleted since), only its
   // token gone.
-  if (joined(t, deps.caches)) return withAccess(await upkeep(config, t, deps));
+  if (joined(config, t, deps.caches)) return withAccess(await upkeep(config, t, deps));
   if (ours && !reissue) return withAccess(await upkeep(config, t, deps));
 
   const issued = await issue(config, t, deps, ours && reissue);

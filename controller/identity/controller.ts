@@ -24,6 +24,7 @@ import {
   decideKubelet,
   isKubeletClientRequest,
   type AnyDecision,
+  type KubeletDecision,
   type KubeletMachine,
 } from './kubelet.js';
 import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
@@ -126,6 +127,7 @@ export class IdentityController {
     const consumedBy = message === undefined ? undefined : CONSUMED_BY.exec(message)?.[1];
     return {
       config: keyOf(config),
+      uid: config.metadata.uid ?? '',
       machine: machineOf(config),
       tokenAvailable: available,
       ...(consumedBy !== undefined ? { consumedBy } : {}),
@@ -166,6 +168,7 @@ export class IdentityController {
       machineConfigs: (machine) =>
         this.o.bootstrap.configsForMachine(machine).map((c) => ({
           config: keyOf(c),
+          uid: c.metadata.uid ?? '',
           issued: this.issuedBy(c).message !== undefined,
         })),
       maxExpirationSeconds: this.o.maxExpirationSeconds,
@@ -216,7 +219,7 @@ export class IdentityController {
       }
       const config = configOf(d.config, d.tokenId);
       if (!config) throw new Error(`OscarConfig ${d.config} is not in the cache`);
-      if (d.kind === 'kubelet' || d.kind === 'kubeletRenewal') {
+      if (isKubeletApproval(d)) {
         await approveKubelet(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
         metrics.reconciles.inc({
           result: `identity-${d.kind === 'kubelet' ? 'kubelet-issued' : 'kubelet-renewed'}`,
@@ -242,4 +245,10 @@ export class IdentityController {
       throw error;
     }
   }
+}
+
+type Approval = Extract<AnyDecision, { action: 'approve' }>;
+
+function isKubeletApproval(d: Approval): d is Extract<KubeletDecision, { action: 'approve' }> {
+  return d.kind === 'kubelet' || d.kind === 'kubeletRenewal';
 }

@@ -28,6 +28,7 @@ import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
 import { RefIndex, type Ref } from './ref-index.js';
 import {
   NodeIndex,
+  nodeOfConfig,
   slimNode,
   summarize,
   type NodeSummary,
@@ -530,9 +531,14 @@ export class OscController implements Caches {
   nodesOf(namespace: string, name: string): readonly NodeSummary[] {
     return this.nodeIndex.of(`${namespace}/${name}`);
   }
-  /** Whether the node report named so exists (its agent has reported). */
-  nodeReported(name: string): boolean {
-    return this.nodes.get('', name) !== undefined;
+  /**
+   * Whether the node report named so exists (its agent has reported) and is not another config's:
+   * an object the identity approver labelled for another config UID is an earlier machine's of
+   * the same name, not this config's machine joining.
+   */
+  nodeReported(name: string, configUid?: string): boolean {
+    const node = this.nodes.get('', name);
+    return node !== undefined && nodeOfConfig(node, configUid);
   }
   /** The data of the Secrets and ConfigMaps `spec` references, from these caches. */
   references(namespace: string, spec: OperatingSystemConfigSpec): References {
