@@ -19,7 +19,7 @@ import { HttpRolloutWriter, type RolloutWriter } from './rollout/writer.js';
 import { HttpWriter } from './osc/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
 import { createLogger, errorFields, type Logger } from '../log/logger.js';
-import { createMetrics, type ControllerMetrics } from './metrics.js';
+import { createMetrics, type ControllerMetrics } from './runtime/metrics.js';
 import { registryPipeline, type Pipeline } from './osc/pipeline.js';
 import { BootstrapController } from './bootstrap/controller.js';
 import { HttpBootstrapWriter } from './bootstrap/writer.js';

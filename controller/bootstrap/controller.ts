@@ -22,12 +22,12 @@ import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
 import type { References } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { isNotFound, type KubeHttp } from '../../kube/client.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../kube/clock.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
 import { errorFields, type Logger } from '../../log/logger.js';
-import type { ControllerMetrics } from '../metrics.js';
-import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
+import type { ControllerMetrics } from '../runtime/metrics.js';
+import { WorkQueue, type HandlerResult, type QueueOptions } from '../runtime/queue.js';
 import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../identity/rbac.js';
 import { consumedKey, type TokenConsumer } from './consumers.js';
 import {

@@ -35,7 +35,7 @@ import type { References } from '../../api/resolve.js';
 import { LIMITS, type OperatingSystemConfigSpec } from '../../api/schema.js';
 import { KEY_FORMAT, KEY_VALUE } from '../../api/secret.js';
 import type { RendererRegistry } from '../../renderers/registry.js';
-import { setConditions, type ConditionInput } from '../conditions.js';
+import { setConditions, type ConditionInput } from '../runtime/conditions.js';
 import type { KubeObject, OscObject, OwnerReference } from '../kube/types.js';
 import { jsonEqual, splitKey } from '../osc/reconcile.js';
 import { PROVISION_SECRET_TYPE } from '../osc/secret-object.js';

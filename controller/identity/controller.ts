@@ -11,8 +11,8 @@
 import type { KubeHttp } from '../../kube/client.js';
 import { errorFields, type Logger } from '../../log/logger.js';
 import { dropManagedFields, httpSource, Informer } from '../kube/informer.js';
-import type { ControllerMetrics } from '../metrics.js';
-import { WorkQueue, type HandlerResult } from '../queue.js';
+import type { ControllerMetrics } from '../runtime/metrics.js';
+import { WorkQueue, type HandlerResult } from '../runtime/queue.js';
 import { machineOwner } from '../bootstrap/reconcile.js';
 import type { ConfigObject } from '../bootstrap/types.js';
 import type { BootstrapLink } from './bootstrap-link.js';

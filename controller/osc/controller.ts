@@ -16,15 +16,15 @@ import { LABEL_CONFIG_NAME } from '../../api/bootstrap/constants.js';
 import { referencedObjects, type References } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { LABEL_OSC } from '../../api/secret.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../kube/clock.js';
 import type { KubeHttp } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { oscPath, OSC_RESOURCE } from './writer.js';
 import { errorFields, type Logger } from '../../log/logger.js';
-import type { ControllerMetrics } from '../metrics.js';
+import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { Pipeline } from './pipeline.js';
-import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
+import { WorkQueue, type HandlerResult, type QueueOptions } from '../runtime/queue.js';
 import { RefIndex, type Ref } from './ref-index.js';
 import {
   NodeIndex,

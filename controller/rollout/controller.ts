@@ -10,13 +10,13 @@
  */
 import { ANNOTATION_RESUME, LABEL_OSC } from '../../api/secret.js';
 import type { RevisionGrant, RolloutStatus } from '../../api/schema.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../kube/clock.js';
 import { dropManagedFields, keyOf } from '../kube/informer.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
 import { errorFields, type Logger } from '../../log/logger.js';
 import type { OscController } from '../osc/controller.js';
 import type { EventInput } from '../osc/reconcile.js';
-import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
+import { WorkQueue, type HandlerResult, type QueueOptions } from '../runtime/queue.js';
 import { GrantNodeIndex, memberOf } from './node-index.js';
 import type { NodeState } from './planner.js';
 import { reconcileRollout, type RolloutCaches, type RolloutMemo } from './reconcile.js';
