@@ -5,7 +5,7 @@
  */
 import { Option, type Command } from 'commander';
 
-/** How long SIGTERM may take before the process ends anyway (cli/shutdown.ts). */
+/** How long SIGTERM may take before the process ends anyway (cli/support/shutdown.ts). */
 export const DEFAULT_SHUTDOWN_TIMEOUT = '15s';
 
 /** The examples block of a command's help. */

@@ -13,7 +13,7 @@
  * --log-level and --shutdown-timeout.
  */
 import { Argument, InvalidArgumentError, Option, type Command } from 'commander';
-import { tuneHeapForLongRunning } from '../memory.js';
+import { tuneHeapForLongRunning } from '../support/memory.js';
 import type { CapiPreviewFlags } from './capi.js';
 import type { ControllerOptions } from './controller.js';
 import type { ExtensionServeOptions } from './extension.js';
@@ -118,7 +118,7 @@ export function registerCommands(program: Command): void {
           file: string | undefined,
           opts: Omit<RenderCommandOptions, 'file'> & { file?: string } & PlaceholderFlags,
         ) => {
-          const { oneFile } = await import('../input.js');
+          const { oneFile } = await import('../support/input.js');
           await (
             await import('./render.js')
           ).renderCommand({
@@ -450,7 +450,7 @@ export function registerCommands(program: Command): void {
       .description('print a shell completion script for oscar (bash, zsh or fish)')
       .addArgument(new Argument('<shell>', 'the shell').choices(['bash', 'zsh', 'fish']))
       .action(async (shell: 'bash' | 'zsh' | 'fish') => {
-        const { completionScript } = await import('../completion.js');
+        const { completionScript } = await import('../support/completion.js');
         process.stdout.write(completionScript(program, shell));
       }),
     [
