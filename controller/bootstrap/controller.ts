@@ -28,7 +28,7 @@ import type { KubeObject, OscObject } from '../kube/types.js';
 import type { Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
-import { ControllerRuntime, controllerQueue } from '../runtime/controller.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer, type InformerContext } from '../runtime/informers.js';
 import { OwnWrites } from '../runtime/own-writes.js';
@@ -126,7 +126,7 @@ class Index {
   }
 }
 
-export class BootstrapController implements BootstrapCaches {
+export class BootstrapController extends RuntimeController implements BootstrapCaches {
   readonly queue: WorkQueue;
   readonly tokens = new Map<string, TokenState>();
   /** Tokens the identity approver consumed (controller/identity/), by config key. */
@@ -136,7 +136,7 @@ export class BootstrapController implements BootstrapCaches {
   private readonly byOsc = new Index();
   private readonly byMachineName = new Index();
   private capi = false;
-  private readonly runtime: ControllerRuntime;
+  protected readonly runtime: ControllerRuntime;
   private readonly ctx: InformerContext;
   /** Read-your-writes: statuses, user data Secrets and Roles until the watch delivers them. */
   private readonly ownStatus = new OwnWrites<OscarConfigStatus>();
@@ -145,6 +145,7 @@ export class BootstrapController implements BootstrapCaches {
   private readonly writer: BootstrapWriter;
 
   constructor(private readonly o: BootstrapControllerOptions) {
+    super();
     this.queue = controllerQueue(
       { concurrency: 16, baseDelayMs: 200, maxDelayMs: 60_000 },
       o.queue,
@@ -420,21 +421,8 @@ export class BootstrapController implements BootstrapCaches {
     ]);
   }
 
-  get synced(): boolean {
-    return this.runtime.synced;
-  }
-
   get capiEnabled(): boolean {
     return this.capi;
-  }
-
-  /** Starts the informers (call once the OSC controller's caches are synced), then the workers. */
-  start(): Promise<void> {
-    return this.runtime.start();
-  }
-
-  stop(): Promise<void> {
-    return this.runtime.stop();
   }
 
   countConfigs(): number {

@@ -12,7 +12,7 @@ import type { KubeHttp } from '../../kube/client.js';
 import type { Logger } from '../../log/logger.js';
 import type { Informer } from '../kube/informer.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
-import { ControllerRuntime, controllerQueue } from '../runtime/controller.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer } from '../runtime/informers.js';
 import { machineOwner } from '../bootstrap/reconcile.js';
@@ -60,16 +60,17 @@ function boundedRequest(base64: string): Buffer {
   return Buffer.from(base64.slice(0, Math.ceil((MAX_REQUEST_BYTES + 1) / 3) * 4), 'base64');
 }
 
-export class IdentityController {
+export class IdentityController extends RuntimeController {
   readonly queue = controllerQueue(
     { concurrency: 4, baseDelayMs: 200, maxDelayMs: 30_000 },
     undefined,
     undefined,
   );
   private readonly csrs: Informer<CsrObject>;
-  private readonly runtime: ControllerRuntime;
+  protected readonly runtime: ControllerRuntime;
 
   constructor(private readonly o: IdentityControllerOptions) {
+    super();
     const touch = (c: CsrObject): void => {
       if (!decided(c)) this.queue.add(c.metadata.name);
     };
@@ -109,18 +110,6 @@ export class IdentityController {
       log: o.log,
       informers: () => [this.csrs],
     });
-  }
-
-  get synced(): boolean {
-    return this.runtime.synced;
-  }
-
-  start(): Promise<void> {
-    return this.runtime.start();
-  }
-
-  stop(): Promise<void> {
-    return this.runtime.stop();
   }
 
   /** The message saying which CSR took this config's token, when one did. */

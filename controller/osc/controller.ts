@@ -25,7 +25,7 @@ import type { Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { Pipeline } from './pipeline.js';
 import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
-import { ControllerRuntime, controllerQueue } from '../runtime/controller.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer, type InformerContext } from '../runtime/informers.js';
 import { OwnWrites } from '../runtime/own-writes.js';
@@ -111,9 +111,9 @@ function refsOf(osc: OscObject): Ref[] {
   ];
 }
 
-export class OscController implements Caches {
+export class OscController extends RuntimeController implements Caches {
   readonly queue: WorkQueue;
-  private readonly runtime: ControllerRuntime;
+  protected readonly runtime: ControllerRuntime;
   private readonly sets = new Map<string, Informers>();
   private readonly refs = new RefIndex();
   private readonly nodeIndex = new NodeIndex();
@@ -130,6 +130,7 @@ export class OscController implements Caches {
   private readonly ctx: InformerContext;
 
   constructor(private readonly o: OscControllerOptions) {
+    super();
     this.queue = controllerQueue(
       { concurrency: 16, baseDelayMs: 200, maxDelayMs: 60_000 },
       o.queue,
@@ -357,20 +358,6 @@ export class OscController implements Caches {
       ]),
       this.nodes,
     ];
-  }
-
-  get synced(): boolean {
-    return this.runtime.synced;
-  }
-
-  /** Starts the informers, waits until their caches are filled, then starts the workers. */
-  start(): Promise<void> {
-    return this.runtime.start();
-  }
-
-  /** Stops taking work, lets the reconciles in flight finish, stops the watches. */
-  stop(): Promise<void> {
-    return this.runtime.stop();
   }
 
   countOscs(): number {

@@ -17,7 +17,7 @@ import type { Logger } from '../../log/logger.js';
 import type { OscController } from '../osc/controller.js';
 import type { EventInput } from '../osc/reconcile.js';
 import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
-import { ControllerRuntime, controllerQueue } from '../runtime/controller.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { OwnWrites } from '../runtime/own-writes.js';
 import { GrantNodeIndex, memberOf } from './node-index.js';
@@ -49,9 +49,9 @@ function rv(obj: KubeObject | undefined): number {
   return Number.isFinite(n) ? n : 0;
 }
 
-export class RolloutController implements RolloutCaches {
+export class RolloutController extends RuntimeController implements RolloutCaches {
   readonly queue: WorkQueue;
-  private readonly runtime: ControllerRuntime;
+  protected readonly runtime: ControllerRuntime;
   private readonly index = new GrantNodeIndex();
   private readonly memo = new Map<string, RolloutMemo>();
   private readonly ownGrants = new OwnWrites<{ grant: RevisionGrant; generation: number }>();
@@ -62,6 +62,7 @@ export class RolloutController implements RolloutCaches {
   private readonly watchedStatus = new Map<string, Watched<RolloutStatus | undefined>>();
 
   constructor(private readonly o: RolloutControllerOptions) {
+    super();
     this.queue = controllerQueue(
       { concurrency: 8, baseDelayMs: 200, maxDelayMs: 60_000 },
       o.queue,
@@ -174,20 +175,6 @@ export class RolloutController implements RolloutCaches {
         for (const k of this.index.remove(n.metadata.name)) this.queue.add(k);
       },
     });
-  }
-
-  get synced(): boolean {
-    return this.runtime.synced;
-  }
-
-  /** Starts the workers (the OSC controller's caches it reads are synced by then). */
-  start(): Promise<void> {
-    return this.runtime.start();
-  }
-
-  /** Stops taking work and lets the passes in flight finish. */
-  stop(): Promise<void> {
-    return this.runtime.stop();
   }
 
   private async reconcile(key: string): Promise<Reconciled> {

@@ -73,3 +73,26 @@ export class ControllerRuntime implements Runnable {
     await Promise.all(this.informers.map((i) => i.stop()));
   }
 }
+
+/**
+ * A controller on the runtime: started, stopped and synced as its runtime is. Each controller
+ * is then its informers, its reconcile and its caches.
+ */
+export abstract class RuntimeController implements Runnable {
+  protected abstract readonly runtime: ControllerRuntime;
+
+  /** Whether its caches are synced and its workers run. */
+  get synced(): boolean {
+    return this.runtime.synced;
+  }
+
+  /** Starts the informers, waits until their caches are filled, then starts the workers. */
+  start(): Promise<void> {
+    return this.runtime.start();
+  }
+
+  /** Stops taking work, lets the reconciles in flight finish, stops the watches. */
+  stop(): Promise<void> {
+    return this.runtime.stop();
+  }
+}
