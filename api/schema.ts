@@ -2,7 +2,7 @@
  * The single definition of oscar's API (group oscar.dev, version v1alpha1).
  *
  * From these typebox schemas come: the TypeScript types (Static<>), the CRD manifests
- * (api/crd.ts, via hack/gen-crd.ts) and the runtime validator (api/validate.ts). Everything
+ * (api/crd/crd.ts, via hack/gen-crd.ts) and the runtime validator (api/validate.ts). Everything
  * here must stay a *structural* OpenAPI schema the API server accepts: no unions, no
  * `additionalProperties: false`, a `type` on every node, a description on every field.
  *

@@ -5,8 +5,8 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { versionInfo } from './commands/version.js';
-import { commandTree, completionScript } from './completion.js';
-import { oneFile } from './input.js';
+import { commandTree, completionScript } from './support/completion.js';
+import { oneFile } from './support/input.js';
 import { buildProgram } from './main.js';
 
 describe('one file, as FILE or -f FILE', () => {

@@ -33,7 +33,7 @@ const dashboard = async (): Promise<Dashboard> =>
 /** Every metric name the controller and the agent register. */
 async function exported(): Promise<Set<string>> {
   const names = new Set<string>();
-  for (const file of ['controller/metrics.ts', 'agent/metrics.ts']) {
+  for (const file of ['controller/runtime/metrics.ts', 'agent/metrics.ts']) {
     const text = await readFile(join(repoRoot, file), 'utf8');
     for (const m of text.matchAll(/name: '(oscar_[a-z_]+)'/g)) if (m[1]) names.add(m[1]);
   }

@@ -12,7 +12,7 @@ import { readLastApplied } from '../../agent/state.js';
 import { LocalSystemd, type UnitJob } from '../../agent/systemd.js';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
 import { memoryLogger } from '../../log/memory.js';
-import { Deadline } from '../shutdown.js';
+import { Deadline } from '../support/shutdown.js';
 import { stopRunning } from './agent.js';
 
 let root: string;

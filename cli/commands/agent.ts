@@ -12,9 +12,9 @@ import {
   parseLogLevel,
   type Logger,
 } from '../../log/logger.js';
-import { readInput, STDIN, displayName } from '../input.js';
-import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../shutdown.js';
-import { userAgent, VERSION } from '../version.js';
+import { readInput, STDIN, displayName } from '../support/input.js';
+import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../support/shutdown.js';
+import { userAgent, VERSION } from '../support/version.js';
 
 export interface AgentFlags {
   file?: string;

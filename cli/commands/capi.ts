@@ -16,8 +16,8 @@ import {
   type ReconcileStates,
 } from '../../controller/extension/reconcile-state.js';
 import { secretNameFor } from '../../api/secret.js';
-import { displayName, readInput } from '../input.js';
-import { parseOutputFormat, printStructured } from '../output.js';
+import { displayName, readInput } from '../support/input.js';
+import { parseOutputFormat, printStructured } from '../support/output.js';
 
 export interface CapiPreviewFlags {
   namespace: string;

@@ -2,8 +2,8 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runExtension, type ExtensionHandle } from '../../controller/extension/main.js';
 import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
-import { onShutdownSignal, parseDuration } from '../shutdown.js';
-import { userAgent } from '../version.js';
+import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
+import { userAgent } from '../support/version.js';
 
 export interface ExtensionServeOptions {
   kubeconfig?: string;

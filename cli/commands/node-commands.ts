@@ -5,7 +5,7 @@
  * too, for the full `oscar`. Only type imports from the implementations here.
  */
 import type { Command } from 'commander';
-import { limitJitForAgent, tuneHeapForLongRunning } from '../memory.js';
+import { limitJitForAgent, tuneHeapForLongRunning } from '../support/memory.js';
 import type { AgentFlags } from './agent.js';
 import { examples, longRunning, outputOption } from './help.js';
 import type { PlanOptions } from './plan.js';
@@ -145,7 +145,7 @@ export function registerPlanCommand(program: Command): void {
       )
       .action(
         async (file: string | undefined, opts: Omit<PlanOptions, 'file'> & { file?: string }) => {
-          const { oneFile } = await import('../input.js');
+          const { oneFile } = await import('../support/input.js');
           await (
             await import('./plan.js')
           ).planCommand({ ...opts, file: oneFile('plan', file, opts.file) });

@@ -18,8 +18,8 @@ import {
   type ObservedDisk,
 } from '../../agent/plan.js';
 import { formatMode, packageSpec } from '../../api/resolved.js';
-import { displayName, readInput } from '../input.js';
-import { parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
+import { displayName, readInput } from '../support/input.js';
+import { parseOutputFormat, printStructured, type OutputFormat } from '../support/output.js';
 
 export interface PlanOptions {
   file: string;

@@ -27,7 +27,7 @@ import {
   secretNameFor,
 } from '../../api/secret.js';
 import { validateAndResolve } from '../../api/validated.js';
-import { setConditions, type ConditionInput } from '../conditions.js';
+import { setConditions, type ConditionInput } from '../runtime/conditions.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { countNodes, type NodeSummary } from './node-index.js';
 import type { Pipeline } from './pipeline.js';

@@ -215,7 +215,7 @@ export async function bundleProgram(program: Program, outfile: string): Promise<
     // heap (2.0 -> 1.0 MB); names of functions and classes stay, for errors and logs.
     minify: true,
     keepNames: true,
-    // cli/version.ts reads import.meta.url only when __OSCAR_VERSION__ is not defined.
+    // cli/support/version.ts reads import.meta.url only when __OSCAR_VERSION__ is not defined.
     logOverride: { 'empty-import-meta': 'silent' },
     logLevel: 'warning',
   });

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { AgentMetrics } from '../../agent/metrics.js';
-import { createMetrics } from '../../controller/metrics.js';
+import { createMetrics } from '../../controller/runtime/metrics.js';
 
 interface Described {
   name: string;
