@@ -269,6 +269,8 @@ export async function runController(config: ControllerConfig): Promise<Controlle
         : { watchTimeoutSeconds: config.watchTimeoutSeconds }),
     });
     controller = c;
+    metrics.sources.oscs = () => c.informers.osc.flatMap((i) => i.list());
+    metrics.sources.configs = () => b?.allConfigs() ?? [];
     // The rollout controller shares the OSC controller's informers and starts once they synced.
     const r = new RolloutController({
       osc: c,

@@ -6,6 +6,7 @@
  * silently in someone's Grafana.
  */
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,10 +31,18 @@ interface Dashboard {
 const dashboard = async (): Promise<Dashboard> =>
   JSON.parse(await readFile(join(dir, 'oscar-dashboard.json'), 'utf8')) as Dashboard;
 
-/** Every metric name the controller and the agent register. */
+/** Every metric name the controller, the extension and the agent register. */
 async function exported(): Promise<Set<string>> {
   const names = new Set<string>();
-  for (const file of ['controller/metrics.ts', 'agent/metrics.ts']) {
+  // (controller/metrics.ts may live in controller/runtime/: whichever is there)
+  const files = [
+    'controller/metrics.ts',
+    'controller/runtime/metrics.ts',
+    'controller/extension/metrics.ts',
+    'agent/metrics.ts',
+  ].filter((f) => existsSync(join(repoRoot, f)));
+  expect(files.length).toBe(3);
+  for (const file of files) {
     const text = await readFile(join(repoRoot, file), 'utf8');
     for (const m of text.matchAll(/name: '(oscar_[a-z_]+)'/g)) if (m[1]) names.add(m[1]);
   }

@@ -183,6 +183,10 @@ export function registerCommands(program: Command): void {
         )
         .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':9443')
+        .option(
+          '--metrics-addr <addr>',
+          'host:port for /metrics and /healthz over plain HTTP, apart from the hooks (default: none)',
+        )
         .requiredOption(
           '--tls-cert <path>',
           "PEM serving certificate (the ExtensionConfig's caBundle signs it)",
@@ -191,7 +195,9 @@ export function registerCommands(program: Command): void {
     ).action(async (opts: ExtensionServeOptions) => {
       await (await import('./extension.js')).extensionServeCommand(program, opts);
     }),
-    ['oscar extension serve --tls-cert /tls/tls.crt --tls-key /tls/tls.key --listen :9443'],
+    [
+      'oscar extension serve --tls-cert /tls/tls.crt --tls-key /tls/tls.key --listen :9443 --metrics-addr :8080',
+    ],
   );
 
   examples(

@@ -200,6 +200,7 @@ export class IdentityController {
         await writer.decideCsr(csr, { type: 'Denied', reason: d.reason, message: d.message });
         count('certificatesigningrequests/approval', 'update');
         metrics.reconciles.inc({ result: 'identity-denied' });
+        metrics.identityDenials.inc({ reason: d.reason });
         log.warn(
           { csr: name, config: d.config, reason: d.reason, message: d.message },
           'denied a certificate request',
