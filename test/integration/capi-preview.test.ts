@@ -13,7 +13,7 @@ import {
   runMachineDeploymentPreview,
 } from '../../cli/commands/capi.js';
 import type { MachineDeploymentPreview } from '../../cli/commands/capi-machines.js';
-import { CONTENT_APPLY_PATCH } from '../../kube/client.js';
+import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH } from '../../kube/client.js';
 import { adminClient, Api, demoSpec, startController, waitFor } from './controller-support.js';
 import {
   clusterUnavailable,
@@ -23,6 +23,7 @@ import {
   testEnvInfo,
 } from './support/cluster.js';
 import { buildCapi } from './support/capi.js';
+import { docSample, normalize } from '../support/docs-samples.js';
 
 skipWithoutCluster();
 
@@ -72,6 +73,9 @@ describe('oscar capi preview (real API server, real controller)', () => {
 // An infrastructure kind of this file's own (not the one capi-inplace.test.ts applies), so that
 // MachineDeployments can name an infrastructure template.
 const INFRA = 'infrastructure.preview.test.oscar.dev';
+// MachineSets and Machines named as Cluster API names them (and as the docs' sample shows them)
+const [A, B] = ['workers-7b9c4', 'workers-c5d8f'];
+const [M1, M2, M3] = [`${A}-2xkqp`, `${A}-9fz6d`, `${B}-tq4mn`];
 
 async function applyCapiCrds(capiDir: string): Promise<void> {
   const crds = (await readdir(join(capiDir, 'crds'))).filter((f) => f.endsWith('.yaml'));
@@ -132,12 +136,12 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
     await applyCapiCrds(built.dir);
     const ns = await createTestNamespace('mdpreview');
     const api = new Api();
-    await api.applyOsc(ns, 'v1', demoSpec('reconcile', 'one\n'));
-    await api.applyOsc(ns, 'v2', demoSpec('reconcile', 'two\n'));
+    await api.applyOsc(ns, 'workers-v1', demoSpec('reconcile', 'one\n'));
+    await api.applyOsc(ns, 'workers-v2', demoSpec('reconcile', 'two\n'));
     await api.applyOsc(ns, 'fc', { ...demoSpec('reconcile'), type: 'flatcar' });
     const controller = await startController([ns]);
     try {
-      for (const osc of ['v1', 'v2', 'fc']) {
+      for (const osc of ['workers-v1', 'workers-v2', 'fc']) {
         await waitFor(`${osc} rendered`, () => api.getSecret(ns, secretNameFor(osc, 'reconcile')));
       }
     } finally {
@@ -176,8 +180,8 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
       infrastructureRef: infraRef,
     });
     for (const [name, reconcile] of [
-      ['tpl-v1', 'v1'],
-      ['tpl-v2', 'v2'],
+      ['workers-v1', 'workers-v1'],
+      ['workers-v2', 'workers-v2'],
       ['tpl-fc', 'fc'],
     ]) {
       await apply({
@@ -195,8 +199,9 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
       metadata: { name: 'pmt' },
       spec: { template: { spec: { size: 'm' } } },
     } as never);
-    // A MachineDeployment halfway through a rollout from tpl-v1 to tpl-v2, as Cluster API leaves
-    // one: MachineSet ms-a (tpl-v1) with m1, m2; MachineSet ms-b (tpl-v2) with m3.
+    // A MachineDeployment halfway through a rollout from template workers-v1 to workers-v2, as
+    // Cluster API leaves one: MachineSet A (workers-v1) with M1, M2; MachineSet B (workers-v2) with
+    // M3 — named as docs/cluster-api.md's sample, which this run produces.
     const md = await apply({
       apiVersion: capi,
       kind: 'MachineDeployment',
@@ -205,12 +210,12 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
         clusterName: 'c1',
         replicas: 3,
         selector: { matchLabels: labels },
-        template: { metadata: { labels }, spec: machineSpec('tpl-v2') },
+        template: { metadata: { labels }, spec: machineSpec('workers-v2') },
       },
     } as never);
     for (const [ms, tpl, machines] of [
-      ['ms-a', 'tpl-v1', ['m1', 'm2']],
-      ['ms-b', 'tpl-v2', ['m3']],
+      [A, 'workers-v1', [M1, M2]],
+      [B, 'workers-v2', [M3]],
     ] as const) {
       const set = await apply({
         apiVersion: capi,
@@ -242,7 +247,7 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
           metadata: { name: m },
           spec: {
             provisionRef: { name: 'prov' },
-            reconcileRef: { name: ms === 'ms-a' ? 'v1' : 'v2' },
+            reconcileRef: { name: ms === A ? 'workers-v1' : 'workers-v2' },
           },
         } as never);
         await apply({
@@ -269,6 +274,11 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
             infrastructureRef: { apiGroup: INFRA, kind: 'PreviewMachine', name: m },
           },
         } as never);
+        // its Node, as Cluster API records it once the machine joined
+        await http.request('PATCH', `/apis/${capi}/namespaces/${ns}/machines/${m}/status`, {
+          contentType: CONTENT_MERGE_PATCH,
+          body: { status: { nodeRef: { name: m } } },
+        });
       }
     }
 
@@ -294,26 +304,29 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
     const decisions = (r: { result: MachineDeploymentPreview }) =>
       r.result.machines.map((m) => `${m.machine}:${m.decision}`);
 
-    const v2 = await run('tpl-v2');
+    const v2 = await run('workers-v2');
     expect(v2.code).toBe(EXIT_IN_PLACE);
-    expect(decisions(v2)).toEqual(['m1:in-place', 'm2:in-place', 'm3:unchanged']);
+    expect(decisions(v2)).toEqual([`${M1}:in-place`, `${M2}:in-place`, `${M3}:unchanged`]);
     expect(v2.result.machines[0]).toMatchObject({
-      machineSet: 'ms-a',
-      reconcileRef: 'v1',
-      reason: 'reconcileRef v1 → v2 in place',
+      machineSet: A,
+      reconcileRef: 'workers-v1',
+      node: M1,
+      reason: 'reconcileRef workers-v1 → workers-v2 in place',
     });
 
-    const human = await preview('tpl-v2');
-    expect(human.out).toContain(
-      `MachineDeployment ${ns}/workers → OscarConfigTemplate tpl-v2: 2 in place, 0 replaced, 1 unchanged\n`,
-    );
-    expect(human.out).toContain(
-      'm1 (MachineSet ms-a, reconcile v1): updated in place by oscar\n  why: reconcileRef v1 → v2 in place\n',
+    // the human form is docs/cluster-api.md's sample, from this run
+    const human = await preview('workers-v2');
+    const sample = docSample('cluster-api-preview-machines');
+    expect(normalize(sample.text), `${sample.file}:${String(sample.line)}`).toBe(
+      normalize(
+        `$ oscar capi preview --machine-deployment workers workers-v2 -n machines --detailed-exitcode; echo "exit $?"\n${human.out}exit ${String(human.code)}\n`,
+        [[ns, 'machines']],
+      ),
     );
 
     const fc = await run('tpl-fc');
     expect(fc.code).toBe(EXIT_REPLACE);
-    expect(decisions(fc)).toEqual(['m1:replace', 'm2:replace', 'm3:replace']);
+    expect(decisions(fc)).toEqual([`${M1}:replace`, `${M2}:replace`, `${M3}:replace`]);
     expect(fc.result.machines[2]?.reason).toContain('spec.type changed from "ubuntu" to "flatcar"');
 
     // A template file, not in the cluster: the reconcileRef is covered, provisionRef is not.
@@ -322,11 +335,11 @@ describe('oscar capi preview --machine-deployment (real API server, Cluster API 
       const file = join(dir, 'tpl-prov2.yaml');
       await writeFile(
         file,
-        'apiVersion: bootstrap.oscar.dev/v1alpha1\nkind: OscarConfigTemplate\nmetadata: {name: tpl-prov2}\nspec:\n  template:\n    spec: {provisionRef: {name: prov2}, reconcileRef: {name: v2}}\n',
+        'apiVersion: bootstrap.oscar.dev/v1alpha1\nkind: OscarConfigTemplate\nmetadata: {name: tpl-prov2}\nspec:\n  template:\n    spec: {provisionRef: {name: prov2}, reconcileRef: {name: workers-v2}}\n',
       );
       const prov = await run(file);
       expect(prov.code).toBe(EXIT_REPLACE);
-      expect(decisions(prov)).toEqual(['m1:replace', 'm2:replace', 'm3:replace']);
+      expect(decisions(prov)).toEqual([`${M1}:replace`, `${M2}:replace`, `${M3}:replace`]);
       expect(prov.result.machines[0]?.reason).toContain(
         'not covered: spec.template.spec.provisionRef',
       );
