@@ -185,6 +185,9 @@ export function controllersOfTerm(ctx: TermContext): Term {
   const b = ctx.apiServer ? bootstrapController(ctx, ctx.apiServer, () => box.osc) : undefined;
   const c = oscController(ctx, b);
   box.osc = c;
+  // The scrape-time gauges (paused rollouts, configs not requesting their identity) read these caches.
+  ctx.metrics.sources.oscs = () => c.informers.osc.flatMap((i) => i.list());
+  ctx.metrics.sources.configs = () => b?.allConfigs() ?? [];
   const parts = [c, rolloutController(ctx, c, b), ...(b ? [b, identityController(ctx, b)] : [])];
   return { manager: new Manager(parts), osc: c };
 }

@@ -27,6 +27,10 @@ export function registerExtensionCommand(program: Command): void {
         )
         .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':9443')
+        .option(
+          '--metrics-addr <addr>',
+          'host:port for /metrics and /healthz over plain HTTP, apart from the hooks (default: none)',
+        )
         .requiredOption(
           '--tls-cert <path>',
           "PEM serving certificate (the ExtensionConfig's caBundle signs it)",

@@ -425,6 +425,11 @@ export class BootstrapController extends RuntimeController implements BootstrapC
     return this.capi;
   }
 
+  /** Every cached OscarConfig (the controller's metrics count their conditions). */
+  allConfigs(): ConfigObject[] {
+    return [...this.sets.values()].flatMap((s) => s.configs.list());
+  }
+
   countConfigs(): number {
     let n = 0;
     for (const s of this.sets.values()) n += s.configs.size;

@@ -197,6 +197,7 @@ export class IdentityController extends RuntimeController {
     const name = csr.metadata.name;
     await writer.decideCsr(csr, { type: 'Denied', reason: d.reason, message: d.message });
     metrics.writes.inc({ resource: 'certificatesigningrequests/approval', verb: 'update' });
+    metrics.identityDenials.inc({ reason: d.reason });
     const requester = csr.spec.username?.startsWith('system:bootstrap:')
       ? bootstrap.configForToken(csr.spec.username.slice('system:bootstrap:'.length))
       : undefined;

@@ -33,6 +33,7 @@ const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b
 const CSRS = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 const api = clusterUnavailable === null ? new Api() : undefined;
 let stopController: (() => Promise<void>) | undefined;
+let metricsAddress = '';
 let ns = '';
 let other = '';
 let dir = '';
@@ -224,6 +225,7 @@ beforeAll(async () => {
     },
   });
   stopController = started.stop;
+  metricsAddress = started.handle.metricsAddress ?? '';
   await api?.waitReady(ns, 'rec');
   await api?.waitReady(ns, 'other');
   await api?.waitReady(other, 'rec');
@@ -526,6 +528,11 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       organizations: ['oscar:nodes', `oscar:config:${await uidOf(machine())}`],
     });
     expect(c).toMatchObject({ type: 'Denied', reason: 'RenewalSubjectMismatch' });
+    // what OscarIdentityRequestsDenied reads
+    const text = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+    expect(text).toMatch(
+      /^oscar_controller_identity_denials_total\{reason="RenewalSubjectMismatch"\} [1-9]/m,
+    );
   }, 60_000);
 
   it('adversarial: a renewal whose request the API server (Go) reads as a kube-system service account, and oscar’s old reader as the node, is denied', async () => {
