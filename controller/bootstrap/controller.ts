@@ -35,8 +35,10 @@ import { OwnWrites } from '../runtime/own-writes.js';
 import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../identity/rbac.js';
 import { consumedKey, type TokenConsumer } from './consumers.js';
 import {
+  departedOf,
   machineOwner,
   reconcileBootstrap,
+  type Departed,
   type BootstrapCaches,
   type BootstrapSettings,
   type BootstrapWriter,
@@ -131,6 +133,8 @@ export class BootstrapController extends RuntimeController implements BootstrapC
   readonly tokens = new Map<string, TokenState>();
   /** Tokens the identity approver consumed (controller/identity/), by config key. */
   readonly consumed = new Map<string, TokenConsumed>();
+  /** Deleted configs whose machine's node object the delete pass removes. */
+  private readonly departed = new Map<string, Departed>();
   private readonly sets = new Map<string, Informers>();
   /** OSC (ns/name) → configs that use it; machine name → configs of that machine. */
   private readonly byOsc = new Index();
@@ -247,6 +251,8 @@ export class BootstrapController extends RuntimeController implements BootstrapC
     if (id && live && !this.tokens.has(k)) {
       this.tokens.set(k, { uid: c.metadata.uid ?? '', id, expiresAt: new Date(0) });
     }
+    const departed = departedOf(c);
+    if (departed) this.departed.set(k, departed);
     this.queue.add(k);
   }
 
@@ -443,6 +449,7 @@ export class BootstrapController extends RuntimeController implements BootstrapC
       settings: this.o.settings,
       tokens: this.tokens,
       consumed: this.consumed,
+      departed: this.departed,
       now: () => new Date(),
     });
     return {
@@ -567,6 +574,11 @@ export class BootstrapController extends RuntimeController implements BootstrapC
       event: (c, e) => {
         count('events', 'create');
         return inner.event(c, e);
+      },
+      deleteNode: async (machine, uid) => {
+        const deleted = await inner.deleteNode(machine, uid);
+        if (deleted) count('operatingsystemconfignodes', 'delete');
+        return deleted;
       },
       applyNodeRole: async (b) => {
         count('roles', 'apply');

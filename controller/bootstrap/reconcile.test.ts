@@ -7,6 +7,7 @@ import type { KubeObject, OscObject } from '../kube/types.js';
 import { machineGrantFor, nodeRole } from '../identity/rbac.js';
 import {
   consumedStatus,
+  departedOf,
   reconcileBootstrap,
   TokenGoneError,
   type BootstrapCaches,
@@ -34,6 +35,8 @@ class World implements BootstrapCaches {
   secrets = new Map<string, KubeObject>();
   tokens = new Set<string>();
   nodes = new Set<string>();
+  /** Node objects' oscar.dev/config-uid labels, by machine. */
+  nodeLabels = new Map<string, string>();
   roles = new Map<string, RoleObject>();
   calls: string[] = [];
   config(_ns: string, name: string) {
@@ -105,6 +108,12 @@ class World implements BootstrapCaches {
       event: (_c, e) => {
         this.calls.push(`event ${e.reason}`);
         return Promise.resolve();
+      },
+      deleteNode: (machine, uid) => {
+        this.calls.push(`deleteNode ${machine} ${uid}`);
+        if (this.nodeLabels.get(machine) !== uid) return Promise.resolve(false);
+        this.nodeLabels.delete(machine);
+        return Promise.resolve(true);
       },
       applyNodeRole: (body) => {
         const role = body as unknown as RoleObject;
@@ -311,6 +320,81 @@ describe('reconcileBootstrap', () => {
     world.calls = [];
     expect((await reconcileBootstrap(`${NS}/m1`, deps)).result).toBe('deleted');
     expect(world.calls).toEqual([expect.stringMatching(/^deleteToken /)]);
+  });
+
+  describe("a deleted config's node object (a machine scaled down)", () => {
+    it("is deleted with the config's UID as the condition, once", async () => {
+      const { world, deps, add } = setup();
+      const c = add('m1');
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      world.nodeLabels.set('m1', 'uid-m1');
+      // what the controller remembers when the config's deletion is seen
+      deps.departed = new Map([[`${NS}/m1`, departedOf(c) ?? { machine: '', uid: '' }]]);
+      world.configs.delete('m1');
+      world.calls = [];
+      const out = await reconcileBootstrap(`${NS}/m1`, deps);
+      expect(out).toEqual({ result: 'deleted', writes: 2 });
+      expect(world.calls).toEqual([expect.stringMatching(/^deleteToken /), 'deleteNode m1 uid-m1']);
+      expect(world.nodeLabels.has('m1')).toBe(false);
+      world.calls = [];
+      expect(await reconcileBootstrap(`${NS}/m1`, deps)).toEqual({ result: 'deleted', writes: 0 });
+      expect(world.calls).toEqual([]);
+    });
+
+    it("is left alone when labelled for another config's UID (the writer's check)", async () => {
+      const { world, deps, add } = setup();
+      const c = add('m1');
+      world.nodeLabels.set('m1', 'uid-of-another-namespace');
+      deps.departed = new Map([[`${NS}/m1`, departedOf(c) ?? { machine: '', uid: '' }]]);
+      world.configs.delete('m1');
+      expect(await reconcileBootstrap(`${NS}/m1`, deps)).toEqual({ result: 'deleted', writes: 0 });
+      expect(world.calls).toEqual(['deleteNode m1 uid-m1']);
+      expect(world.nodeLabels.get('m1')).toBe('uid-of-another-namespace');
+    });
+
+    it('a config being deleted (a deletionTimestamp) deletes it from the config itself', async () => {
+      const { world, deps, add } = setup();
+      add('m1', { deletionTimestamp: '2026-12-03T10:00:00Z' });
+      world.nodeLabels.set('m1', 'uid-m1');
+      expect((await reconcileBootstrap(`${NS}/m1`, deps)).result).toBe('deleted');
+      expect(world.calls).toContain('deleteNode m1 uid-m1');
+    });
+
+    it('a failed deletion is retried: the machine stays remembered', async () => {
+      const { world, deps, add } = setup();
+      const c = add('m1');
+      world.nodeLabels.set('m1', 'uid-m1');
+      deps.departed = new Map([[`${NS}/m1`, departedOf(c) ?? { machine: '', uid: '' }]]);
+      world.configs.delete('m1');
+      const writer = deps.writer;
+      deps.writer = { ...writer, deleteNode: () => Promise.reject(new Error('409 Conflict')) };
+      await expect(reconcileBootstrap(`${NS}/m1`, deps)).rejects.toThrow(/409/);
+      deps.writer = writer;
+      await reconcileBootstrap(`${NS}/m1`, deps);
+      expect(world.nodeLabels.has('m1')).toBe(false);
+    });
+
+    it("names a Cluster API Machine's node after the Machine, not the config", () => {
+      expect(
+        departedOf({
+          metadata: {
+            name: 'cfg-x',
+            namespace: NS,
+            uid: 'u1',
+            ownerReferences: [
+              { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine', name: 'md-abc', uid: 'm' },
+            ],
+          },
+          spec: { provisionRef: { name: 'prov' }, reconcileRef: { name: 'rec' } },
+        }),
+      ).toEqual({ machine: 'md-abc', uid: 'u1' });
+      expect(
+        departedOf({
+          metadata: { name: 'm1', namespace: NS },
+          spec: { provisionRef: { name: 'prov' }, reconcileRef: { name: 'rec' } },
+        }),
+      ).toBeUndefined();
+    });
   });
 
   describe('node access: the Role the approver wrote follows spec.reconcileRef', () => {

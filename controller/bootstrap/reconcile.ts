@@ -102,6 +102,11 @@ export interface BootstrapWriter {
   event(config: ConfigObject, event: BootstrapEvent): Promise<void>;
   /** Server-side apply of the machine's Role (the identity approver's field manager). */
   applyNodeRole(body: Record<string, unknown>): Promise<KubeObject | undefined>;
+  /**
+   * Deletes the machine's OperatingSystemConfigNode if it is labelled with this config UID (never
+   * another identity's), preconditioned on what was read; whether it deleted one.
+   */
+  deleteNode(machine: string, configUid: string): Promise<boolean>;
 }
 
 export class TokenConflictError extends Error {
@@ -140,6 +145,18 @@ export interface TokenState {
   reissue?: boolean;
 }
 
+/** A deleted config's machine, remembered from its last state until its node object is gone. */
+export interface Departed {
+  machine: string;
+  uid: string;
+}
+
+/** What a deleted config leaves to clean up outside its owner references. */
+export function departedOf(config: ConfigObject): Departed | undefined {
+  const uid = config.metadata.uid;
+  return uid ? { machine: machineOwner(config)?.name ?? config.metadata.name, uid } : undefined;
+}
+
 /** Who used a machine's token, told in-process (controller/identity/): never refresh or re-issue it. */
 export interface TokenConsumed {
   reason: string;
@@ -153,6 +170,8 @@ export interface BootstrapDeps {
   tokens: Map<string, TokenState>;
   /** Configs whose token the identity approver consumed (until their status says so). */
   consumed?: Map<string, TokenConsumed>;
+  /** Deleted configs whose machine's node object is still to be deleted, by config key. */
+  departed?: Map<string, Departed>;
   now: () => Date;
 }
 
@@ -533,7 +552,10 @@ const NOT_PAUSED: ConditionInput = {
   message: '',
 };
 
-// Phase: delete — the token lives in kube-system, where no owner reference reaches.
+// Phase: delete — the token lives in kube-system and the machine's node object is cluster-wide:
+// no owner reference reaches either. The node object goes too (a machine Cluster API scaled
+// down would otherwise stay in its OSC's counts and rollouts), but only the one labelled with
+// this config's UID: an object of the same name issued to another config is never touched.
 async function reconcileDelete(
   key: string,
   config: ConfigObject | undefined,
@@ -545,11 +567,15 @@ async function reconcileDelete(
   const tokenLive =
     config?.status?.conditions?.find((c) => c.type === 'BootstrapTokenAvailable')?.status !==
     'False';
+  let writes = 0;
   if (id && (known || tokenLive)) {
     await deps.writer.deleteToken(id);
-    return { result: 'deleted', writes: 1 };
+    writes++;
   }
-  return { result: 'deleted', writes: 0 };
+  const departed = (config ? departedOf(config) : undefined) ?? deps.departed?.get(key);
+  if (departed && (await deps.writer.deleteNode(departed.machine, departed.uid))) writes++;
+  deps.departed?.delete(key);
+  return { result: 'deleted', writes };
 }
 
 // Phase: node access — the Role the identity approver wrote when it issued the machine's

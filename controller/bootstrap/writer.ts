@@ -32,6 +32,8 @@ import {
 import { RBAC_API_VERSION } from '../identity/rbac.js';
 import { IDENTITY_FIELD_MANAGER } from '../identity/writer.js';
 import { tokenSecretName } from './token.js';
+import { API_VERSION } from '../../api/constants.js';
+import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import type { ConfigObject } from './types.js';
 
 export const BOOTSTRAP_FIELD_MANAGER = 'oscar-bootstrap';
@@ -46,6 +48,8 @@ export function configPath(namespace: string, name?: string): string {
   const base = `/apis/${BOOTSTRAP_API_VERSION}/namespaces/${namespace}/${OSCAR_CONFIG_RESOURCE}`;
   return name === undefined ? base : `${base}/${name}`;
 }
+
+const NODES_PATH = `/apis/${API_VERSION}/operatingsystemconfignodes`;
 
 const tokenPath = (id: string): string =>
   `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets/${tokenSecretName(id)}`;
@@ -108,6 +112,35 @@ export class HttpBootstrapWriter implements BootstrapWriter {
     } catch (error) {
       if (!isNotFound(error)) throw error;
     }
+  }
+
+  async deleteNode(machine: string, configUid: string): Promise<boolean> {
+    const path = `${NODES_PATH}/${encodeURIComponent(machine)}`;
+    let node: KubeObject;
+    try {
+      node = await this.http.request<KubeObject>('GET', path, { accept: ACCEPT_METADATA });
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+    if (node.metadata.labels?.[CONFIG_UID_LABEL] !== configUid) return false;
+    try {
+      // a relabel for a new machine between the read and here changes the resourceVersion: 409
+      await this.http.request('DELETE', path, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'DeleteOptions',
+          preconditions: {
+            uid: node.metadata.uid,
+            resourceVersion: node.metadata.resourceVersion,
+          },
+        },
+      });
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+    return true;
   }
 
   async createDataSecret(body: Record<string, unknown>): Promise<KubeObject | undefined> {

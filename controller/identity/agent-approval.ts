@@ -2,8 +2,9 @@
  * What the approver writes for an agent's certificate it approves (controller/identity/decide.ts
  * decides), in this order, each step idempotent so a failure retries from the top: the config's
  * token marked consumed (a first identity), the machine's Role and RoleBinding (its own OSC's
- * Secrets, bound to the config's UID group), its node object claimed for that UID, the approval, the token's deletion unless kubelet still needs it,
- * an Event. The kubelet's counterpart is kubelet-approval.ts.
+ * Secrets, bound to the config's UID group), its node object claimed for that UID (an earlier
+ * identity's object cleared: node-claim.ts), the approval, the token's deletion unless kubelet
+ * still needs it, an Event. The kubelet's counterpart is kubelet-approval.ts.
  */
 import { kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
 import type { ConfigObject } from '../bootstrap/types.js';
@@ -54,8 +55,12 @@ export async function approveAgent(
   count('roles', 'apply');
   count('rolebindings', 'apply');
   // before the approval: from the first certificate on, only this UID's may write the node object
-  await writer.claimNode(d.machine, d.uid);
-  count('operatingsystemconfignodes', 'apply');
+  const claimed = await writer.claimNode(d.machine, d.uid);
+  if (claimed === 'create') count('operatingsystemconfignodes', 'create');
+  if (claimed === 'reset') {
+    count('operatingsystemconfignodes/status', 'patch');
+    count('operatingsystemconfignodes', 'patch');
+  }
   await writer.decideCsr(csr, {
     type: 'Approved',
     reason: d.kind === 'bootstrap' ? 'OscarNodeIdentity' : 'OscarNodeRenewal',

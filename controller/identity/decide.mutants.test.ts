@@ -4,7 +4,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { CertificationRequest } from '@peculiar/asn1-csr';
+import { AsnConvert } from '@peculiar/asn1-schema';
 import { certificateRequest, newNodeKey } from '../../agent/identity/csr.js';
 import { decide, type CsrObject, type DecideContext } from './decide.js';
 import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
@@ -71,6 +74,20 @@ describe('decide: who asks', () => {
   it('the oscar:nodes group without a node user is not one either', () => {
     expect(run(csr({ username: 'alice' })).action).toBe('ignore');
   });
+  it('the oscar:nodes group under a user that names no machine is ignored, whatever configs exist', () => {
+    // a context that would find a holder for any machine name: only the user decides
+    const anyMachine: DecideContext = {
+      ...context,
+      machineConfigs: () => [{ config: 'default/m1', uid: 'u1', issued: true }],
+    };
+    for (const username of ['alice', 'oscar:node:', 'system:node:m1']) {
+      const c = csr({ username });
+      expect(decide(c, parseRequest(Buffer.from(c.spec.request, 'base64')), anyMachine)).toEqual({
+        action: 'ignore',
+        why: 'not requested by an oscar identity',
+      });
+    }
+  });
   it('a CSR without username or groups is ignored', () => {
     const c = csr();
     delete c.spec.username;
@@ -110,6 +127,34 @@ describe('request: what it reads', () => {
     expect(der[1]).toBe(0x81);
     const long = Buffer.concat([Buffer.from([0x30, 0x82, 0x00]), der.subarray(2)]);
     expect(parseRequest(pemOf(long))).toBeInstanceOf(Error);
+  });
+});
+
+describe('request: its fields', () => {
+  it('refuses a request without its attributes field (PKCS#10 requires it; Go refuses it too)', () => {
+    const key = newNodeKey();
+    const pem = certificateRequest(key, {
+      commonName: 'oscar:node:m1',
+      organizations: ['oscar:nodes', 'oscar:config:u1'],
+    });
+    const der = Buffer.from(pem.split('\n').slice(1, -2).join(''), 'base64');
+    const parsed = AsnConvert.parse(der, CertificationRequest);
+    const info = parsed.certificationRequestInfo;
+    (info as { attributes?: unknown }).attributes = undefined;
+    const body = Buffer.from(AsnConvert.serialize(info));
+    const request = new CertificationRequest({
+      certificationRequestInfo: info,
+      signatureAlgorithm: parsed.signatureAlgorithm,
+      signature: new Uint8Array(sign('sha256', body, key)).buffer,
+    });
+    const bare = Buffer.from(AsnConvert.serialize(request));
+    expect(bare.length).toBeLessThan(der.length); // the [0] field is really gone
+    const lines = bare.toString('base64').match(/.{1,64}/g) ?? [];
+    const pemBare = `-----BEGIN CERTIFICATE REQUEST-----\n${lines.join('\n')}\n-----END CERTIFICATE REQUEST-----\n`;
+    expect(parseRequest(Buffer.from(pemBare))).toBeInstanceOf(Error);
+    const c = csr({ request: Buffer.from(pemBare).toString('base64') });
+    expect(run(c)).toMatchObject({ action: 'deny', reason: 'InvalidRequest' });
+    expect(run(csr())).toMatchObject({ action: 'approve' }); // the same request with the field
   });
 });
 

@@ -54,9 +54,9 @@ export function parseRequest(request: Buffer): ParsedRequest | Error {
     const subject = info.subject.flatMap((rdn) =>
       rdn.map((atv) => ({ type: atv.type, value: atv.value.toString() })),
     );
-    // Optional in practice though typed as always there (see @peculiar/asn1-csr).
-    const present = info.attributes as typeof info.attributes | undefined;
-    const attributes = present ? present.map((a) => a.type) : [];
+    // Always there: a request without the field reads as an empty one, so the strict round trip
+    // above refused it (the empty field written again is two bytes more).
+    const attributes = info.attributes.map((a) => a.type);
     const raw = csr.certificationRequestInfoRaw;
     const digest = DIGEST_OF[csr.signatureAlgorithm.algorithm];
     let signatureValid = false;

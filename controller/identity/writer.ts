@@ -3,22 +3,25 @@
  * Approved or Denied condition through its approval subresource, the machine's Role and
  * RoleBinding by server-side apply, the machine's OperatingSystemConfigNode claimed for the
  * issuing config's UID (its label; the admission policy lets only that UID's certificate write
- * it), the used bootstrap token's deletion.
+ * it; an earlier identity's object is cleared: node-claim.ts), the used bootstrap token's deletion.
  */
 import {
   CONTENT_APPLY_PATCH,
+  CONTENT_MERGE_PATCH,
   ACCEPT_METADATA,
   isNotFound,
   type KubeHttp,
 } from '../../kube/client.js';
 import { BOOTSTRAP_TOKEN_NAMESPACE } from '../../api/bootstrap/constants.js';
-import { API_VERSION, OSC_NODE_KIND } from '../../api/constants.js';
-import { CONFIG_UID_LABEL } from '../../api/identity.js';
+import { API_VERSION } from '../../api/constants.js';
+import type { KubeObject } from '../kube/types.js';
 import { tokenSecretName } from '../bootstrap/token.js';
 import type { CsrObject } from './decide.js';
+import { claimNode, type ClaimedNode, type NodeClaim } from './node-claim.js';
 
 export const IDENTITY_FIELD_MANAGER = 'oscar-identity';
 export const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
+const NODES_PATH = `/apis/${API_VERSION}/operatingsystemconfignodes`;
 
 export interface CsrCondition {
   type: 'Approved' | 'Denied';
@@ -32,9 +35,10 @@ export interface IdentityWriter {
   apply(object: Record<string, unknown>): Promise<void>;
   /**
    * The machine's OperatingSystemConfigNode labelled with the config UID whose certificate may
-   * write it: created if missing, relabelled if an earlier machine of that name left it.
+   * write it: created if missing; if another identity's (an earlier machine of that name), reset
+   * (node-claim.ts): everything on it cleared. Returns the writes made, for the counts.
    */
-  claimNode(machine: string, uid: string): Promise<void>;
+  claimNode(machine: string, uid: string): Promise<NodeClaim['action']>;
   deleteToken(id: string): Promise<void>;
 }
 
@@ -84,21 +88,36 @@ export class HttpIdentityWriter implements IdentityWriter {
     );
   }
 
-  async claimNode(machine: string, uid: string): Promise<void> {
-    await this.http.request(
-      'PATCH',
-      `/apis/${API_VERSION}/operatingsystemconfignodes/${encodeURIComponent(machine)}`,
-      {
-        query: { fieldManager: IDENTITY_FIELD_MANAGER, force: true },
-        contentType: CONTENT_APPLY_PATCH,
-        accept: ACCEPT_METADATA,
-        body: {
-          apiVersion: API_VERSION,
-          kind: OSC_NODE_KIND,
-          metadata: { name: machine, labels: { [CONFIG_UID_LABEL]: uid } },
-        },
-      },
-    );
+  /**
+   * Read, decide (node-claim.ts), write with the read's resourceVersion as precondition: a
+   * concurrent write (the old certificate's report, a grant) is a 409 and the approval is retried
+   * from the top; a create that finds the object made meanwhile too.
+   */
+  async claimNode(machine: string, uid: string): Promise<NodeClaim['action']> {
+    const path = `${NODES_PATH}/${encodeURIComponent(machine)}`;
+    let node: ClaimedNode | undefined;
+    try {
+      node = await this.http.request<ClaimedNode>('GET', path);
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+    const claim = claimNode(node, machine, uid);
+    const write = { query: { fieldManager: IDENTITY_FIELD_MANAGER }, accept: ACCEPT_METADATA };
+    if (claim.action === 'create') {
+      await this.http.request('POST', NODES_PATH, { ...write, body: claim.body });
+    } else if (claim.action === 'reset') {
+      const cleared = await this.http.request<KubeObject>('PATCH', `${path}/status`, {
+        ...write,
+        contentType: CONTENT_MERGE_PATCH,
+        body: claim.status,
+      });
+      await this.http.request('PATCH', path, {
+        ...write,
+        contentType: CONTENT_MERGE_PATCH,
+        body: claim.object(cleared.metadata.resourceVersion ?? ''),
+      });
+    }
+    return claim.action;
   }
 
   async deleteToken(id: string): Promise<void> {

@@ -136,6 +136,12 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       // The identity approver labels a node's object with its config's UID before it approves
       // the node's identity, creating it when the node has not reported yet (docs/identity.md).
       ['create', 'operatingsystemconfignodes.oscar.dev', undefined],
+      // …reading it by name first, and clearing an earlier identity's object (its status, spec
+      // and labels) when the machine name is reused; the bootstrap controller deletes a deleted
+      // config's machine's object.
+      ['get', 'operatingsystemconfignodes.oscar.dev', undefined],
+      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],
+      ['delete', 'operatingsystemconfignodes.oscar.dev', undefined],
       // The machines' Roles: written on approval, watched and rewritten when a config's
       // reconcileRef changes.
       ['patch', 'roles.rbac.authorization.k8s.io', watched],
@@ -161,11 +167,9 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'leases.coordination.k8s.io/someone-else', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', watched],
       ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
-      // Reads the nodes' reports and grants (spec); writes no report (only each node's agent does).
-      ['get', 'operatingsystemconfignodes.oscar.dev', undefined],
+      // Never replaces a node's object or report wholesale (patches with preconditions only).
       ['update', 'operatingsystemconfignodes.oscar.dev', undefined],
-      ['delete', 'operatingsystemconfignodes.oscar.dev', undefined],
-      ['patch', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],
+      ['update', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],
       // It never reads kube-system (the tokens are written by name), nor changes configs' specs
       // or Cluster API objects.
       ['list', 'secrets', 'kube-system'],

@@ -26,6 +26,7 @@ import { NodeIdentity } from '../../agent/identity/identity.js';
 import { certificateRequest, newNodeKey } from '../../agent/identity/csr.js';
 import { CertificateStore, subjectAttributes } from '../../agent/identity/store.js';
 import { createLogger } from '../../log/logger.js';
+import type { ClaimedNode } from '../../controller/identity/node-claim.js';
 import { Api, demoSpec, startController, waitFor } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
 
@@ -241,6 +242,7 @@ afterAll(async () => {
       `${ns}-m1`,
       `${ns}-m2`,
       `${ns}-m5`,
+      `${ns}-m6`,
       '--ignore-not-found',
     ]);
   }
@@ -585,11 +587,79 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
     }
   }, 60_000);
 
-  it('adversarial: a machine name reused in another namespace while the old certificate is valid — the old certificate reads, renews and writes nothing of the new machine (the new one does)', async () => {
-    const m5 = `${ns}-m5`;
+  const nodePath = (m: string): string =>
+    `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${m}`;
+
+  const OLD_SUM = 'a'.repeat(64);
+
+  /** What an earlier machine `m` leaves on its node object: a report of a healthy applied revision and a grant. */
+  async function leaveStaleNode(h: KubeHttp, m: string, uid: string): Promise<void> {
+    const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await h.request('POST', '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes', {
+      body: {
+        apiVersion: 'oscar.dev/v1alpha1',
+        kind: 'OperatingSystemConfigNode',
+        metadata: { name: m, labels: { 'oscar.dev/config-uid': uid }, annotations: { a: 'old' } },
+      },
+    });
+    await h.request('PATCH', `${nodePath(m)}/status`, {
+      contentType: CONTENT_MERGE_PATCH,
+      body: {
+        status: {
+          source: 'Grant',
+          oscRef: { namespace: ns, name: 'rec' },
+          appliedChecksum: OLD_SUM,
+          revision: {
+            observedGeneration: 1,
+            number: 3,
+            checksum: OLD_SUM,
+            phase: 'Confirmed',
+            reason: 'Healthy',
+            message: 'applied',
+            lastTransitionTime: now,
+          },
+          conditions: [
+            {
+              type: 'Applied',
+              status: 'True',
+              reason: 'Applied',
+              message: '',
+              lastTransitionTime: now,
+            },
+          ],
+        },
+      },
+    });
+    await http().request('PATCH', nodePath(m), {
+      contentType: CONTENT_MERGE_PATCH,
+      body: {
+        spec: {
+          revision: {
+            namespace: ns,
+            osc: 'rec',
+            number: 3,
+            secretName: 'oscar-rec-rev-3',
+            checksum: OLD_SUM,
+            grantedTime: now,
+          },
+        },
+      },
+    });
+    const left = await get<ClaimedNode>(nodePath(m));
+    expect(left?.status).toMatchObject({ appliedChecksum: OLD_SUM });
+    // a grant (this one, or the rollout's own: it may count the object as a member meanwhile)
+    expect(left?.spec?.revision).toBeDefined();
+  }
+
+  /**
+   * Machine `m` of namespace `ns` gets its certificate and is deleted; a new `m` bootstraps in
+   * `newNs` (another namespace, or the same one) with a new config UID. The old certificate, still
+   * valid, must read, write and renew nothing of the new machine's; the new one does all three.
+   */
+  async function nameReuse(m: string, newNs: string): Promise<void> {
     const oldSecret = `/api/v1/namespaces/${ns}/secrets/oscar-rec-reconcile`;
-    const newSecret = `/api/v1/namespaces/${other}/secrets/oscar-rec-reconcile`;
-    const nodeStatus = `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${m5}/status`;
+    const newSecret = `/api/v1/namespaces/${newNs}/secrets/oscar-rec-reconcile`;
+    const nodeStatus = `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${m}/status`;
     const patch = (h: KubeHttp, gen: number) =>
       status(
         h,
@@ -598,38 +668,61 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
         { status: { observedGeneration: gen } },
         { contentType: CONTENT_MERGE_PATCH },
       );
-    await createConfig(m5);
-    const oldUid = await uidOf(m5);
-    const old = await identityFor(m5, (await bootstrapKubeconfig(m5)).path, [], 'm5-old-pki');
+    await createConfig(m);
+    const oldUid = await uidOf(m);
+    const old = await identityFor(m, (await bootstrapKubeconfig(m)).path, [], `${m}-old-pki`);
     await old.ensure();
     const oldHttp = kubeHttp(old);
     expect(await status(oldHttp, 'GET', oldSecret)).toBe(200);
     expect(await patch(oldHttp, 1)).toBe(200);
-    // the machine is deleted; its Role and RoleBinding go with its config (garbage collector)
-    await http().request('DELETE', configPath(m5));
-    const binding = `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/oscar-node-${m5}`;
+    // the machine is deleted; its Role, RoleBinding and user data go with its config (garbage
+    // collector): wait for all three, so the new machine's are the only ones of that name
+    await http().request('DELETE', configPath(m));
+    const owned = [
+      `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/oscar-node-${m}`,
+      `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles/oscar-node-${m}`,
+      `/api/v1/namespaces/${ns}/secrets/${m}`,
+    ];
     await waitFor(
-      'the old config and its RoleBinding gone',
-      async () =>
-        (await get(configPath(m5))) === undefined && (await get(binding)) === undefined
-          ? true
-          : undefined,
+      'the old config, its RoleBinding, Role and user data gone',
+      async () => {
+        for (const path of [configPath(m), ...owned]) {
+          if ((await get(path)) !== undefined) return undefined;
+        }
+        return true;
+      },
       60_000,
     );
     expect(await status(oldHttp, 'GET', oldSecret)).toBe(403);
-    // a new machine of the same name bootstraps in another namespace
-    await createConfig(m5, other);
-    const newUid = await uidOf(m5, other);
+    // its node object goes with it: it was labelled with the deleted config's UID
+    await waitFor(
+      "the deleted machine's node object gone",
+      async () => ((await get(nodePath(m))) === undefined ? true : undefined),
+      30_000,
+    );
+    // The old certificate, still valid, makes it again (labelled with its own UID, which the
+    // admission policy allows) and reports a revision applied and healthy; a rollout's grant
+    // lands on it. None of this may carry over to the new machine of that name.
+    await leaveStaleNode(oldHttp, m, oldUid);
+    // a new machine of the same name bootstraps in newNs
+    await createConfig(m, newNs);
+    const newUid = await uidOf(m, newNs);
     expect(newUid).not.toBe(oldUid);
     const fresh = await identityFor(
-      m5,
-      (await bootstrapKubeconfig(m5, other)).path,
+      m,
+      (await bootstrapKubeconfig(m, newNs)).path,
       [],
-      'm5-new-pki',
-      other,
+      `${m}-new-pki`,
+      newNs,
     );
     const cert = await fresh.ensure();
     expect(subjectAttributes(cert.cert.subject)).toContain(`O=oscar:config:${newUid}`);
+    // the approver relabelled the object for the new UID and cleared everything the old one left
+    const claimed = await get<ClaimedNode>(nodePath(m));
+    expect(claimed?.status ?? {}).toEqual({});
+    expect(claimed?.spec ?? {}).toEqual({});
+    expect(claimed?.metadata.labels).toEqual({ 'oscar.dev/config-uid': newUid });
+    expect(claimed?.metadata.annotations ?? {}).toEqual({});
     const newHttp = kubeHttp(fresh);
     // positive control: the new certificate reads its Secret and writes its node object
     expect(await status(newHttp, 'GET', newSecret)).toBe(200);
@@ -645,6 +738,14 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
     expect(await status(newHttp, 'GET', newSecret)).toBe(200);
     old.stop();
     fresh.stop();
+  }
+
+  it('adversarial: a machine name reused in another namespace while the old certificate is valid — the old certificate reads, renews and writes nothing of the new machine (the new one does)', async () => {
+    await nameReuse(`${ns}-m5`, other);
+  }, 180_000);
+
+  it('adversarial: a machine name reused in the same namespace (a new config UID) — the old certificate reads, renews and writes nothing of the new machine (the new one does)', async () => {
+    await nameReuse(`${ns}-m6`, ns);
   }, 180_000);
 
   describe('with an unused token of machine m2', () => {
