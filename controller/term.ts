@@ -100,6 +100,7 @@ function bootstrapController(
       references: (ns, spec) =>
         osc()?.references(ns, spec) ?? { secrets: new Map(), configMaps: new Map() },
       nodeReported: (name, uid) => osc()?.nodeReported(name, uid) ?? false,
+      nodeConfigUid: (name) => osc()?.nodeConfigUid(name),
     },
     settings: {
       registry: ctx.registry,

@@ -34,6 +34,7 @@ import { watchInformer, type InformerContext } from '../runtime/informers.js';
 import { OwnWrites } from '../runtime/own-writes.js';
 import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../identity/rbac.js';
 import { consumedKey, type TokenConsumer } from './consumers.js';
+import { identityNamespaces } from '../rollout/node-index.js';
 import {
   departedOf,
   machineOwner,
@@ -61,6 +62,8 @@ export interface SharedCaches {
   osc(namespace: string, name: string): OscObject | undefined;
   references(namespace: string, spec: OperatingSystemConfigSpec): References;
   nodeReported(name: string, configUid?: string): boolean;
+  /** The oscar.dev/config-uid label of the node object named so (the approver's), if any. */
+  nodeConfigUid(name: string): string | undefined;
 }
 
 export interface BootstrapControllerOptions {
@@ -489,13 +492,14 @@ export class BootstrapController extends RuntimeController implements BootstrapC
    * a node oscar issued no identity to (an agent run with other credentials).
    */
   issuedNamespaces(machine: string): string[] {
-    return this.configsForMachine(machine)
+    const issued = this.configsForMachine(machine)
       .filter((c) => {
         if (this.consumed.has(keyOf(c))) return true;
         const t = c.status?.conditions?.find((x) => x.type === 'BootstrapTokenAvailable');
         return t?.status === 'False' && t.reason === 'IdentityIssued';
       })
-      .map((c) => c.metadata.namespace ?? '');
+      .map((c) => ({ namespace: c.metadata.namespace ?? '', uid: c.metadata.uid ?? '' }));
+    return identityNamespaces(issued, this.o.shared.nodeConfigUid(machine));
   }
 
   /**

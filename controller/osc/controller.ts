@@ -13,6 +13,7 @@
  * listed" for "missing" (nor writes node counts of 0 before the nodes are listed).
  */
 import { LABEL_CONFIG_NAME } from '../../api/bootstrap/constants.js';
+import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import { referencedObjects, type References } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { LABEL_OSC } from '../../api/secret.js';
@@ -529,6 +530,10 @@ export class OscController extends RuntimeController implements Caches {
   nodeReported(name: string, configUid?: string): boolean {
     const node = this.nodes.get('', name);
     return node !== undefined && nodeOfConfig(node, configUid);
+  }
+  /** The identity approver's oscar.dev/config-uid label on the node object named so. */
+  nodeConfigUid(name: string): string | undefined {
+    return this.nodes.get('', name)?.metadata.labels?.[CONFIG_UID_LABEL];
   }
   /** The data of the Secrets and ConfigMaps `spec` references, from these caches. */
   references(namespace: string, spec: OperatingSystemConfigSpec): References {

@@ -35,6 +35,25 @@ export function nodeStateOf(node: OscNodeObject): { osc: string; state: NodeStat
  * credentials, which an administrator placed). What the node reports about itself never puts an
  * oscar-issued node into another namespace's rollout, where it could stall it.
  */
+/** No namespace at all: what a node whose identity no live config holds belongs to. */
+export const NO_NAMESPACE = '';
+
+/**
+ * The namespaces a node belongs to, from what the identity approver issued: the live configs
+ * naming its machine whose identity was issued, and the config UID the approver labelled its
+ * object with. A labelled object is that one identity's alone: if no live config here holds that
+ * UID (a deleted machine's certificate, still valid, made its object again; or a config another
+ * controller watches), it belongs nowhere — never to every rollout, as an unlabelled one may.
+ */
+export function identityNamespaces(
+  issued: readonly { namespace: string; uid: string }[],
+  nodeConfigUid: string | undefined,
+): string[] {
+  if (nodeConfigUid === undefined) return issued.map((c) => c.namespace);
+  const holder = issued.find((c) => c.uid === nodeConfigUid);
+  return [holder ? holder.namespace : NO_NAMESPACE];
+}
+
 export function memberOf(oscKey: string, issuedNamespaces: readonly string[]): boolean {
   if (issuedNamespaces.length === 0) return true;
   const namespace = oscKey.slice(0, oscKey.indexOf('/'));
