@@ -374,7 +374,7 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
     );
   });
 
-  it('a MachineDeployment with an OscarConfigTemplate: one config per Machine (named like it), one Secret and one token each; deleting a Machine removes its config, Secret and token', async (ctx) => {
+  it('a MachineDeployment with an OscarConfigTemplate: one config per Machine (named like it), one Secret and one token each; scaling down removes its Machine’s config, Secret, token and node object', async (ctx) => {
     if (clusterUnavailable !== null || skipReason)
       return ctx.skip(clusterUnavailable ?? skipReason);
     await apply(cluster('c2'));
@@ -471,9 +471,24 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
     }
     expect(tokens.size).toBe(2);
 
-    // Scale to one: the Machine that goes takes its config, Secret and token with it.
+    // Scale to one: the Machine that goes takes its config, Secret, token and node object with it.
     const t0 = await tokenOf(machines[0]?.metadata.name ?? '');
     const t1 = await tokenOf(machines[1]?.metadata.name ?? '');
+    // Each machine's node object, labelled as the identity approver labels it when it issues
+    // the machine's identity (its config's UID); both machines have now joined.
+    const nodes = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
+    for (const m of machines) {
+      const name = m.metadata.name;
+      const uid = (await get<ConfigObject>(configPath(name)))?.metadata.uid ?? '';
+      expect(uid).not.toBe('');
+      await http().request('POST', nodes, {
+        body: {
+          apiVersion: 'oscar.dev/v1alpha1',
+          kind: 'OperatingSystemConfigNode',
+          metadata: { name, labels: { 'oscar.dev/config-uid': uid } },
+        },
+      });
+    }
     await http().request(
       'PATCH',
       `/apis/cluster.x-k8s.io/v1beta2/namespaces/${ns}/machinedeployments/md`,
@@ -495,6 +510,7 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
             get(configPath(name)),
             get(secretPath(name)),
             get(tokenPath(decoded(t, 'token-id'))),
+            get(`${nodes}/${name}`),
           ]);
           if (left.every((x) => x === undefined)) return name;
         }
@@ -503,6 +519,12 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
       120_000,
     );
     expect(gone).toBeTruthy();
+    // the Machine that stays keeps its node object
+    const kept = machines.find((m) => m.metadata.name !== gone)?.metadata.name ?? '';
+    expect(await get(`${nodes}/${kept}`)).toBeDefined();
+    for (const m of machines) {
+      await kubectl(['delete', 'operatingsystemconfignode', m.metadata.name, '--ignore-not-found']);
+    }
   });
 
   it('a paused Cluster (or the pause annotation) is left alone: no Secret, no token until it resumes', async (ctx) => {
