@@ -4,7 +4,9 @@
 // the verdict only (not in place), logs the refusal, stays alive and answering with its peak RSS
 // under its Deployment's memory limit (256Mi, read from the manifest), and answers the next
 // request (positive control). Before bounded decoding (api/gunzip.ts) one such request OOM-killed
-// it.
+// it. The limit is the kernel's, not a comparison: the extension runs in a memory cgroup of its
+// own limited to the Deployment's figure (test/support/memory-cgroup.ts); with the bound removed
+// the kernel OOM-kills it there and the test fails.
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
@@ -31,6 +33,7 @@ import {
   type ControllerProcess,
 } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { memoryCgroup, type MemoryCgroup } from '../support/memory-cgroup.js';
 
 const MiB = 1024 * 1024;
 
@@ -87,6 +90,7 @@ let dir = '';
 let ext: ControllerProcess | undefined;
 let url = '';
 let ca: Buffer = Buffer.alloc(0);
+let cgroup: MemoryCgroup | undefined;
 
 function post(path: string, body: unknown): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -129,19 +133,25 @@ beforeAll(async () => {
   await writeFile(join(dir, 'tls.crt'), await readFile(pair.certPath));
   await writeFile(join(dir, 'tls.key'), await readFile(pair.keyPath));
   ca = await readFile(join(dir, 'ca.crt'));
-  ext = spawnOscar('extension', [
-    'serve',
-    '--kubeconfig',
-    testEnvInfo().kubeconfigPath,
-    '--listen',
-    '127.0.0.1:0',
-    '--tls-cert',
-    join(dir, 'tls.crt'),
-    '--tls-key',
-    join(dir, 'tls.key'),
-    '--log-format',
-    'json',
-  ]);
+  // the Deployment's limit as the kernel enforces it: the extension in a memory cgroup of its own
+  cgroup = memoryCgroup(uniqueName('oscar-bomb-ext'), shippedLimit());
+  ext = spawnOscar(
+    'extension',
+    [
+      'serve',
+      '--kubeconfig',
+      testEnvInfo().kubeconfigPath,
+      '--listen',
+      '127.0.0.1:0',
+      '--tls-cert',
+      join(dir, 'tls.crt'),
+      '--tls-key',
+      join(dir, 'tls.key'),
+      '--log-format',
+      'json',
+    ],
+    cgroup?.wrap.bind(cgroup),
+  );
   url = await waitFor(
     'the extension listening',
     () => {
@@ -157,6 +167,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (ext) await stopProcess(ext);
+  await cgroup?.remove();
   if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
   if (dir) await rm(dir, { recursive: true, force: true });
 });
@@ -200,6 +211,12 @@ describe.skipIf(clusterUnavailable !== null)(
         `extension peak RSS after the bomb: ${(peak / MiB).toFixed(0)} MiB (limit ${String(limit / MiB)} MiB)`,
       );
       expect(peak).toBeLessThan(limit);
+      if (cgroup) {
+        console.info(
+          `extension cgroup (${cgroup.path}, limit ${String(limit / MiB)} MiB): peak ${(cgroup.peak() / MiB).toFixed(0)} MiB, OOM kills ${String(cgroup.oomKills())}`,
+        );
+        expect(cgroup.oomKills()).toBe(0);
+      }
       // positive control: alive and answering
       const again = await canUpdate('fine', 'fine');
       expect(JSON.parse(again.body)).toMatchObject({

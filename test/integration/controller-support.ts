@@ -171,13 +171,21 @@ export function spawnController(args: string[]): ControllerProcess {
   return spawnOscar('controller', args);
 }
 
-/** Runs `oscar COMMAND ARGS` as its own process, collecting its output. */
-export function spawnOscar(command: string, args: string[]): ControllerProcess {
-  const child = spawn(
+/** Runs `oscar COMMAND ARGS` as its own process, collecting its output; `wrap` may prefix its command line (a memory cgroup). */
+export function spawnOscar(
+  command: string,
+  args: string[],
+  wrap: (argv: string[]) => string[] = (argv) => argv,
+): ControllerProcess {
+  const [file = '', ...rest] = wrap([
     process.execPath,
-    ['--import', 'tsx', join(repoRoot, 'cli', 'oscar.ts'), command, ...args],
-    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+    '--import',
+    'tsx',
+    join(repoRoot, 'cli', 'oscar.ts'),
+    command,
+    ...args,
+  ]);
+  const child = spawn(file, rest, { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
