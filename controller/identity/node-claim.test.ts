@@ -75,6 +75,22 @@ describe('claimNode: the node object passes to a new identity with nothing of th
     });
   });
 
+  it('resets an object with no labels or annotations at all', () => {
+    const bare = { metadata: { name: 'm', resourceVersion: '7' }, status: { source: 'Grant' } };
+    const claim = claimNode(bare, 'm', 'new-uid');
+    expect(claim.action).toBe('reset');
+    if (claim.action === 'reset') {
+      expect(claim.object('8')).toEqual({
+        metadata: {
+          resourceVersion: '8',
+          labels: { [CONFIG_UID_LABEL]: 'new-uid' },
+          annotations: {},
+        },
+        spec: null,
+      });
+    }
+  });
+
   it('writes the status first, preconditioned on the resourceVersion read; the relabel on the one after it', () => {
     const claim = claimNode(leftBehind(), 'm', 'new-uid');
     if (claim.action !== 'reset') throw new Error('expected a reset');
