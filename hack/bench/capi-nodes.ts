@@ -15,7 +15,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import type { KubeHttp } from '../../kube/client.js';
-import { buildCapi } from '../../test/integration/support/capi.js';
+import { buildCapi } from '../../test/support/capi.js';
 import { nodeRoot } from '../../test/support/tools.js';
 import { nodeBinaries, nodeReady, type NodeObject } from '../../test/e2e/kubelet-support.js';
 import {

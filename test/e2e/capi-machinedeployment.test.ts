@@ -21,7 +21,7 @@ import {
 } from '../../hack/testenv/testenv.js';
 import { type KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
-import { buildCapi } from '../integration/support/capi.js';
+import { buildCapi } from '../support/capi.js';
 import { run } from '../support/exec.js';
 import { missing, nodeRoot, requireTools } from '../support/tools.js';
 import { nodeBinaries, nodeReady, type NodeObject } from './kubelet-support.js';

@@ -14,7 +14,7 @@ import type { DataObject, KubeObject } from '../../controller/kube/types.js';
 import type { ConfigObject } from '../../controller/bootstrap/types.js';
 import { Api, demoSpec, startController, waitFor, sleep } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
-import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from './support/capi.js';
+import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from '../support/capi.js';
 import { tokenIdFor } from '../../controller/bootstrap/token.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 

@@ -37,7 +37,7 @@ import {
   testEnvInfo,
   uniqueName,
 } from './support/cluster.js';
-import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from './support/capi.js';
+import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from '../support/capi.js';
 
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';

@@ -9,7 +9,7 @@ import { type ControllerHandle } from '../../../controller/main.js';
 import { buildAgent } from '../../../hack/agent/build.js';
 import type { TestEnv } from '../../../hack/testenv/testenv.js';
 import type { KubeHttp } from '../../../kube/client.js';
-import { startCapi, type CapiManager } from '../../integration/support/capi.js';
+import { startCapi, type CapiManager } from '../../support/capi.js';
 import { runBootstrapController, serveAgent } from '../../support/agent-server.js';
 import { run } from '../../support/exec.js';
 import { repoRoot } from '../../support/tools.js';
