@@ -116,7 +116,7 @@ export interface KubeletMachine {
   node: Node;
   /** Date.now() just before the boot. */
   bootedAt: number;
-  stop(): Promise<void>;
+  stop: () => Promise<void>;
 }
 
 export interface KubeletMachineOptions {

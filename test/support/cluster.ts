@@ -26,9 +26,9 @@ export interface Cluster {
   /** The admin kubeconfig, for @kubernetes/client-node users. */
   kubeConfig: KubeConfig;
   /** kubectl (the API server's release) as the admin; never throws on a non-zero exit. */
-  kubectl(args: readonly string[], input?: string): Promise<RunResult>;
+  kubectl: (args: readonly string[], input?: string) => Promise<RunResult>;
   /** Stops the cluster when this process started it; an attached one is left running. */
-  stop(): Promise<void>;
+  stop: () => Promise<void>;
 }
 
 const testenvLog = (m: string): void => {
@@ -73,11 +73,11 @@ export async function clusterOrSkip(
 
 /** The reads and writes suites make as the admin: `get` (undefined when absent), `apply`. */
 export interface KubeOps {
-  get<T>(path: string): Promise<T | undefined>;
+  get: <T>(path: string) => Promise<T | undefined>;
   /** Server-side apply of `body` at `path` (forced, as `fieldManager`). */
-  apply<T = unknown>(path: string, body: Record<string, unknown>): Promise<T>;
+  apply: <T = unknown>(path: string, body: Record<string, unknown>) => Promise<T>;
   /** Server-side apply of a whole object, at the path its apiVersion, kind and metadata name. */
-  applyObject<T = unknown>(obj: Record<string, unknown>): Promise<T>;
+  applyObject: <T = unknown>(obj: Record<string, unknown>) => Promise<T>;
 }
 
 /** The REST path of an object (the plural is the lower-cased kind + "s", true of every kind used). */
