@@ -12,7 +12,12 @@ import {
   type StartOptions,
   type TestEnv,
 } from '../../hack/testenv/testenv.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import {
+  CONTENT_APPLY_PATCH,
+  isNotFound,
+  type HttpKubeClient,
+  type KubeHttp,
+} from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { run, type RunResult } from './exec.js';
 import { missing } from './tools.js';
@@ -22,7 +27,7 @@ export interface Cluster {
   /** True when this process started the cluster (and `stop` ends it). */
   own: boolean;
   /** The admin (system:masters) client. */
-  api: KubeHttp;
+  api: HttpKubeClient;
   /** The admin kubeconfig, for @kubernetes/client-node users. */
   kubeConfig: KubeConfig;
   /** kubectl (the API server's release) as the admin; never throws on a non-zero exit. */
