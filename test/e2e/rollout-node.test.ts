@@ -34,6 +34,7 @@ import {
   type Node,
 } from '../support/nspawn.js';
 import { nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { bundleCli } from '../support/bundle.js';
 import { waitFor } from '../support/wait.js';
 
 const API_NAME = 'apiserver.oscar.test';
@@ -255,18 +256,7 @@ beforeAll(async () => {
   configDir = await mkdtemp(join(tmpdir(), 'oscar-e2e-rollout-'));
   await writeFile(join(configDir, 'kubeconfig'), stringify(doc), { mode: 0o600 });
 
-  const esbuild = await import('esbuild');
-  bundleRel = `.oscar/e2e/oscar-rollout-${String(process.pid)}.mjs`;
-  await esbuild.build({
-    entryPoints: [join(repoRoot, 'cli', 'oscar.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: join(repoRoot, bundleRel),
-    logLevel: 'error',
-  });
+  bundleRel = await bundleCli(`oscar-rollout-${String(process.pid)}`);
 
   net = await nodeNetwork(process.pid.toString(36), 40 + (process.pid % 200));
   const apiPort = Number(new URL(env.info.server).port);
