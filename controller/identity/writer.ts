@@ -15,9 +15,9 @@ import { BOOTSTRAP_TOKEN_NAMESPACE } from '../../api/bootstrap/constants.js';
 import { API_VERSION, OSC_NODE_KIND } from '../../api/constants.js';
 import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import { tokenSecretName } from '../bootstrap/token.js';
+import { IDENTITY_FIELD_MANAGER } from '../shared/node-rbac.js';
 import type { CsrObject } from './decide.js';
 
-export const IDENTITY_FIELD_MANAGER = 'oscar-identity';
 export const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 
 export interface CsrCondition {
