@@ -1,7 +1,7 @@
 /**
  * The immediate admission: every desired state its source delivers (the reconcile Secret, a file,
- * stdin) is admitted as it arrives — grant mode without the controller's pacing or a try. A state
- * the node already carries is not applied again.
+ * stdin, a save under `oscar up`) is admitted as it arrives — grant mode without the controller's
+ * pacing or a try. A state the node already carries is not applied again (unless `reapply`).
  */
 import { shortChecksum, type Logger } from '../log/logger.js';
 import type { Admission, AdmissionLoop, Admitted, RunContext } from './admission.js';
@@ -23,6 +23,8 @@ export class ImmediateAdmission implements Admission {
     private readonly log: Logger,
     /** Log each plan after running it. */
     private readonly printPlan = false,
+    /** Apply a state the node already carries too (`oscar up`: every save shows its plan). */
+    private readonly reapply = false,
   ) {
     this.description = source.description;
   }
@@ -54,7 +56,7 @@ export class ImmediateAdmission implements Admission {
   }
 
   private async apply(desired: Desired, ctx: RunContext): Promise<void> {
-    if (desired.checksum === ctx.applied) return;
+    if (!this.reapply && desired.checksum === ctx.applied) return;
     const checksum = shortChecksum(desired.checksum);
     const t0 = performance.now();
     const result = await ctx.applier({ checksum }).apply(desired);

@@ -5,13 +5,18 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { extname, join, relative, resolve } from 'node:path';
 import { watch } from 'chokidar';
+import { Agent, type Reporter } from '../../agent/agent.js';
+import { nodeApplier, type Applier } from '../../agent/applier.js';
 import { applyDesired, planFor } from '../../agent/apply.js';
-import { desiredFromYaml } from '../../agent/desired.js';
+import { desiredFromYaml, type NamedDesired } from '../../agent/desired.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import { lockStateDir } from '../../agent/lock.js';
 import { formatPlan } from '../../agent/plan.js';
 import { AWAIT_WRITE_FINISH, readStableFile } from '../../agent/stable-file.js';
-import { openLogger } from '../../log/logger.js';
+import { ImmediateAdmission } from '../../agent/immediate.js';
+import type { Source } from '../../agent/source.js';
+import type { Desired } from '../../agent/state.js';
+import { openLogger, silentLogger } from '../../log/logger.js';
 import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
 
 const isYaml = (f: string): boolean => ['.yaml', '.yml'].includes(extname(f));
@@ -53,26 +58,75 @@ export async function upFile(file: string, opts: UpOptions, changed = false): Pr
     return false;
   }
   let ok = true;
-  for (const desired of all) {
-    const root = join(opts.out, 'root', desired.name);
-    const deps = depsFor({ root });
-    try {
-      // as an agent would: `oscar agent --root` on the same sandbox is refused meanwhile
-      const unlock = await lockStateDir(deps.stateDir);
-      try {
-        const actions = await planFor(deps, desired);
-        const header = `● ${shown} → ${relative(process.cwd(), root) || root} (${desired.config.purpose}, ${desired.checksum.slice(0, 12)})`;
-        opts.print(`${header}\n${indent(formatPlan(actions))}`);
-        await applyDesired(deps, desired);
-      } finally {
-        await unlock();
-      }
-    } catch (error) {
-      ok = false;
-      opts.print(`✗ ${shown} (${desired.name}): ${(error as Error).message}\n`);
-    }
-  }
+  for (const desired of all) ok = (await upDesired(desired, shown, opts)) && ok;
   return ok;
+}
+
+/** A source that delivers one state, once: what a save holds. */
+function onceSource(desired: Desired, description: string): Source {
+  return {
+    description,
+    start: (events) => {
+      events.onDesired(desired);
+      return Promise.resolve();
+    },
+    stop: () => Promise.resolve(),
+  };
+}
+
+/**
+ * Applies one OSC to its sandbox through the agent's one loop (the immediate admission), as an
+ * agent would: the sandbox's lock held (`oscar agent --root` on it is refused meanwhile), the plan
+ * printed before it runs. One run: a failure is printed, not retried (the next save is the retry).
+ */
+async function upDesired(desired: NamedDesired, shown: string, opts: UpOptions): Promise<boolean> {
+  const root = join(opts.out, 'root', desired.name);
+  const deps = depsFor({ root });
+  const failed = (error: Error): false => {
+    opts.print(`✗ ${shown} (${desired.name}): ${error.message}\n`);
+    return false;
+  };
+  let failure: Error | undefined;
+  const reporter: Reporter = {
+    desired: () => undefined,
+    applied: () => undefined,
+    failed: (_checksum, error) => {
+      failure = error;
+    },
+    sourceFailed: (error) => {
+      failure = error;
+    },
+  };
+  const log = silentLogger();
+  const applier = (): Applier => ({
+    ...nodeApplier(deps, log),
+    apply: async (d) => {
+      const actions = await planFor(deps, d);
+      const header = `● ${shown} → ${relative(process.cwd(), root) || root} (${d.config.purpose}, ${d.checksum.slice(0, 12)})`;
+      opts.print(`${header}\n${indent(formatPlan(actions))}`);
+      return applyDesired(deps, d);
+    },
+  });
+  try {
+    const unlock = await lockStateDir(deps.stateDir);
+    try {
+      const source = onceSource(desired, `file ${shown}`);
+      const agent = new Agent({
+        admission: new ImmediateAdmission(source, reporter, log, false, true),
+        applier,
+        reporter,
+        log,
+      });
+      await agent.start();
+      await agent.idle();
+      await agent.stop();
+    } finally {
+      await unlock();
+    }
+  } catch (error) {
+    return failed(error as Error);
+  }
+  return failure ? failed(failure) : true;
 }
 
 function indent(text: string): string {

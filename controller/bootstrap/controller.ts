@@ -32,7 +32,7 @@ import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtim
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer, type InformerContext } from '../runtime/informers.js';
 import { OwnWrites } from '../runtime/own-writes.js';
-import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../identity/rbac.js';
+import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../shared/node-rbac.js';
 import { consumedKey, type TokenConsumer } from './consumers.js';
 import { identityNamespaces } from '../rollout/node-index.js';
 import {

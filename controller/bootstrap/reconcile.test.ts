@@ -4,7 +4,7 @@ import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
-import { machineGrantFor, nodeRole } from '../identity/rbac.js';
+import { machineGrantFor, nodeRole } from '../shared/node-rbac.js';
 import {
   consumedStatus,
   departedOf,

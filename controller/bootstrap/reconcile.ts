@@ -39,7 +39,7 @@ import { setConditions, type ConditionInput } from '../runtime/conditions.js';
 import type { KubeObject, OscObject, OwnerReference } from '../kube/types.js';
 import { jsonEqual, splitKey } from '../osc/reconcile.js';
 import { PROVISION_SECRET_TYPE } from '../osc/secret-object.js';
-import { machineGrantFor, nodeRole, nodeRoleCurrent, nodeRoleName } from '../identity/rbac.js';
+import { machineGrantFor, nodeRole, nodeRoleCurrent, nodeRoleName } from '../shared/node-rbac.js';
 import { renderMachine } from './render.js';
 import {
   awaitingMessage,
@@ -68,7 +68,7 @@ export interface BootstrapCaches {
    * not another config's (its oscar.dev/config-uid label, when set, names this config's UID).
    */
   nodeReported(name: string, configUid?: string): boolean;
-  /** The machine's Role the identity approver wrote (controller/identity/rbac.ts), if any. */
+  /** The machine's Role the identity approver wrote (controller/shared/node-rbac.ts), if any. */
   nodeRole(namespace: string, name: string): RoleObject | undefined;
 }
 

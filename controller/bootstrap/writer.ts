@@ -29,8 +29,7 @@ import {
   type BootstrapEvent,
   type BootstrapWriter,
 } from './reconcile.js';
-import { RBAC_API_VERSION } from '../identity/rbac.js';
-import { IDENTITY_FIELD_MANAGER } from '../identity/writer.js';
+import { IDENTITY_FIELD_MANAGER, RBAC_API_VERSION } from '../shared/node-rbac.js';
 import { tokenSecretName } from './token.js';
 import { API_VERSION } from '../../api/constants.js';
 import { CONFIG_UID_LABEL } from '../../api/identity.js';

@@ -10,7 +10,7 @@ import { kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
 import type { ConfigObject } from '../bootstrap/types.js';
 import type { BootstrapLink } from './bootstrap-link.js';
 import type { CsrObject } from './decide.js';
-import { machineGrantFor, nodeRole, nodeRoleBinding } from './rbac.js';
+import { machineGrantFor, nodeRole, nodeRoleBinding } from '../shared/node-rbac.js';
 import type { IdentityWriter } from './writer.js';
 
 export const REASON_IDENTITY_ISSUED = 'IdentityIssued';

@@ -16,10 +16,10 @@ import { BOOTSTRAP_TOKEN_NAMESPACE } from '../../api/bootstrap/constants.js';
 import { API_VERSION } from '../../api/constants.js';
 import type { KubeObject } from '../kube/types.js';
 import { tokenSecretName } from '../bootstrap/token.js';
+import { IDENTITY_FIELD_MANAGER } from '../shared/node-rbac.js';
 import type { CsrObject } from './decide.js';
 import { claimNode, type ClaimedNode, type NodeClaim } from './node-claim.js';
 
-export const IDENTITY_FIELD_MANAGER = 'oscar-identity';
 export const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 const NODES_PATH = `/apis/${API_VERSION}/operatingsystemconfignodes`;
 

@@ -17,10 +17,8 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { buildAgent } from '../agent/build.js';
-import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { attachCluster, kubeOps } from '../../test/support/cluster.js';
 import { runBootstrapController, serveAgent } from '../../test/support/agent-server.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
-import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { bootNode } from '../../test/support/nspawn.js';
 import { nodeRoot, repoRoot } from '../../test/support/tools.js';
 import { sleep } from '../../api/util.js';
@@ -36,23 +34,9 @@ const pct = (xs: number[], p: number): number => {
 async function main(): Promise<void> {
   const lower = nodeRoot();
   if (!lower) throw new Error('no node root (run hack/node-root/build.sh as root)');
-  const attach = process.env.OSCAR_TESTENV_STATE;
-  const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({});
-  const api: KubeHttp = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
-  const apply = (path: string, body: Record<string, unknown>): Promise<unknown> =>
-    api.request('PATCH', path, {
-      query: { fieldManager: 'bench', force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body,
-    });
-  const get = async <T>(path: string): Promise<T | undefined> => {
-    try {
-      return await api.request<T>('GET', path);
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
-  };
+  const cluster = await attachCluster({});
+  const { env, api } = cluster;
+  const { apply, get } = kubeOps(api, 'bench');
   execFileSync(env.info.kubectlPath, [
     '--kubeconfig',
     env.kubeconfigPath,
@@ -174,7 +158,7 @@ async function main(): Promise<void> {
       ns,
       '--wait=false',
     ]);
-    if (!attach) await env.stop();
+    await cluster.stop();
   }
   const t = (f: (r: (typeof rows)[number]) => number): string => {
     const xs = rows.map(f).filter((x) => Number.isFinite(x));

@@ -11,11 +11,9 @@
  *   flock /tmp/oscar-e2e.lock timeout 1800 nice -n 10 node --import tsx hack/bench/capi-nodes.ts [--nodes 2]
  */
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
-import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
-import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
+import { attachCluster } from '../../test/support/cluster.js';
 import type { KubeHttp } from '../../kube/client.js';
-import { buildCapi } from '../../test/integration/support/capi.js';
+import { buildCapi } from '../../test/support/capi.js';
 import { nodeRoot } from '../../test/support/tools.js';
 import { nodeBinaries, nodeReady, type NodeObject } from '../../test/e2e/kubelet-support.js';
 import {
@@ -120,11 +118,8 @@ async function main(): Promise<void> {
   const bin = nodeBinaries();
   const built = await buildCapi();
   if (!lower || !bin || 'missing' in built) throw new Error('no node root, kubelet or Cluster API');
-  const attach = process.env.OSCAR_TESTENV_STATE;
-  const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({});
-  const api = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
+  const cluster = await attachCluster({});
+  const { env, api, kubeConfig: kc } = cluster;
   const suffix = process.pid.toString(36);
   const ns = `bench-md-${suffix}`;
   const md = `b${suffix}`;
@@ -176,7 +171,7 @@ async function main(): Promise<void> {
     await stack.stop();
     for (const n of names) await api.request('DELETE', `/api/v1/nodes/${n}`).catch(() => undefined);
     await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
-    if (!attach) await env.stop();
+    await cluster.stop();
   }
 }
 

@@ -14,25 +14,19 @@
  * gets its own port through a per-machine drop-in; like the e2e, the host's sysctls kubelet
  * changes are put back at the end.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
 import { buildAgent } from '../agent/build.js';
-import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { runBootstrapController, serveAgent } from '../../test/support/agent-server.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
-import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
-import { bootNode, persistentRoot, type Node } from '../../test/support/nspawn.js';
+import { attachCluster, kubeOps } from '../../test/support/cluster.js';
+import type { Node } from '../../test/support/nspawn.js';
 import { nodeRoot, repoRoot } from '../../test/support/tools.js';
 import {
   exampleDocs,
   hostSysctls,
-  kubeletBinds,
+  bootKubeletMachine,
   nodeBinaries,
   nodeReady,
-  prepareKubeletImage,
   type NodeObject,
 } from '../../test/e2e/kubelet-support.js';
 import { getRaw } from './apiserver-metrics.js';
@@ -70,25 +64,9 @@ async function main(): Promise<void> {
   const lower = nodeRoot();
   const bin = nodeBinaries();
   if (!lower || !bin) throw new Error('no node root or kubelet (see the printed reason)');
-  const attach = process.env.OSCAR_TESTENV_STATE;
-  const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({});
-  const api: KubeHttp = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
-  const apply = (path: string, body: Record<string, unknown>): Promise<unknown> =>
-    api.request('PATCH', path, {
-      query: { fieldManager: 'bench', force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body,
-    });
-  const get = async <T>(path: string): Promise<T | undefined> => {
-    try {
-      return await api.request<T>('GET', path);
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
-  };
+  const cluster = await attachCluster({});
+  const { env, api, kubeConfig: kc } = cluster;
+  const { apply, get } = kubeOps(api, 'bench');
   const restore = await hostSysctls();
   const cleanups: (() => Promise<void>)[] = [];
   const machines: Machine[] = [];
@@ -159,26 +137,19 @@ async function main(): Promise<void> {
     }
     await Promise.all(
       machines.map(async (m, i) => {
-        const disk = await persistentRoot(lower);
-        cleanups.push(disk.cleanup);
-        await prepareKubeletImage(disk.root);
         // one port per kubelet on the shared network; healthz off (it would collide too)
-        await mkdir(join(disk.root, 'etc/kubernetes/kubelet.conf.d'), { recursive: true });
-        await writeFile(
-          join(disk.root, 'etc/kubernetes/kubelet.conf.d/91-port.conf'),
-          `apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: ${String(10250 + 10 * i)}\nhealthzPort: 0\n`,
-        );
-        const containerd = await mkdtemp(join(tmpdir(), 'oscar-containerd-'));
-        cleanups.push(() => rm(containerd, { recursive: true, force: true }));
-        m.boot = Date.now();
-        m.node = await bootNode({
-          root: disk.root,
+        const booted = await bootKubeletMachine({
+          lower,
+          bin,
           name: m.name,
-          volatile: false,
-          seed: { userData: seeds[i] ?? '' },
-          binds: kubeletBinds(bin, containerd),
-          writableProcSys: true,
+          userData: seeds[i] ?? '',
+          dropIns: {
+            '91-port.conf': `apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nport: ${String(10250 + 10 * i)}\nhealthzPort: 0\n`,
+          },
         });
+        cleanups.push(booted.stop);
+        m.boot = booted.bootedAt;
+        m.node = booted.node;
       }),
     );
     const deadline = Date.now() + 15 * 60_000;
@@ -235,7 +206,7 @@ async function main(): Promise<void> {
     for (const m of machines)
       await api.request('DELETE', `/api/v1/nodes/${m.name}`).catch(() => undefined);
     await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
-    if (!attach) await env.stop();
+    await cluster.stop();
   }
 }
 

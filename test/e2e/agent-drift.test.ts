@@ -18,17 +18,12 @@ import type { ResolvedConfig } from '../../api/resolved.js';
 import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../../api/secret.js';
 import type { OperatingSystemConfigNodeStatus } from '../../api/schema.js';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
-import { HttpKubeClient, isNotFound } from '../../kube/client.js';
-import {
-  attachTestEnv,
-  startTestEnv,
-  ToolMissingError,
-  type TestEnv,
-} from '../../hack/testenv/testenv.js';
-import { KubeConfig } from '@kubernetes/client-node';
+import { isNotFound, type HttpKubeClient } from '../../kube/client.js';
+import { clusterOrSkip, type Cluster } from '../support/cluster.js';
 import { bootNode, nodeRuntimeBind, uniqueNodeName, type Node } from '../support/nspawn.js';
-import { isCI, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
-import { spawn } from 'node:child_process';
+import { nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { bundleCli } from '../support/bundle.js';
+import { waitFor as waitUntil } from '../support/wait.js';
 import { sleep } from '../../api/util.js';
 import { buildAptRepo } from './apt-repo.js';
 
@@ -37,8 +32,7 @@ const CONFIG_IN_NODE = '/etc/oscar-e2e';
 const SECRET = 'oscar-drift-reconcile';
 const OSC = 'drift-e2e';
 
-let env: TestEnv | undefined;
-let ownEnv = false;
+let testCluster: Cluster | undefined;
 let node: Node | undefined;
 let admin: HttpKubeClient | undefined;
 let skipReason: string | undefined;
@@ -115,24 +109,15 @@ async function status(): Promise<OperatingSystemConfigNodeStatus | undefined> {
   }
 }
 
-async function waitFor<T>(
-  what: string,
-  f: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await f();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) {
+/** The shared wait; on a timeout it says the node's status and the agent's last words. */
+const waitFor = <T>(what: string, f: () => Promise<T | undefined>, timeoutMs = 60_000) =>
+  waitUntil(what, f, {
+    timeoutMs,
+    onTimeout: async () => {
       const log = node ? (await node.journal('oscar-agent.service')).split('\n').slice(-30) : [];
-      throw new Error(
-        `timed out waiting for ${what}; status ${JSON.stringify(await status())}\n${log.join('\n')}`,
-      );
-    }
-    await sleep(100);
-  }
-}
+      return `status ${JSON.stringify(await status())}\n${log.join('\n')}`;
+    },
+  });
 
 const appliedIs = (checksum: string) =>
   waitFor(`applied ${checksum.slice(0, 12)}`, async () => {
@@ -162,44 +147,26 @@ async function mainPids(): Promise<Record<string, string>> {
 }
 
 async function kubectl(args: string[], input: string): Promise<void> {
-  if (!env) throw new Error('no cluster');
-  const child = spawn(env.kubectlPath, ['--kubeconfig', env.kubeconfigPath, ...args], {
-    stdio: ['pipe', 'ignore', 'pipe'],
-  });
-  let err = '';
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  child.stdin.end(input);
-  const code = await new Promise<number | null>((r) => child.once('exit', r));
-  if (code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${err}`);
+  if (!testCluster) throw new Error('no cluster');
+  const r = await testCluster.kubectl(args, input);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
 }
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep'])) {
-    skipReason = 'systemd-nspawn/nsenter/pgrep missing (run hack/deps.sh)';
+  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep']);
+  if (gate.skip !== undefined) {
+    skipReason = gate.skip;
     return;
   }
-  const root = nodeRoot();
-  if (root === undefined) {
-    skipReason = 'no node root (see the printed reason)';
+  const root = gate.root;
+  const attached = await clusterOrSkip();
+  if ('skip' in attached) {
+    skipReason = attached.skip;
     return;
   }
-  const attach = process.env.OSCAR_TESTENV_STATE;
-  try {
-    if (attach) env = await attachTestEnv(attach);
-    else {
-      env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
-      ownEnv = true;
-    }
-  } catch (error) {
-    if (error instanceof ToolMissingError && !isCI()) {
-      skipReason = `no test cluster: ${error.message}`;
-      return;
-    }
-    throw error;
-  }
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
-  admin = new HttpKubeClient(kc);
+  testCluster = attached.cluster;
+  const env = testCluster.env;
+  admin = testCluster.api;
   nodeName = uniqueNodeName('drift');
   await admin.request('POST', '/api/v1/namespaces', {
     body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
@@ -243,18 +210,7 @@ beforeAll(async () => {
     { mode: 0o600 },
   );
 
-  bundleRel = `.oscar/e2e/oscar-drift-${String(process.pid)}.mjs`;
-  const esbuild = await import('esbuild');
-  await esbuild.build({
-    entryPoints: [join(repoRoot, 'cli', 'oscar.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: join(repoRoot, bundleRel),
-    logLevel: 'error',
-  });
+  bundleRel = await bundleCli(`oscar-drift-${String(process.pid)}`);
   node = await bootNode({
     root,
     name: nodeName,
@@ -285,7 +241,7 @@ afterAll(async () => {
       .catch(() => undefined);
     admin.close();
   }
-  if (ownEnv) await env?.stop();
+  await testCluster?.stop();
   if (hostConfigDir) await rm(hostConfigDir, { recursive: true, force: true });
   if (bundleRel) await rm(join(repoRoot, bundleRel), { force: true });
 });

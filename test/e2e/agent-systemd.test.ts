@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootNode, readNodeFile, uniqueNodeName, type Node } from '../support/nspawn.js';
-import { findTool, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+import { findTool, nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { bundleCli } from '../support/bundle.js';
 import { buildAptRepo } from './apt-repo.js';
 
 const REPO_IN_NODE = '/opt/oscar';
@@ -128,30 +129,16 @@ async function lines(path: string): Promise<string[]> {
 }
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep'])) {
-    skipReason = 'systemd-nspawn/nsenter/pgrep missing (run hack/deps.sh)';
+  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep']);
+  if (gate.skip !== undefined) {
+    skipReason = gate.skip;
     return;
   }
-  const root = nodeRoot();
-  if (root === undefined) {
-    skipReason = 'no node root (see the printed reason)';
-    return;
-  }
+  const root = gate.root;
   const nodeBin = findTool('node');
   if (!nodeBin) throw new Error('node is not on PATH');
   // the CLI bundled (dependencies stay external and resolve from the repo's node_modules)
-  bundleRel = `.oscar/e2e/oscar-${process.pid}.mjs`;
-  const esbuild = await import('esbuild');
-  await esbuild.build({
-    entryPoints: [join(repoRoot, 'cli', 'oscar.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: join(repoRoot, bundleRel),
-    logLevel: 'error',
-  });
+  bundleRel = await bundleCli(`oscar-${process.pid}`);
   hostConfigDir = await mkdtemp(join(tmpdir(), 'oscar-e2e-config-'));
   await mkdir(hostConfigDir, { recursive: true });
   node = await bootNode({

@@ -17,19 +17,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { type ControllerHandle } from '../../controller/main.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
-import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
-import {
-  attachTestEnv,
-  startTestEnv,
-  ToolMissingError,
-  type TestEnv,
-} from '../../hack/testenv/testenv.js';
 import { runBootstrapController, serveAgent, type AgentServer } from '../support/agent-server.js';
-import { run } from '../support/exec.js';
 import { bootNode, persistentRoot, type Node } from '../support/nspawn.js';
-import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+import { clusterOrSkip, kubeOps, type Cluster } from '../support/cluster.js';
+import { nodeRoot, nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { waitFor } from '../support/wait.js';
 
 const OSCS = (ns: string): string =>
   `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs`;
@@ -38,9 +31,7 @@ const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 const IDENTITY_WAIT_MS = 40_000;
 
 let skipReason: string | undefined;
-let env: TestEnv | undefined;
-let ownEnv = false;
-let admin: KubeHttp | undefined;
+let cluster: Cluster | undefined;
 let controller: ControllerHandle | undefined;
 let server: AgentServer | undefined;
 let agent: BuiltAgent | undefined;
@@ -49,27 +40,10 @@ let ns = '';
 const disks: { cleanup: () => Promise<void> }[] = [];
 const nodes: Node[] = [];
 
-function api(): KubeHttp {
-  if (!admin) throw new Error('no API server');
-  return admin;
-}
-
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await api().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
-
-async function apply(path: string, body: Record<string, unknown>): Promise<void> {
-  await api().request('PATCH', path, {
-    query: { fieldManager: 'e2e', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body,
-  });
-}
+const { get, apply } = kubeOps(() => {
+  if (!cluster) throw new Error('no API server');
+  return cluster.api;
+});
 
 const unit = (name: string, conf: string): string => `[Unit]
 Description=${name}: reads ${conf}
@@ -114,23 +88,6 @@ async function applyOsc(name: string, spec: OperatingSystemConfigSpec): Promise<
   });
 }
 
-async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs: number,
-  onTimeout?: () => Promise<string>,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${onTimeout ? `\n${await onTimeout()}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
-
 async function userData(
   machine: string,
   agentOverride?: { url: string; sha256: string },
@@ -148,7 +105,7 @@ async function userData(
   const secret = await waitFor(
     `user data of ${machine}`,
     () => get<{ data?: { value?: string } }>(`/api/v1/namespaces/${ns}/secrets/${machine}`),
-    60_000,
+    { timeoutMs: 60_000, intervalMs: 500 },
   );
   return Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8');
 }
@@ -176,16 +133,19 @@ async function appliedWith(machine: string, checksum: string, node: Node, timeou
       const applied = r?.status?.conditions?.find((c) => c.type === 'Applied');
       return applied?.status === 'True' && r?.status?.appliedChecksum === checksum ? r : undefined;
     },
-    timeoutMs,
-    async () =>
-      [
-        '--- oscar-agent-install.service',
-        (await node.journal('oscar-agent-install.service')).split('\n').slice(-20).join('\n'),
-        '--- oscar-agent.service',
-        (await node.journal('oscar-agent.service')).split('\n').slice(-40).join('\n'),
-        '--- cloud-init',
-        (await node.journal('cloud-final.service')).split('\n').slice(-20).join('\n'),
-      ].join('\n'),
+    {
+      timeoutMs,
+      intervalMs: 500,
+      onTimeout: async () =>
+        [
+          '--- oscar-agent-install.service',
+          (await node.journal('oscar-agent-install.service')).split('\n').slice(-20).join('\n'),
+          '--- oscar-agent.service',
+          (await node.journal('oscar-agent.service')).split('\n').slice(-40).join('\n'),
+          '--- cloud-init',
+          (await node.journal('cloud-final.service')).split('\n').slice(-20).join('\n'),
+        ].join('\n'),
+    },
   );
 }
 
@@ -199,8 +159,12 @@ async function confirmedWith(machine: string, checksum: string, node: Node) {
         ? r
         : undefined;
     },
-    60_000,
-    async () => (await node.journal('oscar-agent.service')).split('\n').slice(-40).join('\n'),
+    {
+      timeoutMs: 60_000,
+      intervalMs: 500,
+      onTimeout: async () =>
+        (await node.journal('oscar-agent.service')).split('\n').slice(-40).join('\n'),
+    },
   );
 }
 
@@ -212,43 +176,23 @@ async function oscChecksum(name: string, previous?: string): Promise<string> {
       const c = o?.status?.checksum;
       return c && c !== previous ? c : undefined;
     },
-    60_000,
+    { timeoutMs: 60_000, intervalMs: 500 },
   );
 }
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep', 'mount'])) {
-    skipReason = 'systemd-nspawn, nsenter, pgrep or mount missing (run hack/deps.sh)';
+  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep', 'mount']);
+  if (gate.skip !== undefined) {
+    skipReason = gate.skip;
     return;
   }
-  const lower = nodeRoot();
-  if (lower === undefined) {
-    skipReason = 'no node root (see the printed reason)';
+  const attached = await clusterOrSkip();
+  if ('skip' in attached) {
+    skipReason = attached.skip;
     return;
   }
-  try {
-    const attach = process.env.OSCAR_TESTENV_STATE;
-    if (attach) env = await attachTestEnv(attach);
-    else {
-      env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
-      ownEnv = true;
-    }
-  } catch (error) {
-    if (error instanceof ToolMissingError) {
-      skipReason = 'no test API server';
-      missing('the test API server', error.message);
-      return;
-    }
-    throw error;
-  }
-  admin = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
-  const applied = await run(env.info.kubectlPath, [
-    '--kubeconfig',
-    env.kubeconfigPath,
-    'apply',
-    '-k',
-    join(repoRoot, 'deploy', 'identity'),
-  ]);
+  cluster = attached.cluster;
+  const applied = await cluster.kubectl(['apply', '-k', join(repoRoot, 'deploy', 'identity')]);
   if (applied.code !== 0) throw new Error(applied.stderr);
   // the agent as machines get it: one executable, served over loopback HTTP
   agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
@@ -263,7 +207,7 @@ beforeAll(async () => {
   await applyOsc('prov', { type: 'debian', purpose: 'provision' });
   await applyOsc('rec', reconcileSpec('a1\n', 'b1\n'));
   controller = await runBootstrapController({
-    env,
+    env: cluster.env,
     namespace: ns,
     agentUrl,
     agentSha256: agent.sha256,
@@ -276,17 +220,8 @@ afterAll(async () => {
   for (const d of disks) await d.cleanup().catch(() => undefined);
   await controller?.stop();
   await server?.close();
-  if (ns && env) {
-    await run(env.info.kubectlPath, [
-      '--kubeconfig',
-      env.kubeconfigPath,
-      'delete',
-      'namespace',
-      ns,
-      '--wait=false',
-    ]);
-  }
-  if (ownEnv) await env?.stop();
+  if (ns) await cluster?.kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await cluster?.stop();
 }, 120_000);
 
 describe('a blank machine bootstraps itself into a node that follows its OSC', () => {
@@ -356,8 +291,7 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     await waitFor(
       'a renewed node certificate',
       async () => ((await serialOf()) !== serial1 ? true : undefined),
-      60_000,
-      () => node.journal('oscar-agent.service'),
+      { timeoutMs: 60_000, intervalMs: 500, onTimeout: () => node.journal('oscar-agent.service') },
     );
     expect((await node.show('oscar-agent.service', ['MainPID'])).MainPID).toBe(agentPid);
     expect(await node.show('app-a.service', ['MainPID'])).toEqual(appPids);
@@ -394,8 +328,7 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
           ? j
           : undefined;
       },
-      120_000,
-      () => node.journal('oscar-agent.service'),
+      { timeoutMs: 120_000, intervalMs: 500, onTimeout: () => node.journal('oscar-agent.service') },
     );
     expect(afterReboot).not.toMatch(/requested a node certificate|bootstrap token/);
     // the confirmed revision is granted again: nothing to do (no action, no revert)
@@ -421,8 +354,11 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
         const j = await node.journal('oscar-agent-install.service');
         return /is not sha256/.test(j) ? j : undefined;
       },
-      240_000,
-      () => node.journal('oscar-agent-install.service'),
+      {
+        timeoutMs: 240_000,
+        intervalMs: 500,
+        onTimeout: () => node.journal('oscar-agent-install.service'),
+      },
     );
     expect(journal).toContain(`${agentUrl} is not sha256 ${'0'.repeat(64)}`);
     await expect(stat(node.hostPath('/opt/oscar/bin/oscar-agent'))).rejects.toThrow();
@@ -442,7 +378,7 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
           (x) => x.type === 'NodeIdentity' && x.status === 'False',
         );
       },
-      IDENTITY_WAIT_MS + 60_000,
+      { timeoutMs: IDENTITY_WAIT_MS + 60_000, intervalMs: 500 },
     );
     expect(said.reason).toBe('NotRequested');
     const events = await get<{ items: { reason: string; involvedObject: { name: string } }[] }>(

@@ -13,17 +13,11 @@
 // real Node kubelet registered (matched by spec.providerID).
 import { readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  attachTestEnv,
-  startTestEnv,
-  ToolMissingError,
-  type TestEnv,
-} from '../../hack/testenv/testenv.js';
 import { type KubeHttp } from '../../kube/client.js';
-import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
-import { buildCapi } from '../integration/support/capi.js';
-import { run } from '../support/exec.js';
-import { missing, nodeRoot, requireTools } from '../support/tools.js';
+import { buildCapi } from '../support/capi.js';
+import { clusterOrSkip, type Cluster } from '../support/cluster.js';
+import { nodeSuiteGate } from '../support/tools.js';
+import { waitFor } from '../support/wait.js';
 import { nodeBinaries, nodeReady, type NodeObject } from './kubelet-support.js';
 import { applyObject, getObject, machineDeployment } from './nspawn-provider/cluster.js';
 import { providerIdOf } from './nspawn-provider/decide.js';
@@ -39,9 +33,7 @@ const V2 = 'kubelet-worker-reconcile-v2';
 const IN_PROGRESS = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
 
 let skipReason: string | undefined;
-let env: TestEnv | undefined;
-let ownEnv = false;
-let admin: KubeHttp | undefined;
+let testCluster: Cluster | undefined;
 let stack: CapiStack | undefined;
 const suffix = process.pid.toString(36);
 const ns = `e2e-md-${suffix}`;
@@ -51,8 +43,8 @@ const md = `w${suffix}`; // Machine names start with it; their Nodes are cluster
 let first: { name: string; uid: string }[] = [];
 
 function api(): KubeHttp {
-  if (!admin) throw new Error('no API server');
-  return admin;
+  if (!testCluster) throw new Error('no API server');
+  return testCluster.api;
 }
 
 const get = <T>(path: string): Promise<T | undefined> => getObject<T>(api(), path);
@@ -93,21 +85,6 @@ async function diagnostics(): Promise<string> {
   return parts.join('\n');
 }
 
-async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs: number,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}\n${await diagnostics()}`);
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}
-
 const deployment = (tpl: string, replicas: number) =>
   machineDeployment({ ns, name: md, cluster, tpl, replicas });
 
@@ -117,16 +94,15 @@ async function setUp(bin: string, lower: string): Promise<void> {
     skipReason = `no Cluster API manager: ${capiBuilt.missing}`;
     return;
   }
-  const attach = process.env.OSCAR_TESTENV_STATE;
-  if (attach) env = await attachTestEnv(attach);
-  else {
-    env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
-    ownEnv = true;
+  const attached = await clusterOrSkip();
+  if ('skip' in attached) {
+    skipReason = attached.skip;
+    return;
   }
-  admin = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
+  testCluster = attached.cluster;
   stack = await startCapiStack({
-    env,
-    api: admin,
+    env: testCluster.env,
+    api: testCluster.api,
     namespace: ns,
     cluster,
     capiDir: capiBuilt.dir,
@@ -135,17 +111,13 @@ async function setUp(bin: string, lower: string): Promise<void> {
     suffix,
     log: (m) => process.stderr.write(`${m}\n`),
   });
-  await applyWorkerOscs(admin, ns, V2);
+  await applyWorkerOscs(testCluster.api, ns, V2);
 }
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep', 'mount', 'openssl'])) {
-    skipReason = 'systemd-nspawn, nsenter, pgrep, mount or openssl missing (run hack/deps.sh)';
-    return;
-  }
-  const lower = nodeRoot();
-  if (lower === undefined) {
-    skipReason = 'no node root (see the printed reason)';
+  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep', 'mount', 'openssl']);
+  if (gate.skip !== undefined) {
+    skipReason = gate.skip;
     return;
   }
   const bin = nodeBinaries();
@@ -153,27 +125,16 @@ beforeAll(async () => {
     skipReason = 'no kubelet (see the printed reason)';
     return;
   }
-  try {
-    await setUp(bin, lower);
-  } catch (error) {
-    if (error instanceof ToolMissingError) {
-      skipReason = 'no test API server';
-      missing('the test API server', error.message);
-      return;
-    }
-    throw error;
-  }
+  await setUp(bin, gate.root);
 }, 3_600_000);
 
 afterAll(async () => {
   await stack?.stop();
-  if (env) {
-    const kubectl = (args: string[]) =>
-      run(env?.info.kubectlPath ?? 'kubectl', ['--kubeconfig', env?.kubeconfigPath ?? '', ...args]);
-    for (const n of first) await kubectl(['delete', 'node', n.name, '--ignore-not-found']);
-    await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  for (const n of first) {
+    await testCluster?.kubectl(['delete', 'node', n.name, '--ignore-not-found']);
   }
-  if (ownEnv) await env?.stop();
+  await testCluster?.kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await testCluster?.stop();
 }, 180_000);
 
 describe('Cluster API end to end on nspawn machines', () => {
@@ -194,7 +155,7 @@ describe('Cluster API end to end on nspawn machines', () => {
         }
         return ms;
       },
-      900_000,
+      { timeoutMs: 900_000, intervalMs: 1000, onTimeout: diagnostics },
     );
     process.stderr.write(`[e2e] MachineDeployment 0 → 2 Ready: ${String(Date.now() - t0)} ms\n`);
     first = running.map((m) => ({ name: m.metadata.name, uid: m.metadata.uid }));
@@ -243,7 +204,7 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
         );
         return d?.status?.upToDateReplicas === 2 ? true : undefined;
       },
-      900_000,
+      { timeoutMs: 900_000, intervalMs: 1000, onTimeout: diagnostics },
     );
     process.stderr.write(
       `[e2e] in place, 2 machines: template change → both Nodes Ready with maxPods 42 and up to date: ${String(Date.now() - t0)} ms\n`,
@@ -283,7 +244,7 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
     await waitFor(
       'the edit reverted',
       async () => ((await readFile(path, 'utf8')) === applied ? true : undefined),
-      180_000,
+      { timeoutMs: 180_000, intervalMs: 1000, onTimeout: diagnostics },
     );
     process.stderr.write(`[e2e] hand edit → reverted: ${String(Date.now() - t0)} ms\n`);
     const n = await waitFor(
@@ -292,7 +253,7 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
         const got = await nodeOf(target);
         return nodeReady(got) && got?.status?.capacity?.pods === '42' ? got : undefined;
       },
-      180_000,
+      { timeoutMs: 180_000, intervalMs: 1000, onTimeout: diagnostics },
     );
     expect(n.status?.capacity?.pods).toBe('42');
   }, 400_000);
@@ -323,7 +284,7 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
           return undefined;
         return ms;
       },
-      600_000,
+      { timeoutMs: 600_000, intervalMs: 1000, onTimeout: diagnostics },
     );
     process.stderr.write(`[e2e] scale 2 → 1: ${String(Date.now() - t0)} ms\n`);
     const keptName = kept?.metadata.name ?? '';
@@ -337,7 +298,7 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
         (await get(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${gone.name}`))
           ? undefined
           : true,
-      120_000,
+      { timeoutMs: 120_000, intervalMs: 1000, onTimeout: diagnostics },
     );
     // its node identity: the Role and RoleBinding that let its agent read its OSC (owned by the
     // OscarConfig, collected with it)
@@ -349,7 +310,7 @@ describe('Cluster API end to end on nspawn machines, after the MachineDeployment
         (await get(`${rbac}/rolebindings/oscar-node-${gone.name}`)))
           ? undefined
           : true,
-      120_000,
+      { timeoutMs: 120_000, intervalMs: 1000, onTimeout: diagnostics },
     );
     const oscnode = await get(`/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${gone.name}`);
     process.stderr.write(

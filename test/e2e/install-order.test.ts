@@ -13,6 +13,7 @@ import { loadDocuments } from '../../api/load.js';
 import { defaultRegistry, renderDocument } from '../../renderers/registry.js';
 import { bootNode, uniqueNodeName, type Node } from '../support/nspawn.js';
 import { findTool, missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+import { bundleCli } from '../support/bundle.js';
 import { buildAptRepo } from './apt-repo.js';
 
 const REPO_IN_NODE = '/opt/oscar';
@@ -119,18 +120,7 @@ beforeAll(async () => {
     ],
     { sign: true },
   ));
-  bundleRel = `.oscar/e2e/oscar-order-${process.pid}.mjs`;
-  const esbuild = await import('esbuild');
-  await esbuild.build({
-    entryPoints: [join(repoRoot, 'cli', 'oscar.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: join(repoRoot, bundleRel),
-    logLevel: 'error',
-  });
+  bundleRel = await bundleCli(`oscar-order-${process.pid}`);
 }, 120_000);
 
 afterAll(async () => {

@@ -12,38 +12,28 @@
 // allocatable settings come from a drop-in written into the image (kubelet-support.ts), /dev/kmsg
 // is /dev/null, containerd keeps its state on a host directory, and the node shares the host's
 // network and its three non-namespaced sysctls (restored when the suite ends).
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ControllerHandle } from '../../controller/main.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
-import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
-import {
-  attachTestEnv,
-  startTestEnv,
-  ToolMissingError,
-  type TestEnv,
-} from '../../hack/testenv/testenv.js';
 import { runBootstrapController, serveAgent, type AgentServer } from '../support/agent-server.js';
-import { run } from '../support/exec.js';
-import { bootNode, persistentRoot, type Node } from '../support/nspawn.js';
-import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+import type { Node } from '../support/nspawn.js';
+import { clusterOrSkip, kubeOps, type Cluster } from '../support/cluster.js';
+import { nodeRoot, nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { waitFor } from '../support/wait.js';
 import {
   exampleDocs,
   hostSysctls,
-  kubeletBinds,
   nodeBinaries,
   nodeReady,
-  prepareKubeletImage,
+  bootKubeletMachine,
+  waitNodeReady,
   type NodeObject,
 } from './kubelet-support.js';
 
 let skipReason: string | undefined;
-let env: TestEnv | undefined;
-let ownEnv = false;
-let admin: KubeHttp | undefined;
+let cluster: Cluster | undefined;
 let controller: ControllerHandle | undefined;
 let server: AgentServer | undefined;
 let agent: BuiltAgent | undefined;
@@ -51,47 +41,12 @@ let bin = '';
 let ns = '';
 let restoreSysctls: (() => Promise<void>) | undefined;
 const cleanups: (() => Promise<void>)[] = [];
-const nodes: Node[] = [];
 const machine = `kn-${process.pid.toString(36)}`;
 
-function api(): KubeHttp {
-  if (!admin) throw new Error('no API server');
-  return admin;
-}
-
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await api().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
-
-async function apply(path: string, body: Record<string, unknown>): Promise<void> {
-  await api().request('PATCH', path, {
-    query: { fieldManager: 'e2e', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body,
-  });
-}
-
-async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs: number,
-  onTimeout?: () => Promise<string>,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${onTimeout ? `\n${await onTimeout()}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}
+const { get, apply } = kubeOps(() => {
+  if (!cluster) throw new Error('no API server');
+  return cluster.api;
+});
 
 /** The worker's OSCs from examples/kubelet-worker/, in the test's namespace (maxPods swapped). */
 async function applyWorkerOscs(maxPods?: number): Promise<void> {
@@ -119,7 +74,7 @@ async function userData(): Promise<string> {
   const secret = await waitFor(
     'user data',
     () => get<{ data?: { value?: string } }>(`/api/v1/namespaces/${ns}/secrets/${machine}`),
-    60_000,
+    { timeoutMs: 60_000, intervalMs: 1000 },
   );
   return Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8');
 }
@@ -136,12 +91,9 @@ async function journals(node: Node): Promise<string> {
 }
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep', 'mount'])) {
-    skipReason = 'systemd-nspawn, nsenter, pgrep or mount missing (run hack/deps.sh)';
-    return;
-  }
-  if (nodeRoot() === undefined) {
-    skipReason = 'no node root (see the printed reason)';
+  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep', 'mount']);
+  if (gate.skip !== undefined) {
+    skipReason = gate.skip;
     return;
   }
   const built = nodeBinaries();
@@ -150,30 +102,14 @@ beforeAll(async () => {
     return;
   }
   bin = built;
-  try {
-    const attach = process.env.OSCAR_TESTENV_STATE;
-    if (attach) env = await attachTestEnv(attach);
-    else {
-      env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
-      ownEnv = true;
-    }
-  } catch (error) {
-    if (error instanceof ToolMissingError) {
-      skipReason = 'no test API server';
-      missing('the test API server', error.message);
-      return;
-    }
-    throw error;
+  const attached = await clusterOrSkip();
+  if ('skip' in attached) {
+    skipReason = attached.skip;
+    return;
   }
+  cluster = attached.cluster;
   restoreSysctls = await hostSysctls();
-  admin = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
-  const applied = await run(env.info.kubectlPath, [
-    '--kubeconfig',
-    env.kubeconfigPath,
-    'apply',
-    '-k',
-    join(repoRoot, 'deploy', 'identity'),
-  ]);
+  const applied = await cluster.kubectl(['apply', '-k', join(repoRoot, 'deploy', 'identity')]);
   if (applied.code !== 0) throw new Error(applied.stderr);
   agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
   server = await serveAgent(agent.path);
@@ -186,7 +122,7 @@ beforeAll(async () => {
   });
   await applyWorkerOscs();
   controller = await runBootstrapController({
-    env,
+    env: cluster.env,
     namespace: ns,
     agentUrl,
     agentSha256: agent.sha256,
@@ -194,18 +130,13 @@ beforeAll(async () => {
 }, 3_600_000);
 
 afterAll(async () => {
-  for (const n of nodes) await n.stop().catch(() => undefined);
   for (const c of cleanups) await c().catch(() => undefined);
   await restoreSysctls?.();
   await controller?.stop();
   await server?.close();
-  if (env) {
-    const kubectl = (args: string[]) =>
-      run(env?.info.kubectlPath ?? 'kubectl', ['--kubeconfig', env?.kubeconfigPath ?? '', ...args]);
-    await kubectl(['delete', 'node', machine, '--ignore-not-found', '--wait=false']);
-    if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
-  }
-  if (ownEnv) await env?.stop();
+  await cluster?.kubectl(['delete', 'node', machine, '--ignore-not-found', '--wait=false']);
+  if (ns) await cluster?.kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await cluster?.stop();
 }, 120_000);
 
 describe('a machine booted from oscar’s user data becomes a Ready Kubernetes Node', () => {
@@ -215,40 +146,23 @@ describe('a machine booted from oscar’s user data becomes a Ready Kubernetes N
       return;
     }
     const seed = await userData();
-    const disk = await persistentRoot(nodeRoot() ?? '');
-    cleanups.push(disk.cleanup);
-    await prepareKubeletImage(disk.root);
-    const containerd = await mkdtemp(join(tmpdir(), 'oscar-containerd-'));
-    cleanups.push(() => rm(containerd, { recursive: true, force: true }));
-    const t0 = Date.now();
-    const node = await bootNode({
-      root: disk.root,
+    const booted = await bootKubeletMachine({
+      lower: nodeRoot() ?? '',
+      bin,
       name: machine,
-      volatile: false,
-      seed: { userData: seed },
-      binds: kubeletBinds(bin, containerd),
-      writableProcSys: true,
+      userData: seed,
     });
-    nodes.push(node);
+    cleanups.push(booted.stop);
+    const node = booted.node;
     const nodePath = `/api/v1/nodes/${machine}`;
-    const registered = await waitFor(
-      'the Node to register',
-      () => get<NodeObject>(nodePath),
-      420_000,
-      () => journals(node),
-    );
-    const tRegistered = Date.now();
-    const ready = await waitFor(
-      'the Node to be Ready',
-      async () => {
-        const n = await get<NodeObject>(nodePath);
-        return nodeReady(n) ? n : undefined;
-      },
-      240_000,
-      () => journals(node),
-    );
+    const t0 = booted.bootedAt;
+    const { registered, registeredAt, ready, readyAt } = await waitNodeReady(get, machine, {
+      registerMs: 420_000,
+      readyMs: 240_000,
+      onTimeout: () => journals(node),
+    });
     process.stderr.write(
-      `[e2e] boot → Node registered ${String(tRegistered - t0)} ms → Ready ${String(Date.now() - t0)} ms\n`,
+      `[e2e] boot → Node registered ${String(registeredAt - t0)} ms → Ready ${String(readyAt - t0)} ms\n`,
     );
     expect(registered.metadata.name).toBe(machine);
     expect(ready.status?.nodeInfo?.kubeletVersion).toBe('v1.37.2');
@@ -286,7 +200,7 @@ describe('a machine booted from oscar’s user data becomes a Ready Kubernetes N
         );
         return c?.status?.bootstrapTokenNeededBy?.length === 0 ? c : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
     expect(done.status?.conditions?.find((c) => c.type === 'KubeletIdentity')).toMatchObject({
       status: 'True',
@@ -306,8 +220,7 @@ describe('a machine booted from oscar’s user data becomes a Ready Kubernetes N
         const n = await get<NodeObject>(nodePath);
         return n?.status?.capacity?.pods === '42' && nodeReady(n) ? n : undefined;
       },
-      240_000,
-      () => journals(node),
+      { timeoutMs: 240_000, intervalMs: 1000, onTimeout: () => journals(node) },
     );
     process.stderr.write(
       `[e2e] kubelet change → Node Ready with maxPods 42: ${String(Date.now() - t1)} ms\n`,

@@ -4,11 +4,13 @@
 // host needs — written into the machine's image as a kubelet drop-in, so the examples stay what a
 // real machine runs.
 import { execFileSync } from 'node:child_process';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import type { Bind } from '../support/nspawn.js';
+import { bootNode, persistentRoot, type Bind, type Node } from '../support/nspawn.js';
 import { missing, repoRoot } from '../support/tools.js';
+import { waitFor } from '../support/wait.js';
 
 /** kubelet's and kubeadm's directory (hack/testenv/build.sh --node; ~10 min once, then cached). */
 export function nodeBinaries(): string | undefined {
@@ -107,4 +109,89 @@ export interface NodeObject {
 
 export function nodeReady(n: NodeObject | undefined): boolean {
   return n?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+}
+
+/** A kubelet machine booted by bootKubeletMachine; `stop` ends it and removes its disks. */
+export interface KubeletMachine {
+  node: Node;
+  /** Date.now() just before the boot. */
+  bootedAt: number;
+  stop: () => Promise<void>;
+}
+
+export interface KubeletMachineOptions {
+  /** The cached node root (the lower layer of the machine's persistent root). */
+  lower: string;
+  /** nodeBinaries()'s directory. */
+  bin: string;
+  name: string;
+  userData: string;
+  /** More kubelet drop-ins (file name → content), e.g. one port per kubelet on a shared network. */
+  dropIns?: Record<string, string>;
+}
+
+/**
+ * One machine as every kubelet suite boots it: a persistent root with the container's kubelet
+ * drop-in (and `dropIns`), containerd's state on a host directory, cloud-init seeded with
+ * `userData`. On a failed boot whatever was made is removed again.
+ */
+export async function bootKubeletMachine(o: KubeletMachineOptions): Promise<KubeletMachine> {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  const stop = async (): Promise<void> => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+  };
+  try {
+    const disk = await persistentRoot(o.lower);
+    cleanups.push(disk.cleanup);
+    await prepareKubeletImage(disk.root);
+    const dir = join(disk.root, 'etc/kubernetes/kubelet.conf.d');
+    for (const [file, content] of Object.entries(o.dropIns ?? {})) {
+      await writeFile(join(dir, file), content);
+    }
+    const containerd = await mkdtemp(join(tmpdir(), 'oscar-containerd-'));
+    cleanups.push(() => rm(containerd, { recursive: true, force: true }));
+    const bootedAt = Date.now();
+    const node = await bootNode({
+      root: disk.root,
+      name: o.name,
+      volatile: false,
+      seed: { userData: o.userData },
+      binds: kubeletBinds(o.bin, containerd),
+      writableProcSys: true,
+    });
+    cleanups.push(() => node.stop());
+    return { node, bootedAt, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** A Node registers, then goes Ready: both objects and when each was seen. */
+export async function waitNodeReady(
+  get: (path: string) => Promise<NodeObject | undefined>,
+  name: string,
+  o: { registerMs: number; readyMs: number; onTimeout?: () => Promise<string> },
+): Promise<{ registered: NodeObject; registeredAt: number; ready: NodeObject; readyAt: number }> {
+  const path = `/api/v1/nodes/${name}`;
+  const waitOptions = (timeoutMs: number) => ({
+    timeoutMs,
+    intervalMs: 1000,
+    onTimeout: o.onTimeout,
+  });
+  const registered = await waitFor(
+    'the Node to register',
+    () => get(path),
+    waitOptions(o.registerMs),
+  );
+  const registeredAt = Date.now();
+  const ready = await waitFor(
+    'the Node to be Ready',
+    async () => {
+      const n = await get(path);
+      return nodeReady(n) ? n : undefined;
+    },
+    waitOptions(o.readyMs),
+  );
+  return { registered, registeredAt, ready, readyAt: Date.now() };
 }

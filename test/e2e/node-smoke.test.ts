@@ -12,7 +12,7 @@ import {
   uniqueNodeName,
   type Node,
 } from '../support/nspawn.js';
-import { nodeRoot, requireTools } from '../support/tools.js';
+import { nodeSuiteGate } from '../support/tools.js';
 
 const userData = `#cloud-config
 locale: C.UTF-8
@@ -39,15 +39,12 @@ let skipReason: string | undefined;
 const timings: Record<string, number> = {};
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep'])) {
-    skipReason = 'systemd-nspawn/nsenter/pgrep missing (run hack/deps.sh)';
+  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep']);
+  if (gate.skip !== undefined) {
+    skipReason = gate.skip;
     return;
   }
-  const root = nodeRoot();
-  if (root === undefined) {
-    skipReason = 'no node root (see the printed reason)';
-    return;
-  }
+  const root = gate.root;
   const t0 = performance.now();
   node = await bootNode({
     root,
@@ -139,10 +136,8 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
 
 describe('node without cloud-init', () => {
   it('boots to running with cloud-init disabled', async (ctx) => {
-    if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))
-      return ctx.skip('nspawn tools missing');
-    const root = nodeRoot();
-    if (root === undefined) return ctx.skip('no node root');
+    const { root, skip } = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep']);
+    if (skip !== undefined) return ctx.skip(skip);
     const t0 = performance.now();
     const n = await bootNode({
       root,
@@ -165,10 +160,8 @@ describe('node without cloud-init', () => {
 
 describe('node boot failure', () => {
   it('waitRunning rejects on a degraded node, naming the failed unit and its journal', async (ctx) => {
-    if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))
-      return ctx.skip('nspawn tools missing');
-    const root = nodeRoot();
-    if (root === undefined) return ctx.skip('no node root');
+    const { root, skip } = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep']);
+    if (skip !== undefined) return ctx.skip(skip);
     const broken = [
       '#cloud-config',
       'locale: C.UTF-8',
@@ -203,10 +196,8 @@ describe('node boot failure', () => {
   });
 
   it('a boot that does not come up in time is torn down, leaving no process', async (ctx) => {
-    if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep']))
-      return ctx.skip('nspawn tools missing');
-    const root = nodeRoot();
-    if (root === undefined) return ctx.skip('no node root');
+    const { root, skip } = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep']);
+    if (skip !== undefined) return ctx.skip(skip);
     const name = uniqueNodeName('smoke-timeout');
     await expect(bootNode({ root, name, startTimeoutMs: 1 })).rejects.toThrow(
       /did not come up in time/,

@@ -22,16 +22,9 @@ import type {
 } from '../../api/schema.js';
 import { runController, type ControllerHandle } from '../../controller/main.js';
 import { createLogger } from '../../log/logger.js';
-import { CONTENT_APPLY_PATCH, HttpKubeClient, isNotFound } from '../../kube/client.js';
-import { KubeConfig } from '@kubernetes/client-node';
-import {
-  attachTestEnv,
-  startTestEnv,
-  ToolMissingError,
-  writeKubeconfigFor,
-  type TestEnv,
-} from '../../hack/testenv/testenv.js';
-import { run } from '../support/exec.js';
+import { CONTENT_APPLY_PATCH, isNotFound, type HttpKubeClient } from '../../kube/client.js';
+import { writeKubeconfigFor } from '../../hack/testenv/testenv.js';
+import { clusterOrSkip, type Cluster } from '../support/cluster.js';
 import { nodeNetwork, type NodeNetwork } from '../support/netns.js';
 import {
   bootNode,
@@ -40,7 +33,9 @@ import {
   readNodeFile,
   type Node,
 } from '../support/nspawn.js';
-import { missing, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
+import { nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { bundleCli } from '../support/bundle.js';
+import { waitFor } from '../support/wait.js';
 
 const API_NAME = 'apiserver.oscar.test';
 const API_PORT = 6443;
@@ -49,13 +44,11 @@ const REPO_IN_NODE = '/opt/oscar';
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 
 let skipReason: string | undefined;
-let env: TestEnv | undefined;
-let ownEnv = false;
+let testCluster: Cluster | undefined;
 let net: NodeNetwork | undefined;
 let disk: { root: string; cleanup: () => Promise<void> } | undefined;
 let node: Node | undefined;
 let controller: ControllerHandle | undefined;
-let admin: HttpKubeClient | undefined;
 let nodeName: string;
 let ns: string;
 let bundleRel: string;
@@ -115,8 +108,8 @@ function spec(v: Version): OperatingSystemConfigSpec {
 }
 
 function api(): HttpKubeClient {
-  if (!admin) throw new Error('no API server');
-  return admin;
+  if (!testCluster) throw new Error('no API server');
+  return testCluster.api;
 }
 
 async function applyOsc(v: Version): Promise<void> {
@@ -152,34 +145,38 @@ async function answered(
   phase: string,
   timeoutMs = 120_000,
 ): Promise<RevisionReport> {
-  const deadline = Date.now() + timeoutMs;
   let last: RevisionReport | undefined;
-  for (;;) {
-    last = await report().catch(() => last);
-    if (last?.number === number && last.phase === phase) return last;
-    if (Date.now() > deadline) {
-      const journal = node ? await node.journal('oscar-agent.service') : '';
-      throw new Error(
-        `node never reported ${phase} for revision ${String(number)}; last: ${JSON.stringify(last)}\n--- agent journal (tail)\n${journal.split('\n').slice(-60).join('\n')}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
+  return waitFor(
+    `the node to report ${phase} for revision ${String(number)}`,
+    async () => {
+      last = (await report()) ?? last;
+      return last?.number === number && last.phase === phase ? last : undefined;
+    },
+    {
+      timeoutMs,
+      intervalMs: 500,
+      onTimeout: async () => {
+        const journal = node ? await node.journal('oscar-agent.service') : '';
+        return `last: ${JSON.stringify(last)}\n--- agent journal (tail)\n${journal.split('\n').slice(-60).join('\n')}`;
+      },
+    },
+  );
 }
 
 /** The revision the OSC's current rendering got. */
 async function renderedRevision(previous: number): Promise<number> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const osc = await api().request<{ status?: { rollout?: { revision: number } } }>(
-      'GET',
-      `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${OSC}`,
-    );
-    const r = osc.status?.rollout?.revision;
-    if (r !== undefined && r > previous) return r;
-    if (Date.now() > deadline) throw new Error(`no revision after ${String(previous)}`);
-    await new Promise((res) => setTimeout(res, 300));
-  }
+  return waitFor(
+    `a revision after ${String(previous)}`,
+    async () => {
+      const osc = await api().request<{ status?: { rollout?: { revision: number } } }>(
+        'GET',
+        `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${OSC}`,
+      );
+      const r = osc.status?.rollout?.revision;
+      return r !== undefined && r > previous ? r : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 300 },
+  );
 }
 
 async function sha(paths: string[]): Promise<Record<string, string>> {
@@ -218,33 +215,20 @@ async function boot(): Promise<Node> {
 }
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep', 'ip', 'mount'])) {
-    skipReason = 'systemd-nspawn, nsenter, pgrep, ip or mount missing (run hack/deps.sh)';
+  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep', 'ip', 'mount']);
+  if (gate.skip !== undefined) {
+    skipReason = gate.skip;
     return;
   }
-  const lower = nodeRoot();
-  if (lower === undefined) {
-    skipReason = 'no node root (see the printed reason)';
+  const lower = gate.root;
+  const attached = await clusterOrSkip();
+  if ('skip' in attached) {
+    skipReason = attached.skip;
     return;
   }
-  try {
-    const attach = process.env.OSCAR_TESTENV_STATE;
-    if (attach) env = await attachTestEnv(attach);
-    else {
-      env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
-      ownEnv = true;
-    }
-  } catch (error) {
-    if (error instanceof ToolMissingError) {
-      skipReason = 'no test API server';
-      missing('the test API server', error.message);
-      return;
-    }
-    throw error;
-  }
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
-  admin = new HttpKubeClient(kc);
+  testCluster = attached.cluster;
+  const env = testCluster.env;
+  const admin = testCluster.api;
   ns = `e2e-ro-${process.pid.toString(36)}`; // short: the identity's CN holds at most 64 bytes
   await admin.request('POST', '/api/v1/namespaces', {
     body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
@@ -256,11 +240,7 @@ beforeAll(async () => {
     .replaceAll('NODE_NAME', nodeName)
     .replaceAll('NAMESPACE', ns)
     .replaceAll('OSC_NAME', OSC);
-  const applied = await run(
-    env.info.kubectlPath,
-    ['--kubeconfig', env.kubeconfigPath, 'apply', '-f', '-'],
-    { input: rbac },
-  );
+  const applied = await testCluster.kubectl(['apply', '-f', '-'], rbac);
   if (applied.code !== 0) throw new Error(`kubectl apply: ${applied.stderr}`);
   const kcPath = await writeKubeconfigFor(env.info, {
     user: `system:serviceaccount:${ns}:oscar-agent-${nodeName}`,
@@ -276,18 +256,7 @@ beforeAll(async () => {
   configDir = await mkdtemp(join(tmpdir(), 'oscar-e2e-rollout-'));
   await writeFile(join(configDir, 'kubeconfig'), stringify(doc), { mode: 0o600 });
 
-  const esbuild = await import('esbuild');
-  bundleRel = `.oscar/e2e/oscar-rollout-${String(process.pid)}.mjs`;
-  await esbuild.build({
-    entryPoints: [join(repoRoot, 'cli', 'oscar.ts')],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    outfile: join(repoRoot, bundleRel),
-    logLevel: 'error',
-  });
+  bundleRel = await bundleCli(`oscar-rollout-${String(process.pid)}`);
 
   net = await nodeNetwork(process.pid.toString(36), 40 + (process.pid % 200));
   const apiPort = Number(new URL(env.info.server).port);
@@ -326,12 +295,13 @@ afterAll(async () => {
   await net?.cleanup();
   if (configDir) await rm(configDir, { recursive: true, force: true });
   if (bundleRel) await rm(join(repoRoot, bundleRel), { force: true });
+  const admin = testCluster?.api;
   if (admin) {
     await admin.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
     await admin.request('DELETE', `${NODES}/${nodeName}`).catch(() => undefined);
     admin.close();
   }
-  if (ownEnv) await env?.stop();
+  await testCluster?.stop();
 });
 
 const v1: Version = { conf: 'version 1\n' };
@@ -359,14 +329,18 @@ describe('try mode on real systemd (nspawn, a network of its own)', () => {
   it('grant mode watches for drift too: a hand edit is reported on the node object (Report), and clears when put back', async (ctx) => {
     if (!node) return ctx.skip(skipReason);
     const drifted = async (status: 'True' | 'False') => {
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        const s = (await api().request<OperatingSystemConfigNode>('GET', `${NODES}/${nodeName}`))
-          .status;
-        if (s?.conditions?.find((c) => c.type === 'Drifted')?.status === status) return s;
-        if (Date.now() > deadline) throw new Error(`no Drifted=${status}: ${JSON.stringify(s)}`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      let s: OperatingSystemConfigNode['status'];
+      return waitFor(
+        `Drifted=${status}`,
+        async () => {
+          s = (await api().request<OperatingSystemConfigNode>('GET', `${NODES}/${nodeName}`))
+            .status;
+          return s?.conditions?.find((c) => c.type === 'Drifted')?.status === status
+            ? s
+            : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 200, onTimeout: () => `last: ${JSON.stringify(s)}` },
+      );
     };
     await writeFile(node.hostPath('/etc/app/app.conf'), 'edited by hand\n');
     const s = await drifted('True');

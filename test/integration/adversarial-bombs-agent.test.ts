@@ -5,12 +5,8 @@
 // applies the next good Secret (positive control). Before bounded decoding (api/gunzip.ts) the
 // agent inflated the whole payload first.
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
 import { ANNOTATION_CHECKSUM, encodeConfigData, KEY_CONFIG_GZIP } from '../../api/secret.js';
@@ -24,34 +20,16 @@ import {
   waitFor,
   type ControllerProcess,
 } from './controller-support.js';
-import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { bomb, MiB, peakRss } from '../support/bombs.js';
+import {
+  clusterUnavailable,
+  createSuiteNamespace,
+  kubectl,
+  testEnvInfo,
+  uniqueName,
+} from './support/cluster.js';
 
-const MiB = 1024 * 1024;
 const SECRET = 'oscar-w-reconcile';
-
-/** gzip of `mib` MiB of zeros, made in a stream (the test never holds the inflated bytes). */
-async function bomb(mib: number): Promise<Buffer> {
-  const zero = Buffer.alloc(MiB);
-  const out: Buffer[] = [];
-  await pipeline(
-    Readable.from(
-      (function* () {
-        for (let i = 0; i < mib; i++) yield zero;
-      })(),
-    ),
-    createGzip({ level: 9 }),
-    async (zipped: AsyncIterable<Buffer>) => {
-      for await (const c of zipped) out.push(c);
-    },
-  );
-  return Buffer.concat(out);
-}
-
-/** Peak resident memory of a process (Linux /proc VmHWM), in bytes. */
-function peakRss(pid: number): number {
-  const line = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
-  return Number(line?.[1] ?? 'NaN') * 1024;
-}
 
 function version(n: string) {
   return desiredOf(
@@ -64,6 +42,7 @@ function version(n: string) {
 
 const api = clusterUnavailable === null ? new Api() : undefined;
 let ns = '';
+let removeNamespace: (() => Promise<void>) | undefined;
 let root = '';
 const node = uniqueName('bomb-node');
 let agent: ControllerProcess | undefined;
@@ -110,16 +89,16 @@ const applied = (checksum: string) =>
 
 beforeAll(async () => {
   if (!api) return;
-  ns = uniqueName('bombs-agent');
-  const created = await kubectl(['create', 'namespace', ns]);
-  if (created.code !== 0) throw new Error(created.stderr);
+  const suite = await createSuiteNamespace('bombs-agent');
+  ns = suite.name;
+  removeNamespace = suite.remove;
   root = await mkdtemp(join(tmpdir(), 'oscar-bomb-agent-'));
   await mkdir(join(root, 'var/lib/oscar'), { recursive: true, mode: 0o700 });
 });
 
 afterAll(async () => {
   if (agent) await stopProcess(agent);
-  if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await removeNamespace?.();
   await kubectl(['delete', 'operatingsystemconfignode', node, '--ignore-not-found']);
   if (root) await rm(root, { recursive: true, force: true });
 });

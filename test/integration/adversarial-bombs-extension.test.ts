@@ -12,9 +12,6 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestPki } from '../../hack/testenv/certs.js';
@@ -32,10 +29,14 @@ import {
   waitFor,
   type ControllerProcess,
 } from './controller-support.js';
-import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { bomb, MiB, peakRss } from '../support/bombs.js';
+import {
+  clusterUnavailable,
+  createSuiteNamespace,
+  testEnvInfo,
+  uniqueName,
+} from './support/cluster.js';
 import { memoryCgroup, type MemoryCgroup } from '../support/memory-cgroup.js';
-
-const MiB = 1024 * 1024;
 
 /** The extension Deployment's memory limit, as shipped. */
 function shippedLimit(): number {
@@ -60,32 +61,9 @@ function shippedLimit(): number {
   return Number(m[1]) * MiB;
 }
 
-/** gzip of `mib` MiB of zeros, made in a stream (the test never holds the inflated bytes). */
-async function bomb(mib: number): Promise<Buffer> {
-  const zero = Buffer.alloc(MiB);
-  const out: Buffer[] = [];
-  await pipeline(
-    Readable.from(
-      (function* () {
-        for (let i = 0; i < mib; i++) yield zero;
-      })(),
-    ),
-    createGzip({ level: 9 }),
-    async (zipped: AsyncIterable<Buffer>) => {
-      for await (const c of zipped) out.push(c);
-    },
-  );
-  return Buffer.concat(out);
-}
-
-/** Peak resident memory of a process (Linux /proc VmHWM), in bytes. */
-function peakRss(pid: number): number {
-  const line = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
-  return Number(line?.[1] ?? 'NaN') * 1024;
-}
-
 const api = clusterUnavailable === null ? new Api() : undefined;
 let ns = '';
+let removeNamespace: (() => Promise<void>) | undefined;
 let dir = '';
 let ext: ControllerProcess | undefined;
 let url = '';
@@ -123,9 +101,9 @@ function canUpdate(from: string, to: string) {
 
 beforeAll(async () => {
   if (!api) return;
-  ns = uniqueName('bombs-ext');
-  const created = await kubectl(['create', 'namespace', ns]);
-  if (created.code !== 0) throw new Error(created.stderr);
+  const suite = await createSuiteNamespace('bombs-ext');
+  ns = suite.name;
+  removeNamespace = suite.remove;
   dir = await mkdtemp(join(tmpdir(), 'oscar-bomb-ext-'));
   const pki = new TestPki(dir);
   await pki.init();
@@ -168,7 +146,7 @@ beforeAll(async () => {
 afterAll(async () => {
   if (ext) await stopProcess(ext);
   await cgroup?.remove();
-  if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await removeNamespace?.();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 

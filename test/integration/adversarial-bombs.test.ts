@@ -3,10 +3,6 @@
 // refuses it by its field, stays alive, and its peak RSS stays under its Deployment's memory limit
 // (deploy/controller/deployment.yaml: 512Mi); an ordinary OSC beside it renders (positive
 // control). Before bounded decoding (api/gunzip.ts) the controller inflated the whole file first.
-import { readFileSync } from 'node:fs';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { createGzip } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import {
@@ -17,45 +13,22 @@ import {
   waitFor,
   type ControllerProcess,
 } from './controller-support.js';
-import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { bomb, MiB, peakRss } from '../support/bombs.js';
+import { clusterUnavailable, createSuiteNamespace, testEnvInfo } from './support/cluster.js';
 
-const MiB = 1024 * 1024;
 /** The controller Deployment's memory limit. */
 const CONTROLLER_LIMIT = 512 * MiB;
 
-/** gzip of `mib` MiB of zeros, made in a stream (the test never holds the inflated bytes). */
-async function bomb(mib: number): Promise<Buffer> {
-  const zero = Buffer.alloc(MiB);
-  const out: Buffer[] = [];
-  await pipeline(
-    Readable.from(
-      (function* () {
-        for (let i = 0; i < mib; i++) yield zero;
-      })(),
-    ),
-    createGzip({ level: 9 }),
-    async (zipped: AsyncIterable<Buffer>) => {
-      for await (const c of zipped) out.push(c);
-    },
-  );
-  return Buffer.concat(out);
-}
-
-/** Peak resident memory of a process (Linux /proc VmHWM), in bytes. */
-function peakRss(pid: number): number {
-  const line = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'));
-  return Number(line?.[1] ?? 'NaN') * 1024;
-}
-
 const api = clusterUnavailable === null ? new Api() : undefined;
 let ns = '';
+let removeNamespace: (() => Promise<void>) | undefined;
 let controller: ControllerProcess | undefined;
 
 beforeAll(async () => {
   if (!api) return;
-  ns = uniqueName('bombs');
-  const created = await kubectl(['create', 'namespace', ns]);
-  if (created.code !== 0) throw new Error(created.stderr);
+  const suite = await createSuiteNamespace('bombs');
+  ns = suite.name;
+  removeNamespace = suite.remove;
   controller = spawnController([
     '--kubeconfig',
     testEnvInfo().kubeconfigPath,
@@ -68,7 +41,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (controller) await stopProcess(controller);
-  if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await removeNamespace?.();
 });
 
 describe.skipIf(clusterUnavailable !== null)('a decompression bomb in an OSC', () => {

@@ -9,12 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
-import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, isNotFound } from '../../kube/client.js';
+import { CONTENT_MERGE_PATCH } from '../../kube/client.js';
 import type { DataObject, KubeObject } from '../../controller/kube/types.js';
 import type { ConfigObject } from '../../controller/bootstrap/types.js';
 import { Api, demoSpec, startController, waitFor, sleep } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
-import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from './support/capi.js';
+import { INFRA_GROUP, startCapiManager, type CapiManager } from '../support/capi.js';
+import { kubeOps } from '../support/cluster.js';
 import { tokenIdFor } from '../../controller/bootstrap/token.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 
@@ -42,29 +43,9 @@ function http() {
   return api.http;
 }
 
-async function apply(obj: Record<string, unknown>): Promise<KubeObject> {
-  const meta = obj.metadata as { name: string; namespace?: string };
-  const [group, version] = String(obj.apiVersion).includes('/')
-    ? String(obj.apiVersion).split('/')
-    : ['', String(obj.apiVersion)];
-  const plural = `${String(obj.kind).toLowerCase()}s`;
-  const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-  const nsPart = meta.namespace ? `/namespaces/${meta.namespace}` : '';
-  return http().request<KubeObject>('PATCH', `${base}${nsPart}/${plural}/${meta.name}`, {
-    query: { fieldManager: 'test', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body: obj,
-  });
-}
-
-async function get<T extends KubeObject>(path: string): Promise<T | undefined> {
-  try {
-    return await http().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
+const ops = kubeOps(http, 'test');
+const apply = (obj: Record<string, unknown>): Promise<KubeObject> => ops.applyObject(obj);
+const get = <T extends KubeObject>(path: string): Promise<T | undefined> => ops.get<T>(path);
 
 const configPath = (name: string): string =>
   `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${name}`;
@@ -169,13 +150,13 @@ async function withCapiLogs<T>(fn: () => Promise<T>): Promise<T> {
 
 beforeAll(async () => {
   if (clusterUnavailable !== null) return;
-  const built = await buildCapi();
-  if ('missing' in built) {
-    skipReason = `no Cluster API manager: ${built.missing}`;
+  const info = testEnvInfo();
+  const manager = await startCapiManager(info);
+  if ('skip' in manager) {
+    skipReason = manager.skip;
     return;
   }
-  const info = testEnvInfo();
-  capi = await startCapi(info, built.dir);
+  capi = manager.manager;
   ns = uniqueName('bootstrap');
   await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   await api?.applyOsc(ns, 'prov', provisionSpec());

@@ -19,7 +19,7 @@ import {
   type ExtensionConfig,
   type ExtensionHandle,
 } from '../../controller/extension/main.js';
-import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, isNotFound } from '../../kube/client.js';
+import { CONTENT_MERGE_PATCH } from '../../kube/client.js';
 import type { KubeObject } from '../../controller/kube/types.js';
 import type { OscNodeObject } from '../../controller/osc/node-index.js';
 import {
@@ -37,7 +37,8 @@ import {
   testEnvInfo,
   uniqueName,
 } from './support/cluster.js';
-import { buildCapi, INFRA_GROUP, startCapi, type CapiManager } from './support/capi.js';
+import { INFRA_GROUP, startCapiManager, type CapiManager } from '../support/capi.js';
+import { kubeOps } from '../support/cluster.js';
 
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
@@ -77,33 +78,9 @@ function http() {
   return api.http;
 }
 
-function pathOf(obj: Record<string, unknown>): string {
-  const meta = obj.metadata as { name: string; namespace?: string };
-  const [group, version] = String(obj.apiVersion).includes('/')
-    ? String(obj.apiVersion).split('/')
-    : ['', String(obj.apiVersion)];
-  const plural = `${String(obj.kind).toLowerCase()}s`;
-  const base = group ? `/apis/${group}/${version}` : `/api/${version}`;
-  const nsPart = meta.namespace ? `/namespaces/${meta.namespace}` : '';
-  return `${base}${nsPart}/${plural}/${meta.name}`;
-}
-
-async function apply(obj: Record<string, unknown>): Promise<KubeObject> {
-  return http().request<KubeObject>('PATCH', pathOf(obj), {
-    query: { fieldManager: 'test', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body: obj,
-  });
-}
-
-async function get<T extends KubeObject>(path: string): Promise<T | undefined> {
-  try {
-    return await http().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
+const ops = kubeOps(http, 'test');
+const apply = (obj: Record<string, unknown>): Promise<KubeObject> => ops.applyObject(obj);
+const get = <T extends KubeObject>(path: string): Promise<T | undefined> => ops.get<T>(path);
 
 /** A reconcile OSC: one config file and the unit that uses it; `version` changes both. */
 function reconcileSpec(
@@ -381,13 +358,13 @@ async function checksumOf(osc: string): Promise<string> {
 
 beforeAll(async () => {
   if (clusterUnavailable !== null) return;
-  const built = await buildCapi();
-  if ('missing' in built) {
-    skipReason = `no Cluster API manager: ${built.missing}`;
+  const info = testEnvInfo();
+  const manager = await startCapiManager(info);
+  if ('skip' in manager) {
+    skipReason = manager.skip;
     return;
   }
-  const info = testEnvInfo();
-  capi = await startCapi(info, built.dir);
+  capi = manager.manager;
   ns = uniqueName('ip'); // short: an agent's certificate CN carries it and the Machine's name
   await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'oscar-system' } });

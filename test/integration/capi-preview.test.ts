@@ -22,7 +22,7 @@ import {
   skipWithoutCluster,
   testEnvInfo,
 } from './support/cluster.js';
-import { buildCapi } from './support/capi.js';
+import { buildCapi } from '../support/capi.js';
 import { docSample, normalize } from '../support/docs-samples.js';
 
 skipWithoutCluster();

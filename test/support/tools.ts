@@ -116,3 +116,24 @@ export function nodeRoot(): string | undefined {
   cachedRoot = path;
   return path;
 }
+
+/** What a node suite's gate found: the node root to boot, or why the suite skips. */
+export type NodeGate = { root: string; skip?: undefined } | { root?: undefined; skip: string };
+
+/** "a, b or c": the tools a skip reason names. */
+function orList(names: readonly string[]): string {
+  return names.length < 2
+    ? names.join('')
+    : `${names.slice(0, -1).join(', ')} or ${String(names.at(-1))}`;
+}
+
+/**
+ * The gate every suite that boots a node passes first: its tools and the cached node root, under
+ * requireTool's policy (CI=true: a missing one fails; otherwise the suite skips with the reason).
+ */
+export function nodeSuiteGate(tools: readonly string[]): NodeGate {
+  if (!requireTools(tools)) return { skip: `${orList(tools)} missing (run hack/deps.sh)` };
+  const root = nodeRoot();
+  if (root === undefined) return { skip: 'no node root (see the printed reason)' };
+  return { root };
+}

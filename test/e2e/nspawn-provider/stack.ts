@@ -9,7 +9,8 @@ import { type ControllerHandle } from '../../../controller/main.js';
 import { buildAgent } from '../../../hack/agent/build.js';
 import type { TestEnv } from '../../../hack/testenv/testenv.js';
 import type { KubeHttp } from '../../../kube/client.js';
-import { startCapi, type CapiManager } from '../../integration/support/capi.js';
+import { startCapi, type CapiManager } from '../../support/capi.js';
+import { waitFor } from '../../support/wait.js';
 import { runBootstrapController, serveAgent } from '../../support/agent-server.js';
 import { run } from '../../support/exec.js';
 import { repoRoot } from '../../support/tools.js';
@@ -76,16 +77,17 @@ async function applyNspawnCrds(env: TestEnv): Promise<void> {
 }
 
 async function waitDiscovered(api: KubeHttp, name: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const got = await getObject<{ status?: { handlers?: unknown[] } }>(
-      api,
-      `/apis/runtime.cluster.x-k8s.io/v1beta2/extensionconfigs/${name}`,
-    );
-    if ((got?.status?.handlers?.length ?? 0) === 3) return;
-    if (Date.now() > deadline) throw new Error(`ExtensionConfig ${name}: no handlers after 60 s`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
+  await waitFor(
+    `ExtensionConfig ${name} to list its 3 handlers`,
+    async () => {
+      const got = await getObject<{ status?: { handlers?: unknown[] } }>(
+        api,
+        `/apis/runtime.cluster.x-k8s.io/v1beta2/extensionconfigs/${name}`,
+      );
+      return (got?.status?.handlers?.length ?? 0) === 3;
+    },
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
 }
 
 /**

@@ -129,3 +129,21 @@ export async function kubectl(
     return { stdout: e.stdout ?? '', stderr: e.stderr ?? '', code: e.code };
   }
 }
+
+/**
+ * Creates a namespace for a whole suite (beforeAll); `remove` in afterAll deletes it without
+ * waiting. Throws with kubectl's message when the API server refuses.
+ */
+export async function createSuiteNamespace(
+  prefix: string,
+): Promise<{ name: string; remove: () => Promise<void> }> {
+  const name = uniqueName(prefix);
+  const created = await kubectl(['create', 'namespace', name]);
+  if (created.code !== 0) throw new Error(created.stderr);
+  return {
+    name,
+    remove: async () => {
+      await kubectl(['delete', 'namespace', name, '--wait=false']);
+    },
+  };
+}

@@ -18,6 +18,13 @@ import { ROLLOUT_LIMITS } from '../../api/constants.js';
 import { configGroup } from '../../api/identity.js';
 import { revisionSecretName, secretNameFor } from '../../api/secret.js';
 
+/**
+ * The approver's field manager. The bootstrap controller writes a machine's Role under it too, so
+ * the Role's rules have one writer whichever controller of this process writes them; it lives
+ * here, below both controllers, so that neither imports the other for it.
+ */
+export const IDENTITY_FIELD_MANAGER = 'oscar-identity';
+
 export const RBAC_API_VERSION = 'rbac.authorization.k8s.io/v1';
 
 export function nodeRoleName(machine: string): string {

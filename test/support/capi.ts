@@ -7,14 +7,13 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { freePort } from '../../../hack/testenv/proc.js';
-import type { TestEnvInfo } from '../../../hack/testenv/testenv.js';
-import { isCI } from '../../support/tools.js';
+import { freePort } from '../../hack/testenv/proc.js';
+import type { TestEnvInfo } from '../../hack/testenv/testenv.js';
+import { isCI, repoRoot } from './tools.js';
+import { waitFor } from './wait.js';
 
 const execFileP = promisify(execFile);
-const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', '..');
 
 export const INFRA_GROUP = 'infrastructure.test.oscar.dev';
 
@@ -152,24 +151,26 @@ export async function startCapi(info: TestEnvInfo, capiDir: string): Promise<Cap
       resolve();
     });
   });
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    if (child.exitCode !== null) {
-      throw new Error(
-        `the Cluster API manager exited (${String(child.exitCode)}):\n${output.slice(-4000)}`,
-      );
-    }
-    try {
-      const res = await fetch(`http://127.0.0.1:${String(healthPort)}/readyz`);
-      if (res.ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`the Cluster API manager was not ready after 120 s:\n${output.slice(-4000)}`);
-    }
-    await new Promise((r) => setTimeout(r, 250));
+  // an exited manager ends the wait at once (its log says why); otherwise poll /readyz
+  const readyOrExited = async (): Promise<'ready' | 'exited' | false> => {
+    if (child.exitCode !== null) return 'exited';
+    return (await fetch(`http://127.0.0.1:${String(healthPort)}/readyz`)).ok && 'ready';
+  };
+  let state: 'ready' | 'exited';
+  try {
+    state = await waitFor('the Cluster API manager to be ready', readyOrExited, {
+      timeoutMs: 120_000,
+      intervalMs: 250,
+      onTimeout: () => output.slice(-4000),
+    });
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  if (state === 'exited') {
+    throw new Error(
+      `the Cluster API manager exited (${String(child.exitCode)}):\n${output.slice(-4000)}`,
+    );
   }
   return {
     logs: () => output,
@@ -181,4 +182,16 @@ export async function startCapi(info: TestEnvInfo, capiDir: string): Promise<Cap
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The Cluster API manager for a suite: built (cached) and started against `info`'s cluster, or
+ * the reason to skip (Go missing outside CI; with CI=true buildCapi fails instead).
+ */
+export async function startCapiManager(
+  info: TestEnvInfo,
+): Promise<{ manager: CapiManager } | { skip: string }> {
+  const built = await buildCapi();
+  if ('missing' in built) return { skip: `no Cluster API manager: ${built.missing}` };
+  return { manager: await startCapi(info, built.dir) };
 }

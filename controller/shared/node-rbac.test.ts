@@ -1,6 +1,6 @@
 // What a machine's certificate may read, as a function of its config.
 import { describe, expect, it } from 'vitest';
-import { machineGrantFor, nodeRole, nodeRoleBinding, nodeRoleCurrent } from './rbac.js';
+import { machineGrantFor, nodeRole, nodeRoleBinding, nodeRoleCurrent } from './node-rbac.js';
 
 const config = (osc: string) => ({
   metadata: { name: 'cfg', namespace: 'ns', uid: 'uid-cfg' },
