@@ -94,6 +94,8 @@ export const HTTP_SCHEMES = ['HTTP', 'HTTPS'] as const;
 /** What the controller does when a node's drain outlasts spec.rollout.drain.timeoutSeconds. */
 export const DRAIN_TIMEOUT_ACTIONS = ['Wait', 'Skip'] as const;
 export const DEFAULT_DRAIN_TIMEOUT_SECONDS = 600;
+/** Where a node's drain stands (status.rollout.drains[].phase). */
+export const DRAIN_PHASES = ['Draining', 'Drained', 'Blocked', 'Skipped'] as const;
 /** What a node's agent answers to its grant (status.revision.phase). */
 export const GRANT_PHASES = ['Applying', 'Verifying', 'Confirmed', 'RolledBack', 'Failed'] as const;
 /** How the agent follows its configuration (status.source). */
@@ -116,6 +118,7 @@ export type DisruptionLevel = (typeof DISRUPTION_LEVELS)[number];
 export type Encoding = (typeof ENCODINGS)[number];
 export type NonDisruptive = (typeof NON_DISRUPTIVE)[number];
 export type DrainTimeoutAction = (typeof DRAIN_TIMEOUT_ACTIONS)[number];
+export type DrainPhase = (typeof DRAIN_PHASES)[number];
 export type GrantPhase = (typeof GRANT_PHASES)[number];
 export type NodeSource = (typeof NODE_SOURCES)[number];
 export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];

@@ -26,6 +26,7 @@ import {
   FILE_ON_CHANGE,
   DISRUPTION_LEVELS,
   DRAIN_TIMEOUT_ACTIONS,
+  DRAIN_PHASES,
   ENCODINGS,
   CRI_NAMES,
   CGROUP_DRIVERS,
@@ -715,6 +716,45 @@ function RolloutStatus() {
         Type.String({
           description: 'The last oscar.dev/resume annotation value acted on.',
         }),
+      ),
+      disruption: Type.Optional(
+        StringEnum(DISRUPTION_LEVELS, {
+          description:
+            'How much the target disturbs a node against the stable revision: None, Restart, Drain or Reboot (Drain and Reboot: each node is cordoned and drained before its grant).',
+        }),
+      ),
+      drains: Type.Optional(
+        Type.Array(
+          Type.Object(
+            {
+              node: Type.String({ description: 'The node (cordoned by oscar).' }),
+              revision: Type.Integer({
+                description: 'The revision it is drained for.',
+                minimum: 1,
+              }),
+              phase: StringEnum(DRAIN_PHASES, {
+                description:
+                  'Draining (evicting its pods), Drained (granted the revision), Blocked (the drain timeout passed; still trying, spec.rollout.drain.onTimeout Wait), Skipped (onTimeout Skip: uncordoned, left on its revision until resumed).',
+              }),
+              startTime: time('When the node was cordoned.'),
+              message: Type.String({ description: 'What the drain is waiting for, for people.' }),
+              pod: Type.Optional(
+                Type.String({ description: 'A pod whose eviction was refused: namespace/name.' }),
+              ),
+              podDisruptionBudget: Type.Optional(
+                Type.String({
+                  description: 'The PodDisruptionBudget that refused it: namespace/name.',
+                }),
+              ),
+            },
+            { description: "One node's drain." },
+          ),
+          {
+            description:
+              'Nodes cordoned and drained for the target (Drain or Reboot level), until they confirm it.',
+            'x-kubernetes-list-type': 'atomic',
+          },
+        ),
       ),
       revisions: Type.Optional(
         Type.Array(

@@ -16,6 +16,7 @@ import { OscController } from './osc/controller.js';
 import { Manager } from './runtime/manager.js';
 import { RolloutController } from './rollout/controller.js';
 import { HttpRolloutWriter, type RolloutWriter } from './rollout/writer.js';
+import { HttpNodeDrainer } from './drain/drainer.js';
 import { HttpWriter } from './osc/writer.js';
 import { httpLeaseStore, LeaderElector } from './leader.js';
 import { createLogger, errorFields, type Logger } from '../log/logger.js';
@@ -274,6 +275,8 @@ export async function runController(config: ControllerConfig): Promise<Controlle
       osc: c,
       issuedNamespaces: (node) => b?.issuedNamespaces(node) ?? [],
       writer: countedRolloutWriter(new HttpRolloutWriter(http), metrics),
+      // issue 25: Drain- and Reboot-level revisions are drained through the Eviction API first
+      drainer: new HttpNodeDrainer(http),
       event: (osc, e) => writer.event(osc, e),
       log,
       onReconcile: (result) => {
