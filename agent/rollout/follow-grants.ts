@@ -22,6 +22,7 @@ import {
   type UnitProbe,
 } from './health.js';
 import { TryState } from './try-state.js';
+import { RebootHooks, SystemctlRebooter } from '../reboot/reboot.js';
 
 export interface FollowGrantsOptions {
   namespace: string;
@@ -102,6 +103,16 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     owners: o.deps.owners,
     log: o.log,
     ...(o.drift ? { drift: o.drift } : {}),
+    // issue 25: on a node, Reboot-level revisions reboot through systemd inside try mode
+    ...(onNode
+      ? {
+          reboot: new RebootHooks({
+            root: o.deps.root,
+            stateDir: o.deps.stateDir,
+            rebooter: new SystemctlRebooter(),
+          }),
+        }
+      : {}),
     ...(o.onApplyStart ? { onApplyStart: o.onApplyStart } : {}),
     ...(o.tickMs !== undefined ? { tickMs: o.tickMs } : {}),
   });

@@ -25,6 +25,7 @@ import type { RevisionReport } from '../../api/schema.js';
 import type { GrantPhase } from '../../api/constants.js';
 import type { ApplyResult } from '../apply.js';
 import { withDrift, type Applier } from '../applier.js';
+import type { RebootHooks } from '../reboot/reboot.js';
 import type { DriftHooks } from '../model/drift.js';
 import type { Desired } from '../state.js';
 import type { Grant } from './grant.js';
@@ -69,6 +70,8 @@ export interface GrantedAgentOptions {
   log: Logger;
   /** The drift monitor; without it nothing watches for drift. */
   drift?: DriftHooks;
+  /** issue 25: reboots for Reboot-level revisions, inside try mode (agent/reboot/). */
+  reboot?: RebootHooks;
   /** Called when an apply starts (the bench measures grant → apply start). */
   onApplyStart?: (grant: Grant) => void;
   tickMs?: number;
@@ -132,8 +135,14 @@ export class GrantedAgent {
     // before anything is applied: what changed while the agent was down, against what it applied
     await this.o.drift?.start(last?.config);
     const record = await tryState.current();
-    if (record) {
-      if (record.boot !== (await tryState.bootToken())) {
+    // issue 25: a reboot the agent asked for is no crash; no open try, no reboot to remember
+    const boot = await tryState.bootToken();
+    if (!record) await this.o.reboot?.clear();
+    if (record && record.boot !== boot && (await this.o.reboot?.cameBackFor(record, boot))) {
+      this.o.log.info({ revision: record.grant.number }, 'back from the reboot: verifying');
+      this.enqueue({ kind: 'resume', record: await tryState.moveToBoot(record, boot) });
+    } else if (record) {
+      if (record.boot !== boot) {
         this.o.log.warn(
           { revision: record.grant.number },
           'the revision was not confirmed before the machine restarted: reverting it',
@@ -370,6 +379,16 @@ export class GrantedAgent {
     const units = await this.watchedUnits(result);
     record = await tryState.applied(record, this.now() + grant.try.deadlineMs, units);
     const ms = performance.now() - t0;
+    // issue 25: a Reboot-level revision is verified after the boot (agent/reboot/)
+    const rebootFor = await this.o.reboot?.needed(last?.config, desired.config);
+    if (rebootFor !== undefined && this.o.reboot) {
+      reporter.desired(desired.checksum);
+      reporter.applied(result, ms);
+      this.report(grant, 'Verifying', 'Rebooting', `rebooting: ${rebootFor}`);
+      this.o.log.info({ revision: grant.number, detail: rebootFor }, 'rebooting into the revision');
+      await this.o.reboot.reboot(record, 'apply', rebootFor);
+      return;
+    }
     // in the same tick as the Verifying report, which goes out over fresh connections: one write
     await this.verifyAndFinish(record, () => {
       reporter.desired(desired.checksum);
@@ -419,6 +438,7 @@ export class GrantedAgent {
       const applied = await this.applier.lastApplied();
       if (applied?.checksum === grant.checksum) await this.o.tryState.setConfirmed(applied.bytes);
       await this.o.tryState.end();
+      await this.o.reboot?.confirmed(); // issue 25
       this.report(grant, 'Confirmed', 'Healthy', verdict.message);
       this.o.log.info({ revision: grant.number, detail: verdict.message }, 'revision confirmed');
       return;
@@ -628,6 +648,10 @@ export class GrantedAgent {
         message,
         target ? { previous: target.checksum } : {},
       );
+    }
+    // issue 25: rebooted into the revision, so its old state needs a boot too
+    if (await this.o.reboot?.afterRevert(record)) {
+      this.o.log.warn({ revision: grant.number }, 'rebooting into the previous revision');
     }
   }
 
