@@ -7,8 +7,8 @@
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ANNOTATION_CORDONED, HttpNodeDrainer } from '../../controller/drain/drainer.js';
-import { CONTENT_MERGE_PATCH, HttpKubeClient, type KubeHttp } from '../../kube/client.js';
-import { adminClient, waitFor } from './controller-support.js';
+import { HttpKubeClient, type KubeHttp } from '../../kube/client.js';
+import { adminClient } from './controller-support.js';
 import {
   createTestNamespace,
   kubeConfigFor,
@@ -16,6 +16,13 @@ import {
   skipWithoutCluster,
   uniqueName,
 } from './support/cluster.js';
+import {
+  createNode,
+  createReadyPod,
+  createWebBudget,
+  podsOn,
+  type WorkloadObject,
+} from './support/workloads.js';
 
 skipWithoutCluster();
 
@@ -24,64 +31,13 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
 });
 
-interface Obj {
-  metadata: {
-    name: string;
-    uid?: string;
-    annotations?: Record<string, string>;
-    generation?: number;
-  };
-  spec?: { unschedulable?: boolean };
-  status?: { disruptionsAllowed?: number; observedGeneration?: number };
-}
+type Obj = WorkloadObject;
 
-async function node(http: KubeHttp, name: string, unschedulable = false): Promise<void> {
-  await http.request('POST', '/api/v1/nodes', {
-    body: { apiVersion: 'v1', kind: 'Node', metadata: { name }, spec: { unschedulable } },
-  });
-  cleanups.push(async () => {
-    await http.request('DELETE', `/api/v1/nodes/${name}`);
-  });
-}
-
-/** A pod bound to `nodeName`, Running and Ready as its kubelet would report it. */
-async function pod(
-  http: KubeHttp,
-  ns: string,
-  name: string,
-  nodeName: string,
-  meta: Record<string, unknown> = {},
-): Promise<void> {
-  await http.request('POST', `/api/v1/namespaces/${ns}/pods`, {
-    body: {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name, labels: { app: 'web' }, ...meta },
-      spec: {
-        nodeName,
-        terminationGracePeriodSeconds: 0,
-        containers: [{ name: 'c', image: 'localhost/busybox:oscar' }],
-      },
-    },
-  });
-  const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  await http.request('PATCH', `/api/v1/namespaces/${ns}/pods/${name}/status`, {
-    contentType: CONTENT_MERGE_PATCH,
-    body: {
-      status: {
-        phase: 'Running',
-        conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now }],
-      },
-    },
-  });
-}
-
-async function podNames(http: KubeHttp, nodeName: string): Promise<string[]> {
-  const list = await http.request<{ items: Obj[] }>('GET', '/api/v1/pods', {
-    query: { fieldSelector: `spec.nodeName=${nodeName}` },
-  });
-  return list.items.map((p) => p.metadata.name).sort();
-}
+const node = async (http: KubeHttp, name: string, unschedulable = false): Promise<void> => {
+  cleanups.push(await createNode(http, name, unschedulable));
+};
+const pod = createReadyPod;
+const podNames = podsOn;
 
 /** The controller's ServiceAccount with only the drain ClusterRole of deploy/controller. */
 async function drainerIdentity(ns: string): Promise<{ http: HttpKubeClient; user: string }> {
@@ -157,23 +113,7 @@ describe('draining a Node through the Eviction API', () => {
       labels: { app: 'static' },
       annotations: { 'kubernetes.io/config.mirror': 'e3b0c44298fc1c14' },
     });
-    await admin.request('POST', `/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`, {
-      body: {
-        apiVersion: 'policy/v1',
-        kind: 'PodDisruptionBudget',
-        metadata: { name: 'web' },
-        spec: { minAvailable: 1, selector: { matchLabels: { app: 'web' } } },
-      },
-    });
-    const pdbPath = `/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets/web`;
-    await waitFor(
-      'the disruption controller to allow one disruption',
-      async () => {
-        const pdb = await admin.request<Obj>('GET', pdbPath);
-        return pdb.status?.disruptionsAllowed === 1 ? pdb : undefined;
-      },
-      30_000,
-    );
+    await createWebBudget(admin, ns, 1, 1);
 
     const identity = await drainerIdentity(ns);
     const drainer = new HttpNodeDrainer(identity.http);
