@@ -570,4 +570,48 @@ describe('planRollout: properties', () => {
       { numRuns: 300 },
     );
   });
+
+  it('a Reboot-level fleet: cordoned (draining or drained) plus in flight never exceed maxUnavailable; a healthy fleet completes with every node uncordoned', () => {
+    const R: Revision = { ...T, rebootDigest: 'r2' };
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.oneof(fc.integer({ min: 1, max: 5 }), fc.constantFrom('25%', '50%')),
+        fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+        (n, maxUnavailable, seed) => {
+          const f = new Fleet(n, { maxUnavailable });
+          f.revisions = [S, R];
+          f.settle();
+          f.rendered = R;
+          let rnd = seed;
+          const random = (): number => {
+            rnd = (rnd * 1103515245 + 12345) % 2 ** 31;
+            return rnd / 2 ** 31;
+          };
+          const maxU = scaledCount(maxUnavailable, n, 'down');
+          const cordoned = new Set<string>();
+          for (let step = 0; step < 600; step++) {
+            const p = f.plan();
+            for (const node of p.drains) cordoned.add(node);
+            for (const node of p.uncordons) cordoned.delete(node);
+            // every grant of the target went to a node drained for it
+            for (const g of p.grants) expect(g.grant.disruption).toBe('Reboot');
+            const busy = new Set([...cordoned, ...f.inFlight(R).map((x) => x.name)]);
+            expect(busy.size).toBeLessThanOrEqual(maxU);
+            if (p.status?.phase === 'Complete') break;
+            f.now += 1000;
+            // the drainer finishes some drains; agents answer some grants
+            for (const d of f.memory?.drains ?? []) {
+              if (d.phase === 'Draining' && random() < 0.5) d.phase = 'Drained';
+            }
+            for (const node of f.inFlight(R)) if (random() < 0.5) f.answer(node.name, 'Confirmed');
+          }
+          expect(f.memory?.phase).toBe('Complete');
+          expect(cordoned.size).toBe(0);
+          expect(f.granted(R)).toHaveLength(n);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
 });
