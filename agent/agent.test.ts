@@ -1,12 +1,16 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../log/logger.js';
-import { Agent, type Reporter } from './agent.js';
+import type { Reporter } from './agent.js';
+import { immediateAgent } from './immediate.js';
 import type { Source, SourceEvents } from './source.js';
 import { depsFor } from './local.js';
-import { config, desiredOf, file } from './testing/fixtures.js';
+import { config, desiredOf, file, unit } from './testing/fixtures.js';
+import { DriftMonitor } from './drift/monitor.js';
+import { SystemctlSystemd } from './systemd.js';
+import { SystemctlUnitStates } from './unit-state.js';
 
 let root: string;
 
@@ -43,7 +47,7 @@ describe('Agent', () => {
       failed: (_c, e) => outcomes.push(`failed ${e.name}`),
       sourceFailed: () => undefined,
     };
-    const agent = new Agent({
+    const agent = immediateAgent({
       source,
       deps: depsFor({ root, stateDir }),
       reporters: [reporter],
@@ -90,7 +94,7 @@ describe('Agent and drift reverts', () => {
       sourceFailed: () => undefined,
       reverted: () => outcomes.push('reverted'),
     };
-    const agent = new Agent({
+    const agent = immediateAgent({
       source,
       deps: depsFor({ root, stateDir }),
       reporters: [reporter],
@@ -110,5 +114,64 @@ describe('Agent and drift reverts', () => {
     await agent.idle();
     expect(outcomes).toEqual([`applied ${desiredOf(v1).checksum.slice(0, 4)}`, 'failed']);
     await agent.stop();
+  });
+});
+
+describe('the agent at idle', () => {
+  /** A `systemctl` that only counts its calls: the seam every spawn of systemctl goes through. */
+  async function countingSystemctl(): Promise<{ path: string; calls: () => Promise<number> }> {
+    const path = join(root, 'systemctl');
+    const log = join(root, 'systemctl.calls');
+    await writeFile(path, `#!/bin/sh\necho "$*" >> '${log}'\n`, { mode: 0o755 });
+    const calls = async (): Promise<number> =>
+      (await readFile(log, 'utf8').catch(() => '')).split('\n').filter(Boolean).length;
+    return { path, calls };
+  }
+
+  async function idleSpawns(drift: boolean): Promise<number> {
+    const stateDir = join(root, 'var/lib/oscar');
+    const systemctl = await countingSystemctl();
+    const deps = {
+      ...depsFor({ root, stateDir }),
+      systemd: new SystemctlSystemd({ systemctl: systemctl.path }),
+      unitStates: new SystemctlUnitStates(systemctl.path),
+    };
+    const source = new HandSource();
+    const late: { agent?: { revert(): void } } = {};
+    const monitor = drift
+      ? new DriftMonitor({
+          root,
+          owners: false,
+          units: deps.unitStates,
+          auditIntervalMs: 50,
+          watch: false,
+          report: () => undefined,
+          requestRevert: () => late.agent?.revert(),
+          log: silentLogger(),
+        })
+      : undefined;
+    const agent = immediateAgent({
+      source,
+      deps,
+      reporters: [],
+      log: silentLogger(),
+      ...(monitor ? { drift: monitor } : {}),
+    });
+    late.agent = agent;
+    await agent.start();
+    source.events?.onDesired(desiredOf(config([unit('app.service')], [file('/etc/x', 'x\n')])));
+    await agent.idle();
+    expect(agent.applied).toBeDefined();
+    const afterApply = await systemctl.calls();
+    await new Promise((r) => setTimeout(r, 400)); // eight audit intervals
+    const spawns = (await systemctl.calls()) - afterApply;
+    await agent.stop();
+    return spawns;
+  }
+
+  it('without drift detection (--no-drift) spawns no systemctl; with it, the audit asks systemd', async () => {
+    expect(await idleSpawns(false)).toBe(0);
+    await rm(join(root, 'systemctl.calls'), { force: true });
+    expect(await idleSpawns(true)).toBeGreaterThan(0); // the count sees spawns when there are some
   });
 });

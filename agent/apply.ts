@@ -17,6 +17,7 @@ import { fieldError } from '../api/field-error.js';
 import { InvalidConfigError } from '../api/validate-config.js';
 import { Beneath, splitPath } from './disk/beneath.js';
 import { checkDesired } from './desired-check.js';
+import { readPackageDatabase } from './disk/dpkg.js';
 import {
   Accounts,
   commitTemp,
@@ -125,7 +126,10 @@ export interface ApplyOptions {
   revert?: boolean;
 }
 
-/** The disk, and the declared units' states when systemd can be asked, for the planner. */
+/**
+ * The disk, the declared packages in the package manager's database, and the declared units'
+ * states when systemd can be asked, for the planner.
+ */
 async function observeNode(
   deps: ApplyDeps,
   beneath: Beneath,
@@ -139,14 +143,16 @@ async function observeNode(
     accounts,
     ...(readOtherSizesUpTo === undefined ? {} : { readOtherSizesUpTo }),
   });
-  if (!deps.unitStates) return observed;
+  const packages = desired.packages.length > 0 ? await readPackageDatabase(beneath) : undefined;
+  const withPackages = packages ? { ...observed, packages } : observed;
+  if (!deps.unitStates) return withPackages;
   const names = desired.units.map((u) => u.name).filter((n) => !n.includes('@.'));
   try {
-    return { ...observed, units: await deps.unitStates.read(names) };
+    return { ...withPackages, units: await deps.unitStates.read(names) };
   } catch (error) {
     // unit drift is then not planned; the apply itself does not depend on it
     deps.log?.(`unit states not read: ${(error as Error).message}`);
-    return observed;
+    return withPackages;
   }
 }
 

@@ -1,6 +1,10 @@
 // The state directory's lock, with real processes: a lock file naming a PID that is alive but not
 // an agent (PID 1, the situation after a reboot), a holder killed with SIGKILL, and many agents
-// racing for a stale lock at the same instant.
+// racing for a stale lock at the same instant. The race's winner holds the lock until every racer
+// has tried: the earlier version let it go after 400 ms, so under load a racer that started after
+// that took the lock in its turn — two "locked" in one round that were never held together (the
+// lock was right, the count was not). Now two "locked" in a round can only be two holders at once;
+// a lock that excludes nobody fails every round. OSCAR_LOCK_ROUNDS=40 runs the stress variant.
 import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -44,12 +48,16 @@ interface Child {
   said: Promise<string>;
   exited: Promise<void>;
   kill(): void;
+  /** Ends its stdin: a holder started with HOLD_MS "stdin" lets go. */
+  release(): void;
 }
 
-function start(startMs: number, holdMs: number): Child {
+function start(startMs: number, holdMs: number | 'stdin'): Child {
   const p = spawn(process.execPath, [child, stateDir, String(startMs), String(holdMs)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['pipe', 'pipe', 'inherit'],
   });
+  // a holder for a time never reads its stdin; one held "until stdin ends" waits for release()
+  if (holdMs !== 'stdin') p.stdin.end();
   let out = '';
   const said = new Promise<string>((resolve) => {
     p.stdout.on('data', (b: Buffer) => {
@@ -65,8 +73,35 @@ function start(startMs: number, holdMs: number): Child {
       resolve();
     }),
   );
-  return { pid: p.pid ?? -1, said, exited, kill: () => p.kill('SIGKILL') };
+  return {
+    pid: p.pid ?? -1,
+    said,
+    exited,
+    kill: () => p.kill('SIGKILL'),
+    release: () => p.stdin.end(),
+  };
 }
+
+/**
+ * One round: a stale lock (its holder killed), then `racers` agents trying at the same instant;
+ * whoever takes it holds it until every racer has said what it got, so a racer the load made
+ * start late still tries against the holder. What each said.
+ */
+async function race(racers: number): Promise<string[]> {
+  const stale = start(0, 60_000);
+  expect(await stale.said).toBe('locked');
+  stale.kill();
+  await stale.exited;
+  const at = Date.now() + 300;
+  const children = Array.from({ length: racers }, () => start(at, 'stdin'));
+  const said = await Promise.all(children.map((c) => c.said));
+  for (const c of children) c.release();
+  await Promise.all(children.map((c) => c.exited));
+  return said;
+}
+
+/** Rounds of the stress variant: OSCAR_LOCK_ROUNDS=40 for a longer run. */
+const ROUNDS = Number(process.env.OSCAR_LOCK_ROUNDS ?? 8);
 
 describe('lockStateDir', () => {
   it('one holder at a time in a process; released, it can be taken again', async () => {
@@ -102,23 +137,14 @@ describe('lockStateDir', () => {
     await Promise.all([second.exited, third.exited]);
   });
 
-  it('agents racing for a stale lock at the same instant: exactly one gets it, every round', async () => {
-    const rounds = 12;
-    const racers = 6;
-    for (let round = 0; round < rounds; round++) {
-      // a stale lock: its holder was killed
-      const stale = start(0, 60_000);
-      expect(await stale.said).toBe('locked');
-      stale.kill();
-      await stale.exited;
-      const at = Date.now() + 700; // every racer has started (bundled: a plain node start) by then
-      const children = Array.from({ length: racers }, () => start(at, 400));
-      const said = await Promise.all(children.map((c) => c.said));
+  it('agents racing for a stale lock at the same instant: exactly one holds it while all the others try, every round', async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const said = await race(8);
       expect(
         said.filter((s) => s === 'locked'),
-        `round ${round}: ${said.join(' | ')}`,
+        `round ${String(round)}: ${said.join(' | ')}`,
       ).toHaveLength(1);
-      await Promise.all(children.map((c) => c.exited));
+      expect(said.filter((s) => s.startsWith('held another oscar agent'))).toHaveLength(7);
     }
-  }, 120_000);
+  }, 300_000);
 });

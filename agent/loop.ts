@@ -1,8 +1,7 @@
 /**
- * What the agent's loops share, said once: the Secret/file loop (agent/agent.ts, every state
- * admitted as it arrives) and the grant loop (agent/rollout/granted-agent.ts, a state admitted
- * when the controller grants it) report through one contract, retry with one policy, refuse with
- * one rule and revert drift in one way.
+ * The agent loop's contracts, said once (agent/agent.ts runs them for every mode): one reporter
+ * contract, one retry policy, one rule for a state that must wait for the next one, one way to
+ * revert drift.
  */
 import type { Logger } from '../log/logger.js';
 import { InvalidConfigError } from '../api/validate-config.js';

@@ -73,7 +73,12 @@ describe('the drift metrics', () => {
       policy,
       since: new Date(),
     });
-    const items = [item('path:/a', 'Report'), item('path:/b', 'Revert'), item('unit:u', 'Revert')];
+    const items = [
+      item('path:/a', 'Report'),
+      item('path:/b', 'Revert'),
+      item('unit:u', 'Revert'),
+      item('package:chrony', 'Report'),
+    ];
     r.drift?.({ items, added: items, resolved: [], trigger: 'watch', reverted: false });
     r.reverted?.({ checksum: 'c', actions: [], resumed: false, touchedUnits: [] }, 1);
     r.revertFailed?.(new Error('x'));
@@ -81,6 +86,8 @@ describe('the drift metrics', () => {
     expect(text).toMatch(/^oscar_agent_drift_items\{kind="path",policy="Report"\} 1$/m);
     expect(text).toMatch(/^oscar_agent_drift_items\{kind="unit",policy="Revert"\} 1$/m);
     expect(text).toMatch(/^oscar_agent_drift_detected_total\{kind="path",trigger="watch"\} 2$/m);
+    expect(text).toMatch(/^oscar_agent_drift_items\{kind="package",policy="Report"\} 1$/m);
+    expect(text).toMatch(/^oscar_agent_drift_detected_total\{kind="package",trigger="watch"\} 1$/m);
     expect(text).toMatch(/^oscar_agent_drift_reverts_total\{result="success"\} 1$/m);
     expect(text).toMatch(/^oscar_agent_drift_reverts_total\{result="failure"\} 1$/m);
     r.drift?.({ items: [], added: [], resolved: items, trigger: 'revert', reverted: true });

@@ -121,7 +121,7 @@ export class AgentMetrics {
         this.sourceErrors.inc();
       },
       drift: (report) => {
-        for (const kind of ['path', 'unit'] as const)
+        for (const kind of ['path', 'unit', 'package'] as const)
           for (const policy of ['Report', 'Revert'] as const)
             this.driftItems.set(
               { kind, policy },
@@ -129,7 +129,7 @@ export class AgentMetrics {
                 .length,
             );
         for (const i of report.added) {
-          const kind = i.key.startsWith('unit:') ? 'unit' : 'path';
+          const kind = i.key.slice(0, i.key.indexOf(':'));
           this.driftDetected.inc({ kind, trigger: report.trigger });
         }
       },

@@ -46,7 +46,7 @@ describe('SystemPackages', () => {
     ]);
     expect(calls.map((c) => [c.cmd, ...c.args].join(' '))).toEqual([
       `${bin}/apt-get update -q`,
-      `${bin}/apt-get install -y -q -o Dpkg::Options::=--force-confold chrony jq=1.6`,
+      `${bin}/apt-get install -y -q -o Dpkg::Options::=--force-confold --allow-downgrades chrony jq=1.6`,
     ]);
     expect(calls.every((c) => c.env?.DEBIAN_FRONTEND === 'noninteractive')).toBe(true);
   });

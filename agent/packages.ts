@@ -61,7 +61,9 @@ export class SystemPackages implements Packages {
       const [, ...refresh] = PACKAGE_COMMANDS.aptRefresh;
       const update = await this.run(apt, refresh, this.timeoutMs, PACKAGE_COMMANDS.aptEnv);
       if (update.code !== 0) log(`apt-get update failed, installing anyway:\n${tail(update)}`);
-      const args = [...PACKAGE_COMMANDS.aptInstall.slice(1), ...specs];
+      // a pinned version is what the config asks for, older or not (a revert of an upgrade)
+      const downgrade = packages.some((p) => p.version !== undefined) ? ['--allow-downgrades'] : [];
+      const args = [...PACKAGE_COMMANDS.aptInstall.slice(1), ...downgrade, ...specs];
       this.check(
         'apt-get',
         args,

@@ -338,6 +338,7 @@ describe('plan: drift', () => {
   const only = (paths: string[], units: string[]): DriftRepair => ({
     path: (p) => paths.includes(p),
     unit: (u) => units.includes(u),
+    package: () => false,
   });
 
   it('a stopped or failed unit is started, with the drift as its reason', () => {
@@ -854,6 +855,7 @@ describe('plan: drift properties', () => {
           const repair: DriftRepair = {
             path: (p) => paths.includes(p),
             unit: (u) => units.includes(u),
+            package: () => false,
           };
           const actions = plan(x, x, diskOf(node), repair);
           const written = actions.flatMap((a) => (a.kind === 'writeFile' ? [a.path] : []));
@@ -940,5 +942,45 @@ describe('packages', () => {
     expect(
       plan(last, withPackages(base, [{ name: 'a' }, { name: 'b', version: '1' }]), disk(last)),
     ).toEqual([]);
+  });
+  it('drift: a declared package the database shows missing, at another version or half-installed is installed again, when the repair allows it', () => {
+    const c = withPackages(base, [
+      { name: 'a' },
+      { name: 'b', version: '1' },
+      { name: 'c' },
+      { name: 'd', version: '2' },
+    ]);
+    const observed: ObservedDisk = {
+      ...disk(c),
+      packages: new Map([
+        ['a', { version: '9', state: 'installed' }], // any version will do
+        ['b', { version: '1.1', state: 'installed' }],
+        ['c', { version: '3', state: 'config-files' }],
+        ['d', { version: '0:2', state: 'half-configured' }],
+      ]),
+    };
+    expect(plan(c, clone(c), observed)).toEqual([
+      {
+        kind: 'installPackages',
+        packages: [{ name: 'b', version: '1' }, { name: 'c' }, { name: 'd', version: '2' }],
+        reason:
+          'b drifted: installed 1.1, expected installed 1, c drifted: config-files 3, expected installed, d drifted: half-configured 0:2, expected installed 2',
+      },
+    ]);
+    // not observed (no database): nothing; a repair that excludes packages (Report on a revert): nothing
+    expect(plan(c, clone(c), disk(c))).toEqual([]);
+    const noPackages: DriftRepair = { path: () => true, unit: () => true, package: () => false };
+    expect(plan(c, clone(c), observed, noPackages)).toEqual([]);
+    // as declared: nothing
+    const fine: ObservedDisk = {
+      ...disk(c),
+      packages: new Map([
+        ['a', { version: '1', state: 'installed' }],
+        ['b', { version: '0:1', state: 'installed' }],
+        ['c', { version: '1', state: 'triggers-pending' }],
+        ['d', { version: '2', state: 'installed' }],
+      ]),
+    };
+    expect(plan(c, clone(c), fine)).toEqual([]);
   });
 });

@@ -28,7 +28,8 @@
  *   drop-ins owned by root or by numeric ids (an apt source and its keyring must be in place) and
  *   before the files owned by other user or group names (a package may create the user): the
  *   order cloud-init and the rendered script follow too; a package that leaves the config is not
- *   removed;
+ *   removed; a declared package the package manager's database shows missing, at another
+ *   version or half-installed is installed again when `repair` allows (drift);
  * - a template unit (name@.service) is written, enabled (only with DefaultInstance=), masked and
  *   disabled, never started, stopped or restarted — systemd refuses that; its declared instances
  *   are, and a change to the template counts as a change to each of them.
@@ -42,6 +43,7 @@ import { entriesOf, type Entry } from './model/entries.js';
 import type { ObservedDisk, ObservedFile } from './model/observed.js';
 import { REPAIR_ALL, type DriftRepair } from './model/repair.js';
 import { describeUnitDrift, isUp, unitDrift } from './model/unit-drift.js';
+import { packageDrift } from './model/package-drift.js';
 
 // The planner's vocabulary lives on the ground floor (agent/model/); `oscar plan` and the tests
 // read it from here too.
@@ -147,22 +149,35 @@ function changedFilePaths(
   return out;
 }
 
-/** The install for packages that are new or pinned to another version, if any. */
+/**
+ * The install for packages that are new or pinned to another version, if any, and for those
+ * the package manager's database shows drifted (missing, another version, half-installed) when
+ * `repair` allows it.
+ */
 function packageInstall(
   last: readonly ResolvedPackage[],
   want: readonly ResolvedPackage[],
+  observed: ObservedDisk,
+  repair: DriftRepair,
 ): Action[] {
   const before = new Map(last.map((p) => [p.name, p]));
   const install: ResolvedPackage[] = [];
   const why: string[] = [];
   for (const p of want) {
     const was = before.get(p.name);
+    const drift =
+      observed.packages && repair.package(p.name)
+        ? packageDrift(p, observed.packages.get(p.name))
+        : undefined;
     if (!was) {
       install.push(p);
       why.push(`${p.name} new`);
     } else if (was.version !== p.version) {
       install.push(p);
       why.push(`${p.name} ${was.version ?? 'any version'} → ${p.version ?? 'any version'}`);
+    } else if (drift) {
+      install.push(p);
+      why.push(`${p.name} drifted: ${drift.found}, expected ${drift.expected}`);
     }
   }
   return install.length === 0
@@ -575,7 +590,7 @@ export function plan(
     ...draft.before,
     ...draft.writes,
     ...draft.unitWrites,
-    ...packageInstall(lastApplied?.packages ?? [], desired.packages),
+    ...packageInstall(lastApplied?.packages ?? [], desired.packages, observed, repair),
     ...draft.deferredWrites,
     ...draft.removes,
     ...reload,

@@ -1,15 +1,21 @@
 // The node reporter over an in-memory HTTP seam: what its status writes carry, and how many.
 import { KubeConfig } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import type { KubeHttp, RequestSpec } from '../kube/client.js';
+import { ApiError, type KubeHttp, type RequestSpec } from '../kube/client.js';
 import { InvalidConfigError } from '../api/validate-config.js';
 import { ReplacementNeeded } from './apply.js';
 import { KubeReporter } from './report.js';
 
 class RecordingHttp implements KubeHttp {
   readonly requests: { method: string; path: string; body: unknown }[] = [];
+  /** The node object is not there until POSTed. */
+  constructor(private missing = false) {}
   request<T>(method: string, path: string, spec?: RequestSpec): Promise<T> {
     this.requests.push({ method, path, body: spec?.body });
+    if (method === 'POST') this.missing = false;
+    if (method === 'PATCH' && this.missing) {
+      return Promise.reject(new ApiError(404, 'NotFound', 'not found'));
+    }
     return Promise.resolve({} as T);
   }
   stream(): Promise<void> {
@@ -38,14 +44,26 @@ describe('KubeReporter oscRef', () => {
     r.setOscRef({ namespace: 'ns', name: 'web' });
     r.desired('a'.repeat(64));
     await r.flush();
+    // the object exists (the identity approver made it): no create is tried
     expect(http.requests.map((q) => `${q.method} ${q.path}`)).toEqual([
-      'POST /apis/oscar.dev/v1alpha1/operatingsystemconfignodes',
       'PATCH /apis/oscar.dev/v1alpha1/operatingsystemconfignodes/n1/status',
     ]);
     expect(http.patches()[0]?.status).toMatchObject({
       oscRef: { namespace: 'ns', name: 'web', secretName: 'oscar-web-reconcile' },
       desiredChecksum: 'a'.repeat(64),
     });
+  });
+
+  it('creates its object only when the status write finds none, then writes', async () => {
+    const http = new RecordingHttp(true);
+    const r = reporter(http);
+    r.setOscRef({ namespace: 'ns', name: 'web' });
+    await r.flush();
+    expect(http.requests.map((q) => `${q.method} ${q.path}`)).toEqual([
+      'PATCH /apis/oscar.dev/v1alpha1/operatingsystemconfignodes/n1/status',
+      'POST /apis/oscar.dev/v1alpha1/operatingsystemconfignodes',
+      'PATCH /apis/oscar.dev/v1alpha1/operatingsystemconfignodes/n1/status',
+    ]);
   });
 
   it('an unchanged oscRef writes nothing; a changed one is written', async () => {

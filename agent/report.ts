@@ -87,7 +87,6 @@ export class KubeReporter implements Reporter {
   private cleared = new Set<keyof Status>();
   private dirty = false;
   private sending: Promise<void> | undefined;
-  private created = false;
   private failures = 0;
   private stopped = false;
   /** Writes are numbered: a waiter asks for the first write that starts after a given number. */
@@ -398,26 +397,16 @@ export class KubeReporter implements Reporter {
     }
   }
 
-  /** One status write (creating the object first if needed); returns its resourceVersion. */
+  /**
+   * One status write; returns its resourceVersion. The object is created only when the write
+   * finds none (404): a bootstrapped node's object already exists, made and labelled with its
+   * config's UID by the identity approver, and the admission policy refuses a node's create of an
+   * object without that label before the API server could answer "exists".
+   */
   private async send(status: Record<string, unknown>): Promise<string> {
     const path = `${PATH}/${encodeURIComponent(this.opts.node)}`;
-    if (!this.created) {
+    const write = async (): Promise<string> => {
       this.opts.onRequest?.();
-      try {
-        await this.http.request('POST', PATH, {
-          body: {
-            apiVersion: API_VERSION,
-            kind: OSC_NODE_KIND,
-            metadata: { name: this.opts.node },
-          },
-        });
-      } catch (error) {
-        if (!(error instanceof ApiError && error.status === 409)) throw error; // 409: exists
-      }
-      this.created = true;
-    }
-    this.opts.onRequest?.();
-    try {
       const stored = await this.http.request<
         { metadata?: { resourceVersion?: string } } | undefined
       >('PATCH', `${path}/status`, {
@@ -426,10 +415,25 @@ export class KubeReporter implements Reporter {
         accept: ACCEPT_METADATA,
       });
       return stored?.metadata?.resourceVersion ?? '';
+    };
+    try {
+      return await write();
     } catch (error) {
-      if (isNotFound(error)) this.created = false; // deleted meanwhile: create again
-      throw error;
+      if (!isNotFound(error)) throw error;
     }
+    this.opts.onRequest?.();
+    try {
+      await this.http.request('POST', PATH, {
+        body: {
+          apiVersion: API_VERSION,
+          kind: OSC_NODE_KIND,
+          metadata: { name: this.opts.node },
+        },
+      });
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 409)) throw error; // 409: made meanwhile
+    }
+    return write();
   }
 
   /** Waits until the newest status was written (or `timeoutMs` passed). */

@@ -2,7 +2,7 @@
  * The single definition of oscar's API (group oscar.dev, version v1alpha1).
  *
  * From these typebox schemas come: the TypeScript types (Static<>), the CRD manifests
- * (api/crd.ts, via hack/gen-crd.ts) and the runtime validator (api/validate.ts). Everything
+ * (api/crd/crd.ts, via hack/gen-crd.ts) and the runtime validator (api/validate.ts). Everything
  * here must stay a *structural* OpenAPI schema the API server accepts: no unions, no
  * `additionalProperties: false`, a `type` on every node, a description on every field.
  *
@@ -965,9 +965,16 @@ export const DriftedItem = Type.Object(
         maxLength: 255,
       }),
     ),
+    package: Type.Optional(
+      Type.String({
+        description:
+          "The declared package that is missing, at another version, or left half-installed (as the package manager's database says).",
+        maxLength: 253,
+      }),
+    ),
     reason: Type.String({
       description:
-        'What differs: content, mode, owner, missing, notRegularFile; or for a unit: stopped, failed, disabled, masked, unmasked.',
+        'What differs: content, mode, owner, missing, notRegularFile; for a unit: stopped, failed, disabled, masked, unmasked; for a package: missing, version, broken.',
       maxLength: 256,
     }),
     expected: Type.String({
@@ -981,7 +988,7 @@ export const DriftedItem = Type.Object(
     policy: Type.String({ description: 'Report or Revert: what the agent does about it.' }),
     since: Type.String({ description: 'When the agent first saw it.', format: 'date-time' }),
   },
-  { description: 'One path or unit that no longer matches what the agent applied.' },
+  { description: 'One path, unit or package that no longer matches what the agent applied.' },
 );
 
 export const OperatingSystemConfigNodeStatus = Type.Object(

@@ -11,7 +11,7 @@ import {
   registerVersionCommand,
 } from './commands/node-commands.js';
 import { runProgram } from './run.js';
-import { VERSION } from './version.js';
+import { VERSION } from './support/version.js';
 
 export function buildAgentProgram(): Command {
   const program = new Command('oscar-agent')

@@ -5,8 +5,8 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { versionInfo } from './commands/version.js';
-import { commandTree, completionScript } from './completion.js';
-import { oneFile } from './input.js';
+import { commandTree, completionScript } from './support/completion.js';
+import { oneFile } from './support/input.js';
 import { buildProgram } from './main.js';
 
 describe('one file, as FILE or -f FILE', () => {
@@ -60,7 +60,7 @@ describe('oscar completion', () => {
     expect(top).toContain('completion');
     expect(complete(bash, ['oscar', 'rollout', 'st'])).toEqual(['status']);
     expect(complete(bash, ['oscar', 'rollout', 'status', 'w', '--w'])).toEqual(['--watch']);
-    expect(complete(bash, ['oscar', 'agent', '--con'])).toEqual(['--context']);
+    expect(complete(bash, ['oscar', 'agent', '--cont'])).toEqual(['--context']);
     expect(complete(bash, ['oscar', 'render', '--ex'])).toEqual(['--explain']);
     expect(complete(bash, ['oscar', 'validate', '--ex'])).toEqual([]); // not validate's
   });

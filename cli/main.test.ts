@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reportError } from './main.js';
-import { userAgent, VERSION } from './version.js';
+import { userAgent, VERSION } from './support/version.js';
 
 const repoRoot = join(import.meta.dirname, '..');
 let home: string;

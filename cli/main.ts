@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { registerCommands } from './commands/index.js';
 import { runProgram } from './run.js';
-import { VERSION } from './version.js';
+import { VERSION } from './support/version.js';
 
 export function buildProgram(): Command {
   const program = new Command('oscar')

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from './clock.js';
+import { FakeClock } from './kube/clock.js';
 import { ApiError } from '../kube/client.js';
 import { LeaderElector, type Lease, type LeaseStore } from './leader.js';
 import { createLogger } from '../log/logger.js';

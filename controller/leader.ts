@@ -5,7 +5,7 @@
  * it. Expiry is judged on this process's own clock from when it last SAW the lease change (as
  * client-go does), not from the renewTime written by another machine whose clock may differ.
  */
-import { realClock, sleep, type Clock } from './clock.js';
+import { realClock, sleep, type Clock } from './kube/clock.js';
 import { isConflict, isNotFound, ApiError, type KubeHttp } from '../kube/client.js';
 import { errorFields, type Logger } from '../log/logger.js';
 

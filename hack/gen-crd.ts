@@ -1,7 +1,7 @@
 // Regenerates deploy/crds/ from the schema in api/schema.ts (npm run gen:crd).
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { crdManifests, renderCrdKustomization, renderCrdYaml } from '../api/crd.js';
+import { crdManifests, renderCrdKustomization, renderCrdYaml } from '../api/crd/crd.js';
 
 const dir = join(import.meta.dirname, '..', 'deploy', 'crds');
 mkdirSync(dir, { recursive: true });

@@ -30,10 +30,14 @@ interface Dashboard {
 const dashboard = async (): Promise<Dashboard> =>
   JSON.parse(await readFile(join(dir, 'oscar-dashboard.json'), 'utf8')) as Dashboard;
 
-/** Every metric name the controller and the agent register. */
+/** Every metric name the controller, the extension and the agent register. */
 async function exported(): Promise<Set<string>> {
   const names = new Set<string>();
-  for (const file of ['controller/metrics.ts', 'agent/metrics.ts']) {
+  for (const file of [
+    'controller/runtime/metrics.ts',
+    'controller/extension/metrics.ts',
+    'agent/metrics.ts',
+  ]) {
     const text = await readFile(join(repoRoot, file), 'utf8');
     for (const m of text.matchAll(/name: '(oscar_[a-z_]+)'/g)) if (m[1]) names.add(m[1]);
   }

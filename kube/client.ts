@@ -71,7 +71,7 @@ function withQuery(path: string, query: Query | undefined): string {
 export interface HttpKubeClientOptions {
   /**
    * Sent with every request, so the API server's audit log and metrics tell oscar's components
-   * apart: `oscar-agent/0.1.0 (linux/x64) node/v24.…` (cli/version.ts userAgent). Default "oscar".
+   * apart: `oscar-agent/0.1.0 (linux/x64) node/v24.…` (cli/support/version.ts userAgent). Default "oscar".
    */
   userAgent?: string;
 }

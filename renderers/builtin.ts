@@ -6,33 +6,13 @@ import { gzipSync } from 'node:zlib';
 import { fieldError, ValidationError } from '../api/field-error.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import type { Format } from '../api/schema.js';
-import { renderCloudConfig } from './cloud-config.js';
 import { sizeWarnings } from './common.js';
 import { assertRenderable } from './guard.js';
-import { ignitionWarnings, renderIgnition } from './ignition.js';
+import { FORMATS } from './formats.js';
 import { expand, type OsProfile, PROFILES } from './profiles.js';
-import { renderScript } from './script.js';
 import type { RenderContext, RenderResult, Renderer } from './types.js';
 
-/**
- * The text of one format for a config that is already expanded. `encodings` collects, per file
- * path, how its content was carried (text, b64, gz+b64, data URL…), for `oscar render --explain`.
- */
-export function renderFormat(
-  format: Format,
-  config: ResolvedConfig,
-  context: RenderContext,
-  encodings?: Map<string, string>,
-): Buffer {
-  switch (format) {
-    case 'cloud-config':
-      return renderCloudConfig(config, context, encodings);
-    case 'ignition':
-      return renderIgnition(config, context, encodings);
-    case 'script':
-      return renderScript(config, context, encodings);
-  }
-}
+export { renderFormat } from './formats.js';
 
 /** A renderer for `types` producing `formats` (the first is the default) with oscar's profiles. */
 export function builtinRenderer(
@@ -70,10 +50,11 @@ function renderBuiltin(
   }
   const { config: expanded, extraUnits, extraFiles } = expand(config, profiles);
   const warnings: string[] = [];
-  let userData = renderFormat(context.format, expanded, context);
+  const format = FORMATS[context.format];
+  let userData = format.render(expanded, context);
   if (context.gzip) {
-    if (context.format === 'cloud-config') {
-      // cloud-init recognises gzip user data by its magic bytes; mtime 0 keeps output stable
+    if (format.gzip) {
+      // mtime 0 keeps the output stable
       userData = gzipSync(userData, { level: 9 });
     } else {
       warnings.push(
@@ -81,12 +62,7 @@ function renderBuiltin(
       );
     }
   }
-  if (context.format === 'ignition') warnings.push(...ignitionWarnings(expanded));
-  if (context.format === 'ignition' && expanded.packages.length > 0) {
-    warnings.push(
-      `Ignition cannot install packages; ${expanded.packages.map((p) => p.name).join(', ')} will not be installed`,
-    );
-  }
+  warnings.push(...format.warnings(expanded));
   warnings.push(...sizeWarnings(context.purpose, userData.length));
   return { userData, format: context.format, extraUnits, extraFiles, warnings };
 }

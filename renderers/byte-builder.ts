@@ -14,7 +14,7 @@
  * Why a scratch buffer: a render makes about a megabyte of short-lived strings per megabyte of
  * base64, so several minor collections run during it. Whatever lives through the render (an
  * output Buffer written in place, or a list of its parts) outlives them, is promoted, and can
- * only be freed by a full collection. Under the controller's heap settings (cli/memory.ts,
+ * only be freed by a full collection. Under the controller's heap settings (cli/support/memory.ts,
  * which keep the old generation tight) that was a full collection every few renders: a 2 MiB
  * render took ~5-9 ms instead of ~1 ms. Now nothing of a render outlives it but the Buffer it
  * returns, made at the very end; the scratch is old from the start and stays warm in the cache.

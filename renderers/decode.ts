@@ -1,5 +1,5 @@
 /**
- * Decoders for the three formats: user data back into the files (bytes, mode, owner), unit
+ * Decoders for the three formats (their table, with decode() and expectedOutcome, is ./formats.ts): user data back into the files (bytes, mode, owner), unit
  * enablement, masks, commands and packages it carries. They read what the renderers write (and
  * what cloud-init and Ignition accept for those keys), so the round-trip tests can check that
  * nothing was lost; `expectedOutcome` states what a config must decode to.
@@ -10,10 +10,8 @@
 import { gunzipSync } from 'node:zlib';
 import { DECODE_LIMITS } from '../api/gunzip.js';
 import { parse as parseYaml } from 'yaml';
-import type { ResolvedConfig, ResolvedPackage } from '../api/resolved.js';
-import type { Format, UnitCommand } from '../api/schema.js';
-import { planUnits } from './common.js';
-import { IGNITION_MODE_BITS } from './ignition.js';
+import type { ResolvedPackage } from '../api/resolved.js';
+import type { UnitCommand } from '../api/schema.js';
 import { B64_DELIMITER } from './script.js';
 import { readYamlSubset } from './yaml-reader.js';
 
@@ -45,26 +43,6 @@ function byPath(a: DecodedFile, b: DecodedFile): number {
   return a.path < b.path ? -1 : a.path > b.path ? 1 : 0;
 }
 
-/**
- * What decoding the rendering of `config` (already expanded) must give in `format`. Where a
- * format cannot carry something, this says so: Ignition 3.3.0 has no setuid/setgid/sticky bits
- * (the renderer warns), no commands (units start with the boot) and no packages.
- */
-export function expectedOutcome(config: ResolvedConfig, format: Format): Decoded {
-  const plan = planUnits(config.units);
-  const files = [...config.files, ...plan.files]
-    .map((f) => ({ ...f, mode: format === 'ignition' ? f.mode & IGNITION_MODE_BITS : f.mode }))
-    .sort(byPath);
-  return {
-    files,
-    mask: [...plan.mask].sort(),
-    enable: [...plan.enable].sort(),
-    // Ignition has no commands and no packages: units start with the boot
-    commands: format === 'ignition' ? [] : plan.commands,
-    packages: format === 'ignition' ? [] : config.packages.map((p) => ({ ...p })),
-  };
-}
-
 /** The same outcome with contents as base64 text: cheap to compare and readable in a diff. */
 export function comparable(decoded: Decoded): Omit<Decoded, 'files'> & {
   files: (Omit<DecodedFile, 'content' | 'mode'> & { content: string; mode: string })[];
@@ -79,17 +57,6 @@ export function comparable(decoded: Decoded): Omit<Decoded, 'files'> & {
       content: f.content.toString('base64'),
     })),
   };
-}
-
-export function decode(format: Format, userData: Buffer): Decoded {
-  switch (format) {
-    case 'cloud-config':
-      return decodeCloudConfig(userData);
-    case 'ignition':
-      return decodeIgnition(userData);
-    case 'script':
-      return decodeScript(userData);
-  }
 }
 
 function splitOwner(owner: string): { user: string; group: string } {

@@ -5,8 +5,7 @@
 import { formatBytes } from '../api/bytes.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import { dropInPath, formatMode, packageSpec, unitPath } from '../api/resolved.js';
-import type { Format } from '../api/schema.js';
-import { renderFormat } from './builtin.js';
+import { FORMATS } from './formats.js';
 import { memoInstallKey, planUnits } from './common.js';
 import { enablement } from '../api/systemd/enablement.js';
 import { expand } from './profiles.js';
@@ -20,32 +19,23 @@ export interface ExplainRow {
   became: string;
 }
 
-const HOW: Record<Format, string> = {
-  'cloud-config': 'write_files',
-  ignition: 'storage.files',
-  script: 'oscar_text/oscar_b64',
-};
-
 export function explain(config: ResolvedConfig, context: RenderContext): ExplainRow[] {
   const { config: expanded, extraFiles, extraUnits } = expand(config);
   const encodings = new Map<string, string>();
-  renderFormat(context.format, expanded, context, encodings);
+  const format = FORMATS[context.format];
+  format.render(expanded, context, encodings);
   const plan = planUnits(expanded.units);
   const addedFiles = new Set(extraFiles.map((f) => f.path));
   const addedUnits = new Set(extraUnits.map((u) => u.name));
   const declaredUnits = new Map(config.units.map((u) => [u.name, u]));
   const rows: ExplainRow[] = [];
-  const via = (path: string): string =>
-    context.format === 'ignition' && path.startsWith('/etc/systemd/system/')
-      ? 'systemd.units'
-      : HOW[context.format];
 
   for (const file of expanded.files) {
     rows.push({
       kind: 'file',
       name: file.path,
       origin: addedFiles.has(file.path) ? 'profile' : 'declared',
-      became: `${via(file.path)}, ${encodings.get(file.path) ?? '?'}, ${formatMode(file.mode)} ${file.user}:${file.group}, ${formatBytes(file.content.length)}`,
+      became: `${format.carries(file.path)}, ${encodings.get(file.path) ?? '?'}, ${formatMode(file.mode)} ${file.user}:${file.group}, ${formatBytes(file.content.length)}`,
     });
   }
   for (const unit of expanded.units) {
@@ -58,7 +48,7 @@ export function explain(config: ResolvedConfig, context: RenderContext): Explain
     else if (unit.enable && !unit.mask) actions.push(`not enabled (${decision.why})`);
     const command = plan.commands.find((c) => c.unit === unit.name)?.command;
     if (command) {
-      actions.push(context.format === 'ignition' ? 'starts with the boot if enabled' : command);
+      actions.push(format.command(command));
     }
     const declared = declaredUnits.get(unit.name);
     rows.push({
@@ -83,12 +73,7 @@ export function explain(config: ResolvedConfig, context: RenderContext): Explain
       kind: 'package',
       name: packageSpec(p),
       origin: declaredPackages.has(p.name) ? 'declared' : 'profile',
-      became:
-        context.format === 'cloud-config'
-          ? 'packages (cloud-init installs it)'
-          : context.format === 'script'
-            ? 'oscar_packages'
-            : 'not installed (Ignition has no packages)',
+      became: format.packages,
     });
   }
   return rows;

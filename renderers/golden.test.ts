@@ -15,7 +15,8 @@ import {
   systemPython,
 } from '../test/support/validators.js';
 import { missing, requireTool } from '../test/support/tools.js';
-import { comparable, decode, expectedOutcome } from './decode.js';
+import { comparable } from './decode.js';
+import { decode, expectedOutcome } from './formats.js';
 import { expand } from './profiles.js';
 import { resolve } from '../api/resolve.js';
 import { goldenDir, goldenEntries, type GoldenEntry } from './testdata/golden.js';

@@ -31,16 +31,14 @@ export {
   flatcarRenderer,
   genericRenderer,
   BUILTIN_RENDERERS,
-  renderFormat,
 } from './builtin.js';
+export { FORMATS, renderFormat, decode, expectedOutcome, type FormatSpec } from './formats.js';
 export { checkResolved, assertRenderable } from './guard.js';
 export { effectiveEnable, planUnits, type UnitPlan } from './common.js';
 export {
-  decode,
   decodeCloudConfig,
   decodeIgnition,
   decodeScript,
-  expectedOutcome,
   comparable,
   DecodeError,
   type Decoded,

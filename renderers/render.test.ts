@@ -9,7 +9,7 @@ import type { ResolvedConfig, ResolvedFile } from '../api/resolved.js';
 import { LIMITS } from '../api/schema.js';
 import { INLINE_TEXT_MAX, isReadableText } from './common.js';
 import { explain } from './explain.js';
-import { decode } from './decode.js';
+import { decode } from './formats.js';
 import { defaultRegistry, renderOsc } from './registry.js';
 import { IGNITION_TEXT_MAX } from './ignition.js';
 import { B64_LINE, shQuote } from './script.js';

@@ -4,7 +4,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Format } from '../api/schema.js';
-import { comparable, decode, expectedOutcome } from './decode.js';
+import { comparable } from './decode.js';
+import { decode, expectedOutcome } from './formats.js';
 import { expand } from './profiles.js';
 import { defaultRegistry, renderOsc } from './registry.js';
 import { configArb } from './testdata/arbitraries.js';

@@ -1,6 +1,6 @@
 /**
  * The agent's file system side: atomic writes with mode and owner, removals, and observing what is
- * on disk for the planner — all beneath a root ("/" on a node, a sandbox in local mode), through
+ * on disk for the planner (read by ./reader.ts, the one reader, as drift reads) — all beneath a root ("/" on a node, a sandbox in local mode), through
  * directories opened one name at a time without following foreign links (agent/disk/beneath.ts).
  *
  * A write goes through a temp file created exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) under a random
@@ -17,6 +17,7 @@ import type { ResolvedConfig } from '../../api/resolved.js';
 import { mapLimit } from '../../api/util.js';
 import { Beneath, SymlinkRefused, NotADirectory, type Dir } from './beneath.js';
 import { entriesOf } from '../model/entries.js';
+import { readBeneath, readSeen } from './reader.js';
 import type { ObservedDisk, ObservedFile } from '../model/observed.js';
 
 /** Where a node path lives on this host: under the root. */
@@ -43,37 +44,7 @@ function errnoOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
 }
 
-/** A regular file's bytes, read by name in `dir` without following a link or blocking on a FIFO. */
-export async function readFileIn(dir: Dir, name: string): Promise<Buffer | undefined> {
-  let handle: FileHandle;
-  try {
-    handle = await open(
-      dir.at(name),
-      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
-    );
-  } catch (error) {
-    if (['ENOENT', 'ENOTDIR', 'ELOOP'].includes(errnoOf(error) ?? '')) return undefined;
-    throw error;
-  }
-  try {
-    const st = await handle.stat();
-    if (!st.isFile()) return undefined;
-    return await handle.readFile();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** A file's bytes beneath the root; undefined when it is missing or not reachable safely. */
-async function readBeneath(beneath: Beneath, path: string): Promise<Buffer | undefined> {
-  try {
-    const where = await beneath.parent(path, false);
-    return where && (await readFileIn(where.dir, where.name));
-  } catch (error) {
-    if (error instanceof SymlinkRefused || error instanceof NotADirectory) return undefined;
-    throw error;
-  }
-}
+export { readFileIn } from './reader.js';
 
 export class Accounts {
   private constructor(
@@ -329,66 +300,6 @@ export async function removeStaleTemps(
   return removed;
 }
 
-interface Seen {
-  /** Undefined: not read, because it cannot match (another size, not a regular file). */
-  content: Buffer | undefined;
-  mode: number;
-  uid: number;
-  gid: number;
-}
-
-/** A path that exists but can never match a declared file (a link, a directory, unreachable). */
-const FOREIGN: Seen = { content: undefined, mode: -1, uid: -1, gid: -1 };
-
-/**
- * What is at `path`: undefined when nothing is. The content is read only when its size is
- * `wantSize` (a file of another size cannot match: a huge file planted where oscar writes is
- * never read into memory) or at most `otherSizesUpTo`, and never through a link or from a FIFO
- * or device.
- */
-async function observeOne(
-  beneath: Beneath,
-  path: string,
-  wantSize: number | undefined,
-  otherSizesUpTo: number | undefined,
-): Promise<Seen | undefined> {
-  let where;
-  try {
-    where = await beneath.parent(path, false);
-  } catch (error) {
-    if (error instanceof SymlinkRefused || error instanceof NotADirectory) return FOREIGN;
-    throw error;
-  }
-  if (!where) return undefined;
-  let handle: FileHandle;
-  try {
-    handle = await open(
-      where.dir.at(where.name),
-      constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
-    );
-  } catch (error) {
-    const code = errnoOf(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
-    if (code === 'ELOOP') return FOREIGN; // a link where oscar writes a file
-    throw error;
-  }
-  try {
-    const st = await handle.stat();
-    if (!st.isFile()) return { ...FOREIGN, uid: st.uid, gid: st.gid };
-    const seen: Seen = { content: undefined, mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
-    const other = otherSizesUpTo !== undefined && st.size <= otherSizesUpTo;
-    const size = st.size === wantSize || other ? st.size : undefined;
-    if (size !== undefined) {
-      const buf = Buffer.allocUnsafe(size + 1); // one more: a file that grew does not match
-      const { bytesRead } = await handle.read(buf, 0, size + 1, 0);
-      seen.content = buf.subarray(0, bytesRead);
-    }
-    return seen;
-  } finally {
-    await handle.close();
-  }
-}
-
 export interface ObserveOptions {
   /** Compare owners (false in a sandbox where oscar cannot chown). */
   owners: boolean;
@@ -416,7 +327,7 @@ export async function observe(
   const files = new Map<string, ObservedFile>();
   const list = [...paths];
   const results = await mapLimit(list, 32, (p) =>
-    observeOne(beneath, p, want.get(p)?.content.length, opts.readOtherSizesUpTo),
+    readSeen(beneath, p, want.get(p)?.content.length, opts.readOtherSizesUpTo),
   );
   list.forEach((path, i) => {
     const seen = results[i];

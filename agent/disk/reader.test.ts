@@ -4,12 +4,24 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sha256 } from '../drift/expectation.js';
-import { readFound } from './reader.js';
+import type { Found } from '../model/observed.js';
+import { Beneath } from './beneath.js';
+import { readFound as readFoundBeneath } from './reader.js';
 
 let dir: string;
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'oscar-reader-'));
 });
+
+/** What is at a host path below the test's directory, read beneath it as the monitor reads. */
+async function readFound(hostPath: string): Promise<Found> {
+  const beneath = await Beneath.open(dir);
+  try {
+    return await readFoundBeneath(beneath, hostPath.slice(dir.length));
+  } finally {
+    await beneath.close();
+  }
+}
 afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DriftPolicy } from '../../api/constants.js';
 import { memoryLogger } from '../../log/memory.js';
-import { Agent, type Reporter } from '../agent.js';
+import { type Agent, type Reporter } from '../agent.js';
+import { immediateAgent } from '../immediate.js';
 import { Journal } from '../journal.js';
 import { depsFor } from '../local.js';
 import type { Source, SourceEvents } from '../source.js';
@@ -87,7 +88,7 @@ async function start() {
     log,
     backoff: new RevertBackoff({ baseMs: 50, maxMs: 50 }),
   });
-  const agent = new Agent({
+  const agent = immediateAgent({
     source,
     deps,
     reporters: [reporter],

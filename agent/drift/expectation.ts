@@ -9,7 +9,13 @@
  * apply removes may also be absent; a unit whose declaration the apply changes is not compared.
  */
 import { hash } from 'node:crypto';
-import { formatMode, type ResolvedConfig, type ResolvedUnit } from '../../api/resolved.js';
+import {
+  formatMode,
+  type ResolvedConfig,
+  type ResolvedPackage,
+  type ResolvedUnit,
+} from '../../api/resolved.js';
+import { packageDrift, type InstalledPackage } from '../model/package-drift.js';
 import type { WatchedPolicy } from '../model/drift.js';
 import { entriesOf } from '../model/entries.js';
 import type { Found, ObservedUnit } from '../model/observed.js';
@@ -39,12 +45,24 @@ export interface ExpectedUnit {
   socketDeclared: boolean;
 }
 
+export interface ExpectedPackage {
+  name: string;
+  policy: WatchedPolicy;
+  /** The first is what was applied; the version an unfinished apply installs is fine too. */
+  states: ResolvedPackage[];
+}
+
 export interface Expectation {
   paths: ReadonlyMap<string, ExpectedPath>;
   units: ReadonlyMap<string, ExpectedUnit>;
+  packages: ReadonlyMap<string, ExpectedPackage>;
 }
 
-export const NO_EXPECTATION: Expectation = { paths: new Map(), units: new Map() };
+export const NO_EXPECTATION: Expectation = {
+  paths: new Map(),
+  units: new Map(),
+  packages: new Map(),
+};
 
 /** One-shot: no Hash object per file waiting for the GC (an expectation hashes every file). */
 export function sha256(content: Uint8Array | string): string {
@@ -84,7 +102,37 @@ export function expectationOf(
     const socket = u.name.endsWith('.service') && declared.has(`${u.name.slice(0, -8)}.socket`);
     units.set(u.name, { unit: u, policy, socketDeclared: socket });
   }
-  return { paths, units };
+  return { paths, units, packages: expectedPackages(applied, unfinished) };
+}
+
+function expectedPackages(
+  applied: ResolvedConfig,
+  unfinished: ResolvedConfig | undefined,
+): Map<string, ExpectedPackage> {
+  const policies = policiesOf(applied).packages;
+  const pending = new Map(unfinished?.packages.map((p) => [p.name, p]));
+  const out = new Map<string, ExpectedPackage>();
+  for (const p of applied.packages) {
+    const policy = policies.get(p.name) ?? 'Report';
+    if (policy === 'Ignore') continue;
+    const next = pending.get(p.name);
+    out.set(p.name, { name: p.name, policy, states: next ? [p, next] : [p] });
+  }
+  return out;
+}
+
+/** How the database's entry differs from every acceptable state, or undefined when one matches. */
+export function packageStateDrift(
+  e: ExpectedPackage,
+  seen: InstalledPackage | undefined,
+): Finding | undefined {
+  let first: Finding | undefined;
+  for (const s of e.states) {
+    const d = packageDrift(s, seen);
+    if (d === undefined) return undefined;
+    first ??= d;
+  }
+  return first;
 }
 
 function stateOf(e: { content: Buffer; mode: number; user: string; group: string }): FileState {
@@ -106,7 +154,10 @@ export interface OwnerIds {
 
 /** How one path or unit differs, in the words a report uses. */
 export interface Finding {
-  /** content, mode, owner, missing, notRegularFile; stopped, failed, disabled, masked, unmasked. */
+  /**
+   * content, mode, owner, missing, notRegularFile; stopped, failed, disabled, masked, unmasked;
+   * for a package: missing, version, broken.
+   */
   reason: string;
   expected: string;
   found: string;

@@ -3,8 +3,13 @@
 // on owned and foreign paths must end with exactly the owned paths that differ reported.
 import fc from 'fast-check';
 import {
+  appendFileSync,
   chmodSync,
+  closeSync,
   existsSync,
+  linkSync,
+  openSync,
+  writeSync,
   mkdirSync,
   readFileSync,
   renameSync,
@@ -18,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ResolvedConfig } from '../../api/resolved.js';
-import { silentLogger } from '../../log/logger.js';
+import { createLogger, silentLogger } from '../../log/logger.js';
 import { entriesOf } from '../plan.js';
 import { config, file, unit } from '../testing/fixtures.js';
 import { DriftMonitor, type DriftReport } from './monitor.js';
@@ -98,8 +103,15 @@ const applied = config(
   ],
 );
 
+/** Hard links to the owned files, made at start in a directory oscar does not watch. */
+const LINKS = '/var/tmp/links';
+const linkOf = (path: string): string => `${LINKS}/${path.replaceAll('/', '_')}`;
+
 type Op =
   | { kind: 'edit' | 'replace'; path: string; data: string }
+  /** A write or chmod through the hard link: the owned file's inode, unless it was replaced. */
+  | { kind: 'linkEdit'; path: string; data: string }
+  | { kind: 'linkChmod'; path: string; mode: number }
   | { kind: 'delete'; path: string }
   | { kind: 'chmod'; path: string; mode: number }
   | { kind: 'rmdir'; dir: string };
@@ -118,7 +130,22 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     mode: fc.constantFrom(0o640, 0o644, 0o600, 0o666),
   }),
   fc.record({ kind: fc.constant('rmdir' as const), dir: fc.constantFrom(...DIRS) }),
+  fc.record({
+    kind: fc.constant('linkEdit' as const),
+    path: fc.constantFrom(...OWNED),
+    data: fc.constantFrom('changed\n', ''),
+  }),
+  fc.record({
+    kind: fc.constant('linkChmod' as const),
+    path: fc.constantFrom(...OWNED),
+    mode: fc.constantFrom(0o640, 0o666),
+  }),
 );
+
+function linkAll(): void {
+  mkdirSync(join(root, LINKS), { recursive: true });
+  for (const p of OWNED) linkSync(join(root, p), join(root, linkOf(p)));
+}
 
 function run(op: Op): void {
   if (op.kind === 'rmdir') {
@@ -127,6 +154,12 @@ function run(op: Op): void {
   }
   const p = join(root, op.path);
   switch (op.kind) {
+    case 'linkEdit':
+      appendFileSync(join(root, linkOf(op.path)), op.data);
+      return;
+    case 'linkChmod':
+      chmodSync(join(root, linkOf(op.path)), op.mode);
+      return;
     case 'edit': {
       const existed = existsSync(p);
       mkdirSync(dirname(p), { recursive: true });
@@ -163,12 +196,13 @@ function expectedDrift(): string[] {
 }
 
 describe('DriftMonitor on a real file system', () => {
-  it('reports exactly the owned paths that differ after random edits, renames, deletions, chmods and directory removals — foreign paths never (property, inotify only)', async () => {
+  it('reports exactly the owned paths that differ after random edits (by name and through hard links), renames, deletions, chmods and directory removals — foreign paths never (property, inotify only)', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 8 }), async (ops) => {
         await rm(root, { recursive: true, force: true });
         mkdirSync(root);
         lay(applied);
+        linkAll();
         for (const f of FOREIGN) run({ kind: 'edit', path: f, data: 'foreign\n' });
         const h = harness();
         await h.monitor.start(applied);
@@ -227,6 +261,127 @@ describe('DriftMonitor on a real file system', () => {
     expect(h.reports.at(0)?.trigger).toBe('watch');
   });
 
+  it('sees an edit through any name of a file: a hard link, an open descriptor, a link to the file that replaced it', async () => {
+    lay(applied);
+    linkAll();
+    const h = harness();
+    await h.monitor.start(applied);
+    expect(h.monitor.watchedFiles).toBe(OWNED.length);
+    appendFileSync(join(root, linkOf('/etc/app/a.conf')), 'through a hard link\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf']);
+    expect(h.reports.at(-1)?.trigger).toBe('watch');
+    chmodSync(join(root, linkOf('/opt/x/y/c.conf')), 0o666);
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf', 'path:/opt/x/y/c.conf']);
+    // a descriptor opened before, written after the file was put back by name
+    const fd = openSync(join(root, '/etc/app/b.conf'), 'r+');
+    try {
+      writeFileSync(join(root, '/etc/app/a.conf'), 'a\n');
+      chmodSync(join(root, '/opt/x/y/c.conf'), 0o600);
+      await settle(h.monitor);
+      expect(h.drifted()).toEqual([]);
+      writeSync(fd, 'X', 0);
+    } finally {
+      closeSync(fd);
+    }
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/etc/app/b.conf']);
+    // replaced by rename: the new inode is watched (re-armed), the old one no longer counts
+    writeFileSync(join(root, '/etc/app/.b.new'), 'b\n');
+    chmodSync(join(root, '/etc/app/.b.new'), 0o644);
+    renameSync(join(root, '/etc/app/.b.new'), join(root, '/etc/app/b.conf'));
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual([]);
+    appendFileSync(join(root, linkOf('/etc/app/b.conf')), 'the old inode: not oscars any more\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual([]);
+    linkSync(join(root, '/etc/app/b.conf'), join(root, '/var/tmp/links/new-b'));
+    appendFileSync(join(root, '/var/tmp/links/new-b'), 'the new one\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/etc/app/b.conf']);
+    expect(h.monitor.watchedFiles).toBe(OWNED.length);
+  });
+
+  it("packages: dpkg's database changing asks for a package check; a removed or moved package is reported, put back it resolves", async () => {
+    const c = { ...applied, packages: [{ name: 'chrony' }, { name: 'jq', version: '1.6' }] };
+    lay(c);
+    const dpkg = join(root, 'var/lib/dpkg');
+    mkdirSync(dpkg, { recursive: true });
+    // as dpkg writes it: a new file renamed over the old
+    const db = (entries: Record<string, string>): void => {
+      const text = Object.entries(entries)
+        .map(([n, v]) => `Package: ${n}\nStatus: ${v}\n`)
+        .join('\n');
+      writeFileSync(join(dpkg, 'status-new'), text);
+      renameSync(join(dpkg, 'status-new'), join(dpkg, 'status'));
+    };
+    const both = {
+      chrony: 'install ok installed\nVersion: 4.3',
+      jq: 'install ok installed\nVersion: 1.6',
+    };
+    db(both);
+    const h = harness();
+    await h.monitor.start(c);
+    expect(h.drifted()).toEqual([]);
+    db({ jq: 'install ok installed\nVersion: 1.7' });
+    await settle(h.monitor);
+    expect(h.monitor.drifted).toMatchObject([
+      { key: 'package:chrony', package: 'chrony', reason: 'missing', found: 'missing' },
+      { key: 'package:jq', reason: 'version', expected: 'installed 1.6', found: 'installed 1.7' },
+    ]);
+    expect(h.reports.at(-1)?.trigger).toBe('watch');
+    db(both);
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual([]);
+    // Ignore: never reported
+    await h.monitor.stop();
+    const ignoring = harness();
+    await ignoring.monitor.start({ ...c, driftPolicy: 'Ignore' });
+    db({});
+    await settle(ignoring.monitor);
+    expect(ignoring.drifted()).toEqual([]);
+  });
+
+  it('inotify limits too low for every watch: one warning naming the sysctl and the number to set', async () => {
+    lay(applied);
+    const lines: string[] = [];
+    const log = createLogger({
+      component: 'agent',
+      level: 'warn',
+      destination: { write: (l: string) => void lines.push(l) },
+    });
+    const h = harness({
+      log,
+      inotifyLimits: () => Promise.resolve({ maxUserWatches: 4, maxUserInstances: 128 }),
+    });
+    await h.monitor.start(applied);
+    const warned = lines.map((l) => (JSON.parse(l) as { msg: string }).msg);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatch(
+      /needs \d+ watches \(3 files and \d+ directories\).*fs\.inotify\.max_user_watches is 4.*sysctl -w fs\.inotify\.max_user_watches=\d+/,
+    );
+    // the same verdict after the next apply: said once
+    await h.monitor.beforeApply('apply');
+    h.monitor.afterApply({ applied });
+    await settle(h.monitor);
+    expect(lines).toHaveLength(1);
+  });
+
+  it('a first apply on a fresh node: every file it wrote is watched on its inode at once', async () => {
+    const h = harness();
+    await h.monitor.start(undefined);
+    await h.monitor.beforeApply('apply');
+    lay(applied);
+    linkAll();
+    h.monitor.afterApply({ applied });
+    await settle(h.monitor);
+    expect(h.monitor.watchedFiles).toBe(OWNED.length);
+    appendFileSync(join(root, linkOf('/opt/x/y/c.conf')), 'through a hard link\n');
+    await settle(h.monitor);
+    expect(h.drifted()).toEqual(['path:/opt/x/y/c.conf']);
+  });
+
   it('finds at start what changed while the agent was down; the audit finds what no event told', async () => {
     lay(applied);
     writeFileSync(join(root, '/etc/app/a.conf'), 'changed while down\n');
@@ -241,6 +396,20 @@ describe('DriftMonitor on a real file system', () => {
     await h.monitor.beforeApply('apply');
     expect(h.drifted()).toEqual(['path:/etc/app/a.conf', 'path:/etc/app/b.conf']);
     expect(h.reports.at(-1)?.trigger).toBe('apply');
+  });
+
+  it('reads beneath the root as the agent writes: a directory swapped for a link to an identical copy is drift, never followed', async () => {
+    lay(applied);
+    mkdirSync(join(root, 'elsewhere'));
+    renameSync(join(root, 'etc/app'), join(root, 'elsewhere/app'));
+    symlinkSync(join(root, 'elsewhere/app'), join(root, 'etc/app'));
+    const h = harness({ watch: false });
+    await h.monitor.start(applied);
+    expect(h.drifted()).toEqual(['path:/etc/app/a.conf', 'path:/etc/app/b.conf']);
+    expect(h.monitor.drifted.find((i) => i.path === '/etc/app/a.conf')).toMatchObject({
+      reason: 'notRegularFile',
+      found: 'symlink in its path',
+    });
   });
 
   it('the periodic audit runs on its interval', async () => {

@@ -3,14 +3,16 @@
  * says exactly what, and — for Revert — asks the agent to put it back.
  *
  * Three ways in, one check:
- * - the watcher (inotify on the directories of every owned path and on systemd's unit state
- *   directories) names paths and units that may have changed; after a short quiet time
+ * - the watcher (inotify on every owned file's inode, on the directories of every owned path and
+ *   on systemd's unit state directories) names paths and units that may have changed; after a
+ *   short quiet time
  *   (debounceMs) they are checked;
  * - the audit, every auditIntervalMs and before every apply, checks everything: events missed,
  *   a restore from backup, changes made while the agent was down;
  * - at start, the same audit.
  * The check reads a path (agent/disk/reader.ts), hashes it and compares it with what was applied
- * (agent/drift/expectation.ts); units through one `systemctl show` (agent/unit-state.ts).
+ * (agent/drift/expectation.ts); units through one `systemctl show` (agent/unit-state.ts);
+ * declared packages against dpkg's database (agent/disk/dpkg.ts), when its status file changes.
  * The result is a set of drifted items; every change of it goes to the reporters (a Drifted
  * condition, Events, metrics).
  *
@@ -21,10 +23,11 @@ import type { ResolvedConfig } from '../../api/resolved.js';
 import { errorFields, type Logger } from '../../log/logger.js';
 import { Beneath } from '../disk/beneath.js';
 import { mapLimit } from '../../api/util.js';
-import { Accounts, hostPath } from '../disk/fs.js';
+import { Accounts } from '../disk/fs.js';
 import {
   expectationOf,
   NO_EXPECTATION,
+  packageStateDrift,
   pathDrift,
   unitStateDrift,
   type Expectation,
@@ -38,11 +41,22 @@ import type {
   DriftReport,
   DriftTrigger,
 } from '../model/drift.js';
-import type { UnitStateReader } from '../model/observed.js';
+import type { Found, UnitStateReader } from '../model/observed.js';
 import { RevertBackoff } from './policy.js';
 import { readFound } from '../disk/reader.js';
 import { itemFields } from './report.js';
 import { DriftWatcher } from './watcher.js';
+import type { InotifyLimits } from './limits.js';
+import { readPackageDatabase } from '../disk/dpkg.js';
+import type { InstalledPackage } from '../model/package-drift.js';
+
+/** An item whose path, unit or package the expectation still holds (else it is no drift). */
+function stillExpected(item: DriftItem, expectation: Expectation): boolean {
+  if (item.path !== undefined) return expectation.paths.has(item.path);
+  if (item.unit !== undefined) return expectation.units.has(item.unit);
+  if (item.package !== undefined) return expectation.packages.has(item.package);
+  return true;
+}
 
 // The drift vocabulary is the ground floor's (agent/model/drift.ts); callers may name it here too.
 export type {
@@ -71,11 +85,20 @@ export interface DriftMonitorOptions {
   /** Asks the agent for a revert apply (it runs one when no other apply is due). */
   requestRevert(): void;
   log: Logger;
+  /** The kernel's inotify limits (a test's stand-in; default /proc/sys/fs/inotify). */
+  inotifyLimits?: () => Promise<InotifyLimits | undefined>;
   now?: () => Date;
   backoff?: RevertBackoff;
 }
 
 const CONCURRENT_READS = 16;
+
+/** Besides paths, what a check looks at: the units' states, the package database. */
+interface AlsoCheck {
+  units: boolean;
+  packages: boolean;
+}
+const ALL: AlsoCheck = { units: true, packages: true };
 
 export class DriftMonitor implements DriftHooks {
   private expectation: Expectation = NO_EXPECTATION;
@@ -83,6 +106,7 @@ export class DriftMonitor implements DriftHooks {
   private items = new Map<string, DriftItem>();
   private readonly suspects = new Set<string>();
   private unitsSuspect = false;
+  private packagesSuspect = false;
   private paused = false;
   private stopped = false;
   private chain: Promise<void> = Promise.resolve();
@@ -96,22 +120,34 @@ export class DriftMonitor implements DriftHooks {
   constructor(private readonly opts: DriftMonitorOptions) {
     this.backoff = opts.backoff ?? new RevertBackoff();
     if (opts.watch !== false) {
-      this.watcher = new DriftWatcher(opts.root, {
-        path: (p) => {
-          this.suspects.add(p);
-          this.schedule();
+      this.watcher = new DriftWatcher(
+        opts.root,
+        {
+          path: (p) => {
+            this.suspects.add(p);
+            this.schedule();
+          },
+          units: () => {
+            this.unitsSuspect = true;
+            this.schedule();
+          },
+          packages: () => {
+            this.packagesSuspect = true;
+            this.schedule();
+          },
+          error: (e) => {
+            opts.log.warn(
+              { ...errorFields(e), auditIntervalMs: opts.auditIntervalMs },
+              'drift watch failed; the audits still cover it',
+            );
+          },
+          limit: (message) => {
+            opts.log.warn({ auditIntervalMs: opts.auditIntervalMs }, message);
+          },
         },
-        units: () => {
-          this.unitsSuspect = true;
-          this.schedule();
-        },
-        error: (e) => {
-          opts.log.warn(
-            { ...errorFields(e), auditIntervalMs: opts.auditIntervalMs },
-            'drift watch failed; the audits still cover it',
-          );
-        },
-      });
+        undefined,
+        opts.inotifyLimits,
+      );
     }
   }
 
@@ -127,6 +163,11 @@ export class DriftMonitor implements DriftHooks {
   /** The directories watched (a metric). */
   get watchedDirectories(): number {
     return this.watcher?.directories ?? 0;
+  }
+
+  /** The owned files watched on their inodes (a metric). */
+  get watchedFiles(): number {
+    return this.watcher?.files ?? 0;
   }
 
   async start(applied: ResolvedConfig | undefined): Promise<void> {
@@ -154,12 +195,19 @@ export class DriftMonitor implements DriftHooks {
     void this.enqueue(async () => {
       await this.expect(unfinished);
       this.paused = false;
-      // what the apply wrote, what drifted before it: checked against what is expected now
+      // what the apply wrote, what drifted before it: checked against what is expected now; and
+      // every path not yet watched on its inode (new in this state: its directory was not
+      // watched while it was written), so the check arms its watch
       const paths = new Set(this.suspects);
       for (const item of this.items.values()) if (item.path !== undefined) paths.add(item.path);
+      const watcher = this.watcher;
+      if (watcher) {
+        for (const p of this.expectation.paths.keys()) if (!watcher.tracks(p)) paths.add(p);
+      }
       this.suspects.clear();
       this.unitsSuspect = false;
-      await this.check(paths, true, trigger);
+      this.packagesSuspect = false;
+      await this.check(paths, ALL, trigger);
     });
   }
 
@@ -189,6 +237,7 @@ export class DriftMonitor implements DriftHooks {
     await this.watcher?.watch(
       [...this.expectation.paths.keys()],
       [...this.expectation.units.keys()],
+      this.expectation.packages.size > 0,
     );
   }
 
@@ -212,15 +261,32 @@ export class DriftMonitor implements DriftHooks {
       this.debounceTimer = undefined;
       if (this.paused || this.stopped) return;
       const paths = new Set(this.suspects);
-      const units = this.unitsSuspect;
+      const also = { units: this.unitsSuspect, packages: this.packagesSuspect };
       this.suspects.clear();
       this.unitsSuspect = false;
-      void this.enqueue(() => this.check(paths, units, 'watch'));
+      this.packagesSuspect = false;
+      void this.enqueue(() => this.check(paths, also, 'watch'));
     }, this.opts.debounceMs ?? 100);
   }
 
   private async audit(trigger: DriftTrigger): Promise<void> {
-    await this.check(new Set(this.expectation.paths.keys()), true, trigger);
+    await this.check(new Set(this.expectation.paths.keys()), ALL, trigger);
+  }
+
+  /**
+   * What is at each path, read beneath the root as the planner reads and every write resolves
+   * (agent/disk/reader.ts): a link in a parent is never followed. Directories are opened afresh
+   * for each check, so a directory swapped for a link since is seen.
+   */
+  private async readAll(paths: readonly string[]): Promise<(Found | Error)[]> {
+    const beneath = await Beneath.open(this.opts.root);
+    try {
+      return await mapLimit(paths, CONCURRENT_READS, (p) =>
+        readFound(beneath, p).catch((error: unknown) => error as Error),
+      );
+    } finally {
+      await beneath.close();
+    }
   }
 
   private async ownerIds(): Promise<OwnerIds | undefined> {
@@ -241,71 +307,97 @@ export class DriftMonitor implements DriftHooks {
     };
   }
 
-  /** Checks `paths` (and the units, when `units`) against the expectation; reports changes. */
+  /** Checks `paths` (and the units and packages, as `also` says) against the expectation. */
   private async check(
     paths: ReadonlySet<string>,
-    units: boolean,
+    also: AlsoCheck,
     trigger: DriftTrigger,
   ): Promise<void> {
     const t0 = performance.now();
     const expectation = this.expectation;
     const next = new Map(this.items);
     // what is no longer expected is no longer drift
-    for (const [key, item] of next) {
-      const gone =
-        item.path !== undefined
-          ? !expectation.paths.has(item.path)
-          : item.unit !== undefined && !expectation.units.has(item.unit);
-      if (gone) next.delete(key);
-    }
-    const list = [...paths].filter((p) => expectation.paths.has(p));
-    if (list.length > 0) {
-      const ids = await this.ownerIds();
-      const found = await mapLimit(list, CONCURRENT_READS, (p) =>
-        readFound(hostPath(this.opts.root, p)).catch((error: unknown) => error as Error),
-      );
-      list.forEach((path, i) => {
-        const f = found[i];
-        const e = expectation.paths.get(path);
-        if (!e || f === undefined) return;
-        if (f instanceof Error) {
-          this.opts.log.warn({ path, ...errorFields(f) }, 'drift check failed');
-          return;
-        }
-        this.note(next, `path:${path}`, pathDrift(e, f, ids), {
-          path,
-          ...(e.unit !== undefined ? { unit: e.unit } : {}),
-          policy: e.policy,
-        });
-      });
-    }
-    if (units && this.opts.units && expectation.units.size > 0) {
-      try {
-        const states = await this.opts.units.read([...expectation.units.keys()]);
-        this.unitReadFailed = false;
-        for (const [name, e] of expectation.units) {
-          const seen = states.get(name);
-          if (!seen) continue;
-          this.note(next, `unit:${name}`, unitStateDrift(e, seen), {
-            unit: name,
-            policy: e.policy,
-          });
-        }
-      } catch (error) {
-        if (!this.unitReadFailed) this.opts.log.warn(errorFields(error), 'unit states not read');
-        this.unitReadFailed = true;
-      }
-    }
-    this.opts.checked?.(trigger, performance.now() - t0, list.length);
+    for (const [key, item] of next) if (!stillExpected(item, expectation)) next.delete(key);
+    const read = await this.checkPaths(paths, expectation, next);
+    if (also.units) await this.checkUnits(expectation, next);
+    if (also.packages) await this.checkPackages(expectation, next);
+    this.opts.checked?.(trigger, performance.now() - t0, read);
     this.publish(next, trigger);
     this.scheduleRevert();
+  }
+
+  /** Reads the expected ones of `paths`, notes their drift; the number read. */
+  private async checkPaths(
+    paths: ReadonlySet<string>,
+    expectation: Expectation,
+    next: Map<string, DriftItem>,
+  ): Promise<number> {
+    const list = [...paths].filter((p) => expectation.paths.has(p));
+    if (list.length === 0) return 0;
+    const ids = await this.ownerIds();
+    const found = await this.readAll(list);
+    list.forEach((path, i) => {
+      const f = found[i];
+      const e = expectation.paths.get(path);
+      if (!e || f === undefined) return;
+      if (f instanceof Error) {
+        this.opts.log.warn({ path, ...errorFields(f) }, 'drift check failed');
+        return;
+      }
+      this.watcher?.track(path, f.kind === 'file');
+      this.note(next, `path:${path}`, pathDrift(e, f, ids), {
+        path,
+        ...(e.unit !== undefined ? { unit: e.unit } : {}),
+        policy: e.policy,
+      });
+    });
+    return list.length;
+  }
+
+  private async checkUnits(expectation: Expectation, next: Map<string, DriftItem>): Promise<void> {
+    if (!this.opts.units || expectation.units.size === 0) return;
+    try {
+      const states = await this.opts.units.read([...expectation.units.keys()]);
+      this.unitReadFailed = false;
+      for (const [name, e] of expectation.units) {
+        const seen = states.get(name);
+        if (!seen) continue;
+        this.note(next, `unit:${name}`, unitStateDrift(e, seen), { unit: name, policy: e.policy });
+      }
+    } catch (error) {
+      if (!this.unitReadFailed) this.opts.log.warn(errorFields(error), 'unit states not read');
+      this.unitReadFailed = true;
+    }
+  }
+
+  /** The declared packages against the package manager's database (none on a node without one). */
+  private async checkPackages(
+    expectation: Expectation,
+    next: Map<string, DriftItem>,
+  ): Promise<void> {
+    if (expectation.packages.size === 0) return;
+    let db: ReadonlyMap<string, InstalledPackage> | undefined;
+    try {
+      const beneath = await Beneath.open(this.opts.root);
+      db = await readPackageDatabase(beneath).finally(() => beneath.close());
+    } catch (error) {
+      this.opts.log.warn(errorFields(error), 'package database not read');
+      return;
+    }
+    if (!db) return;
+    for (const [name, e] of expectation.packages) {
+      this.note(next, `package:${name}`, packageStateDrift(e, db.get(name)), {
+        package: name,
+        policy: e.policy,
+      });
+    }
   }
 
   private note(
     next: Map<string, DriftItem>,
     key: string,
     finding: Finding | undefined,
-    what: Pick<DriftItem, 'path' | 'unit' | 'policy'>,
+    what: Pick<DriftItem, 'path' | 'unit' | 'package' | 'policy'>,
   ): void {
     if (!finding) {
       next.delete(key);
@@ -329,7 +421,14 @@ export class DriftMonitor implements DriftHooks {
     for (const i of added) this.opts.log.warn({ trigger, ...itemFields(i) }, 'drift');
     for (const i of resolved)
       this.opts.log.info(
-        { trigger, ...(i.path !== undefined ? { path: i.path } : { unit: i.unit }) },
+        {
+          trigger,
+          ...(i.path !== undefined
+            ? { path: i.path }
+            : i.unit !== undefined
+              ? { unit: i.unit }
+              : { package: i.package }),
+        },
         'drift resolved',
       );
     this.opts.report({

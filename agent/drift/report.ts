@@ -19,6 +19,7 @@ function itemFields(i: DriftItem): Record<string, string> {
   return {
     ...(i.path !== undefined ? { path: i.path } : {}),
     ...(i.unit !== undefined ? { unit: i.unit } : {}),
+    ...(i.package !== undefined ? { package: i.package } : {}),
     reason: i.reason,
     expected: i.expected,
     found: i.found,
@@ -45,7 +46,7 @@ export function truncateBytes(text: string, max: number): string {
 
 /** One item in words: what, why, expected and found (hashes, modes, states — never content). */
 export function describeItem(i: DriftItem): string {
-  const what = i.path ?? i.unit ?? i.key;
+  const what = i.path ?? i.unit ?? i.package ?? i.key;
   return `${what}: ${i.reason} (expected ${i.expected}, found ${i.found}; ${i.policy})`;
 }
 
@@ -79,7 +80,7 @@ export function driftCondition(r: DriftReport): DriftCondition {
     return {
       status: 'False',
       reason: 'Reverted',
-      message: `reverted: ${r.resolved.map((i) => i.path ?? i.unit ?? i.key).join(', ')}`,
+      message: `reverted: ${r.resolved.map((i) => i.path ?? i.unit ?? i.package ?? i.key).join(', ')}`,
     };
   }
   return {
@@ -108,7 +109,7 @@ export function driftEvents(r: DriftReport): DriftEvent[] {
     });
   }
   if (r.reverted) {
-    const names = r.resolved.map((i) => i.path ?? i.unit ?? i.key).join(', ');
+    const names = r.resolved.map((i) => i.path ?? i.unit ?? i.package ?? i.key).join(', ');
     out.push({
       type: 'Normal',
       reason: 'DriftReverted',

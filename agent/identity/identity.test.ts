@@ -11,7 +11,7 @@ import type { KubeCredentials } from '../../kube/credentials.js';
 import { createLogger } from '../../log/logger.js';
 import { newNodeKey, publicKeyDigest } from './csr.js';
 import { IdentityError, NodeIdentity, renewAt } from './identity.js';
-import { CertificateFileError, CertificateStore } from './store.js';
+import { CertificateFileError, CertificateStore, subjectAttributes } from './store.js';
 
 let dir = '';
 beforeEach(async () => {
@@ -93,9 +93,10 @@ function fakeApi(behaviour: 'sign' | 'deny' | 'forbid' = 'sign') {
   return { http, created };
 }
 
-function identity(http: KubeHttp, machine = 'm1'): NodeIdentity {
+function identity(http: KubeHttp, machine = 'm1', configUid = 'u1'): NodeIdentity {
   return new NodeIdentity({
     machine,
+    configUid,
     store: new CertificateStore(join(dir, 'pki')),
     bootstrap,
     httpFor: () => http,
@@ -120,7 +121,11 @@ describe('NodeIdentity', () => {
   it('obtains a certificate with the token; key and certificate 0600 in a 0700 directory', async () => {
     const api = fakeApi();
     const cert = await identity(api.http).ensure();
-    expect(cert.cert.subject.split('\n').sort()).toEqual(['CN=oscar:node:m1', 'O=oscar:nodes']);
+    expect(cert.cert.subject.split('\n').sort()).toEqual([
+      'CN=oscar:node:m1',
+      'O=oscar:config:u1',
+      'O=oscar:nodes',
+    ]);
     expect(api.created).toHaveLength(1);
     expect(api.created[0]?.name).toMatch(/^oscar-m1-[0-9a-f]{10}$/);
     expect(api.created[0]?.spec.expirationSeconds).toBe(3600);
@@ -142,6 +147,22 @@ describe('NodeIdentity', () => {
     const cert = await identity(api.http, 'm1').ensure();
     expect(api.created).toHaveLength(1);
     expect(cert.cert.subject).toContain('oscar:node:m1');
+  });
+
+  it("asks anew when the stored certificate names another config's UID (a reused machine name)", async () => {
+    await identity(fakeApi().http, 'm1', 'u-old').ensure();
+    const api = fakeApi();
+    const cert = await identity(api.http, 'm1', 'u1').ensure();
+    expect(api.created).toHaveLength(1);
+    expect(subjectAttributes(cert.cert.subject)).toContain('O=oscar:config:u1');
+  });
+
+  it("reads the signer's multi-valued organisation RDN as its organisations", () => {
+    expect(subjectAttributes('CN=oscar:node:m1\nO=oscar:nodes + O=oscar:config:u1')).toEqual([
+      'CN=oscar:node:m1',
+      'O=oscar:config:u1',
+      'O=oscar:nodes',
+    ]);
   });
 
   it('gives requests the certificate, never the bootstrap token', async () => {

@@ -1,12 +1,12 @@
 /**
  * The node's own identity (docs/identity.md): a short-lived client certificate, CN=oscar:node:
- * <machine>, O=oscar:nodes, obtained once with the machine's bootstrap token and renewed with
+ * <machine>, O=oscar:nodes, O=oscar:config:<the OscarConfig's UID>, obtained once with the machine's bootstrap token and renewed with
  * itself. As KubeCredentials it gives every request the current key and certificate (and the
  * bootstrap kubeconfig's server and CA): a renewal swaps them under the running agent, so no unit
  * restarts and the open watch stays (its connection keeps the certificate it was opened with,
  * valid until it expires; new requests dial with the new one).
  *
- * Order on start: a stored certificate that names this machine and has not expired is used as
+ * Order on start: a stored certificate that names this machine and config UID and has not expired is used as
  * is (after a reboot: no token needed). Otherwise the key waiting in pending.key (or a new one)
  * is sent in a CSR named after the key, so a restart while it is pending finds the same CSR;
  * the certificate is stored with its key in one file before it is used.
@@ -15,7 +15,14 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import type { RequestOptions } from 'node:https';
 import { ApiError, type KubeHttp } from '../../kube/client.js';
 import type { KubeCredentials } from '../../kube/credentials.js';
-import { NODE_SIGNER, NODE_USAGES, NODES_GROUP, csrNameFor, nodeUser } from '../../api/identity.js';
+import {
+  NODE_SIGNER,
+  NODE_USAGES,
+  NODES_GROUP,
+  configGroup,
+  csrNameFor,
+  nodeUser,
+} from '../../api/identity.js';
 import type { Logger } from '../../log/logger.js';
 import { certificateRequest, newNodeKey, publicKeyDigest } from './csr.js';
 import { CertificateStore, unusable, type NodeCertificate } from './store.js';
@@ -36,6 +43,12 @@ interface CsrStatus {
 
 export interface IdentityOptions {
   machine: string;
+  /**
+   * The UID of the OscarConfig that bootstrapped the machine (--config-uid, in the user data's
+   * unit): the certificate's second organisation, which binds it to that config alone; a
+   * renewal keeps it.
+   */
+  configUid: string;
   store: CertificateStore;
   /** The bootstrap kubeconfig's credentials: the server and CA, and the token (first time only). */
   bootstrap: KubeCredentials;
@@ -91,6 +104,14 @@ export class NodeIdentity implements KubeCredentials {
     opts.key = c.keyPem;
   }
 
+  /** What this node's certificate names: its machine's user, the nodes' group, its config's UID. */
+  private subject(): { commonName: string; organizations: string[] } {
+    return {
+      commonName: nodeUser(this.o.machine),
+      organizations: [NODES_GROUP, configGroup(this.o.configUid)],
+    };
+  }
+
   private now(): Date {
     return (this.o.now ?? (() => new Date()))();
   }
@@ -108,11 +129,7 @@ export class NodeIdentity implements KubeCredentials {
       );
     }
     if (stored) {
-      const why = unusable(
-        stored,
-        { commonName: nodeUser(machine), organization: NODES_GROUP },
-        this.now(),
-      );
+      const why = unusable(stored, this.subject(), this.now());
       if (why === undefined) {
         this.current = stored;
         log.info(
@@ -205,10 +222,7 @@ export class NodeIdentity implements KubeCredentials {
     await store.savePendingKey(key);
     const name = csrNameFor(machine, publicKeyDigest(key));
     const http = this.o.httpFor(via);
-    const pem = certificateRequest(key, {
-      commonName: nodeUser(machine),
-      organizations: [NODES_GROUP],
-    });
+    const pem = certificateRequest(key, this.subject());
     try {
       await http.request('POST', CSR_PATH, {
         body: {

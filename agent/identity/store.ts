@@ -104,15 +104,26 @@ function blocks(text: string): Map<string, string> {
   return out;
 }
 
+/**
+ * A certificate's subject as sorted "TYPE=value" strings. The signer (Go's crypto/x509) writes
+ * several organisations as one multi-valued RDN, which node:crypto prints as "O=a + O=b".
+ */
+export function subjectAttributes(subject: string): string[] {
+  return subject
+    .split('\n')
+    .flatMap((rdn) => rdn.split(' + '))
+    .sort();
+}
+
 /** Why a certificate cannot serve as this node's identity at `now`, or undefined when it can. */
 export function unusable(
   c: { cert: X509Certificate; key: KeyObject },
-  expected: { commonName: string; organization: string },
+  expected: { commonName: string; organizations: readonly string[] },
   now: Date,
 ): string | undefined {
   if (!c.cert.checkPrivateKey(c.key)) return 'the key does not match the certificate';
-  const subject = c.cert.subject.split('\n').sort();
-  const want = [`CN=${expected.commonName}`, `O=${expected.organization}`].sort();
+  const subject = subjectAttributes(c.cert.subject);
+  const want = [`CN=${expected.commonName}`, ...expected.organizations.map((o) => `O=${o}`)].sort();
   if (JSON.stringify(subject) !== JSON.stringify(want)) {
     return `the certificate names ${c.cert.subject.replaceAll('\n', ', ')}, not ${want.join(', ')}`;
   }

@@ -13,10 +13,12 @@ export type WatchedPolicy = Exclude<DriftPolicy, 'Ignore'>;
 export type DriftTrigger = 'start' | 'watch' | 'audit' | 'apply' | 'revert';
 
 export interface DriftItem {
-  /** "path:/etc/x.conf" or "unit:x.service". */
+  /** "path:/etc/x.conf", "unit:x.service" or "package:chrony". */
   key: string;
   path?: string;
   unit?: string;
+  /** A declared package (missing, at another version, half-installed). */
+  package?: string;
   reason: string;
   expected: string;
   found: string;

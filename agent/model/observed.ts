@@ -3,6 +3,8 @@
  * agent/unit-state.ts asks systemd about units): the planner and the drift check compare
  * the desired state with these. Types only.
  */
+import type { InstalledPackage } from './package-drift.js';
+
 /** A file as the observer found it on disk. `user`/`group` undefined: ownership not compared. */
 export interface ObservedFile {
   /** Undefined: not read, since it cannot match (another size, a link, not a regular file). */
@@ -18,6 +20,11 @@ export interface ObservedDisk {
   files: ReadonlyMap<string, ObservedFile>;
   /** What systemd says about declared units; absent (a directory root): no unit is compared. */
   units?: ReadonlyMap<string, ObservedUnit>;
+  /**
+   * The package manager's database (agent/disk/dpkg.ts): a package absent from the map is not
+   * installed; the map absent (no database the agent reads): no package is compared.
+   */
+  packages?: ReadonlyMap<string, InstalledPackage>;
 }
 
 /** What the drift check found at a path (agent/disk/reader.ts): a file by its hash, or not one. */

@@ -12,8 +12,10 @@
  * What an apply repairs: the apply of a desired state writes every file, unit file and drop-in
  * that differs (Report and Revert alike: an apply makes the node carry what it declares), but
  * not an Ignore one; it acts on a unit's state (starts a stopped unit, re-enables …) only for
- * Revert units, so "a unit that did not change is never touched" holds for the rest. A revert
- * repairs Revert paths and units only.
+ * Revert units, so "a unit that did not change is never touched" holds for the rest. A declared
+ * package that is missing or at another version is reinstalled like a drifted file is written
+ * (Report and Revert alike; packages take the config's policy). A revert repairs Revert paths,
+ * units and packages only.
  */
 import { DEFAULT_DRIFT_POLICY, type DriftPolicy } from '../../api/constants.js';
 import { dropInPath, unitPath, type ResolvedConfig } from '../../api/resolved.js';
@@ -23,13 +25,17 @@ export interface Policies {
   readonly paths: ReadonlyMap<string, DriftPolicy>;
   /** Every declared unit → its policy. */
   readonly units: ReadonlyMap<string, DriftPolicy>;
+  /** Every declared package → its policy (the config's: a package has none of its own). */
+  readonly packages: ReadonlyMap<string, DriftPolicy>;
 }
 
 export function policiesOf(config: ResolvedConfig | undefined): Policies {
   const paths = new Map<string, DriftPolicy>();
   const units = new Map<string, DriftPolicy>();
-  if (!config) return { paths, units };
+  const packages = new Map<string, DriftPolicy>();
+  if (!config) return { paths, units, packages };
   const fallback = config.driftPolicy ?? DEFAULT_DRIFT_POLICY;
+  for (const p of config.packages) packages.set(p.name, fallback);
   for (const f of config.files) paths.set(f.path, f.driftPolicy ?? fallback);
   for (const u of config.units) {
     const policy = u.driftPolicy ?? fallback;
@@ -37,7 +43,7 @@ export function policiesOf(config: ResolvedConfig | undefined): Policies {
     if (u.content !== undefined && !u.mask) paths.set(unitPath(u.name), policy);
     for (const d of u.dropIns) paths.set(dropInPath(u.name, d.name), policy);
   }
-  return { paths, units };
+  return { paths, units, packages };
 }
 
 /** Which drift a plan may repair (agent/plan.ts reads it; default: all of it). */
@@ -46,18 +52,29 @@ export interface DriftRepair {
   readonly path: (path: string) => boolean;
   /** A unit's state: stopped, failed, disabled, masked or unmasked. */
   readonly unit: (name: string) => boolean;
+  /** A declared package missing, at another version, or left half-way (reinstalled). */
+  readonly package: (name: string) => boolean;
 }
 
 /** An apply of a desired state, or a revert of drift to the state last applied. */
 export type RepairMode = 'apply' | 'revert';
 
 export function repairFor(config: ResolvedConfig, mode: RepairMode): DriftRepair {
-  const { paths, units } = policiesOf(config);
+  const { paths, units, packages } = policiesOf(config);
   const revert = (p: DriftPolicy | undefined): boolean => p === 'Revert';
   return mode === 'revert'
-    ? { path: (p) => revert(paths.get(p)), unit: (u) => revert(units.get(u)) }
-    : { path: (p) => paths.get(p) !== 'Ignore', unit: (u) => revert(units.get(u)) };
+    ? {
+        path: (p) => revert(paths.get(p)),
+        unit: (u) => revert(units.get(u)),
+        package: (p) => revert(packages.get(p)),
+      }
+    : {
+        path: (p) => paths.get(p) !== 'Ignore',
+        unit: (u) => revert(units.get(u)),
+        // like a file: an apply makes the node carry the packages it declares
+        package: (p) => packages.get(p) !== 'Ignore',
+      };
 }
 
 /** Every drift may be repaired (what a plan without policies does). */
-export const REPAIR_ALL: DriftRepair = { path: () => true, unit: () => true };
+export const REPAIR_ALL: DriftRepair = { path: () => true, unit: () => true, package: () => true };

@@ -13,7 +13,10 @@
  */
 import { spawn } from 'node:child_process';
 import { disruptionOf } from '../../api/disruption.js';
-import type { ResolvedConfig } from '../../api/resolved.js';
+import type { Applier } from '../applier.js';
+import type { TryLifecycle } from '../rollout/grant-admission.js';
+import type { VerifyStep } from '../rollout/soak.js';
+import type { TryRecord, TryState } from '../rollout/try-state.js';
 import { StateDir } from '../state-dir.js';
 import { rebootRequired } from './required.js';
 
@@ -52,8 +55,7 @@ export function rebootedForTry(
   return (
     intent !== undefined &&
     intent.purpose === 'apply' &&
-    intent.checksum === record.checksum &&
-    intent.generation === record.grant.generation &&
+    forTry(intent, record) &&
     intent.fromBoot === record.boot &&
     intent.arrivedBoot === undefined &&
     record.boot !== bootNow
@@ -101,11 +103,20 @@ export interface RebootHooksOptions {
   root: string;
   stateDir: string;
   rebooter: Rebooter;
+  /** The try's own state: the boot token and the confirmed revision a reboot moves from. */
+  tryState: Pick<TryState, 'bootToken' | 'confirmed'>;
+  /** What the node carries: after the try's apply, the revision being tried. */
+  applier: Pick<Applier, 'lastApplied'>;
   now?: () => Date;
 }
 
-/** What the agent's loop calls (agent/rollout/granted-agent.ts, marked "issue 25"). */
-export class RebootHooks {
+/**
+ * The reboot inside try mode, on the grant admission's two extension points: a verify step
+ * (step(): after the apply, before the soak, reboot when the revision needs it) and the try's
+ * life cycle (TryLifecycle: tell an intended reboot from a crash at start; after a revert into a
+ * rebooted-for revision, reboot again).
+ */
+export class RebootHooks implements TryLifecycle {
   constructor(private readonly o: RebootHooksOptions) {}
 
   private state<T>(fn: (s: StateDir) => Promise<T>): Promise<T> {
@@ -121,12 +132,14 @@ export class RebootHooks {
     await this.state((s) => s.remove(REBOOT_INTENT));
   }
 
-  /** Why moving from `last` to `desired` needs a reboot on this node, or undefined. */
-  async needed(
-    last: ResolvedConfig | undefined,
-    desired: ResolvedConfig,
-  ): Promise<string | undefined> {
-    const d = disruptionOf(last, desired, { rebootRequired: await rebootRequired(this.o.root) });
+  /** Why the try's revision needs a reboot on this node (from the confirmed one), or undefined. */
+  async needed(): Promise<string | undefined> {
+    const desired = await this.o.applier.lastApplied();
+    if (!desired) return undefined;
+    const last = await this.o.tryState.confirmed();
+    const d = disruptionOf(last?.config, desired.config, {
+      rebootRequired: await rebootRequired(this.o.root),
+    });
     return d.level === 'Reboot' ? d.reasons.join('; ') : undefined;
   }
 
@@ -144,12 +157,37 @@ export class RebootHooks {
   }
 
   /**
-   * At start, with an open try from another boot: true when the agent rebooted for it (the
-   * intent is marked arrived and kept until the try ends; the caller verifies on), false for a
-   * crash (the caller reverts it).
+   * The verify step: a revision that needs a reboot reports Verifying/Rebooting, journals the
+   * intent and reboots; the try stays open ('interrupted') and is verified on after the boot.
+   * Back in the boot the reboot brought, it lets the next steps (the soak) run.
    */
-  async cameBackFor(record: TryFacts, bootNow: string): Promise<boolean> {
+  step(): VerifyStep {
+    return async (record, signal, ctx) => {
+      const intent = await this.intent();
+      const boot = await this.o.tryState.bootToken();
+      if (intent && forTry(intent, record) && intent.arrivedBoot === boot) {
+        return { kind: 'confirmed', message: 'rebooted into the revision' };
+      }
+      const why = await this.needed();
+      if (why === undefined) return { kind: 'confirmed', message: 'no reboot needed' };
+      if (signal.aborted) return { kind: 'interrupted' };
+      ctx.report('Rebooting', `rebooting: ${why}`);
+      await this.reboot(record, 'apply', why);
+      return { kind: 'interrupted' };
+    };
+  }
+
+  /**
+   * At start: true when the open try's boot was left by the agent's own reboot for it (the
+   * intent is marked arrived and kept until the try ends; the admission verifies on), false for
+   * a crash (the admission reverts it). With no open try, an old intent is forgotten.
+   */
+  async resumes(record: TryRecord | undefined, bootNow: string): Promise<boolean> {
     const intent = await this.intent();
+    if (!record) {
+      if (intent) await this.clear();
+      return false;
+    }
     if (!intent || !rebootedForTry(record, intent, bootNow)) return false;
     const arrived = { ...intent, arrivedBoot: bootNow };
     await this.state((s) => s.write(REBOOT_INTENT, Buffer.from(JSON.stringify(arrived))));
@@ -157,25 +195,21 @@ export class RebootHooks {
   }
 
   /**
-   * After a try is reverted: when the agent had rebooted into it, the old state needs a boot
-   * too — reboot again, into it. True when it asked for that reboot.
+   * The try ended. Confirmed: the intent has done its work. Reverted: when the agent had
+   * rebooted into the revision, the old state needs a boot too — reboot again, into it.
    */
-  async afterRevert(record: TryFacts): Promise<boolean> {
+  async ended(record: TryRecord, outcome: 'confirmed' | 'reverted'): Promise<void> {
     const intent = await this.intent();
-    const into =
-      intent?.purpose === 'apply' &&
-      intent.checksum === record.checksum &&
-      intent.generation === record.grant.generation;
-    if (!into) {
-      if (intent?.purpose === 'rollback') await this.clear(); // that reboot happened
-      return false;
+    if (!intent) return;
+    if (outcome === 'confirmed' || intent.purpose === 'rollback' || !forTry(intent, record)) {
+      await this.clear(); // done, or a rollback reboot that happened, or another try's
+      return;
     }
     await this.reboot(record, 'rollback', 'the revision was rolled back after its reboot');
-    return true;
   }
+}
 
-  /** The try was confirmed: the intent has done its work. */
-  async confirmed(): Promise<void> {
-    if (await this.intent()) await this.clear();
-  }
+/** The intent was journaled for this try (same revision, same grant). */
+function forTry(intent: RebootIntent, record: TryFacts): boolean {
+  return intent.checksum === record.checksum && intent.generation === record.grant.generation;
 }

@@ -1,7 +1,7 @@
 /**
  * The agent's grant mode, wired once (`oscar agent --osc`, the integration tests and the scale
  * bench use this): the grant source on the node's OperatingSystemConfigNode, the node reporter,
- * try state, health probes and the GrantedAgent that ties them together. One HTTP client is
+ * try state, health probes and the agent's loop with the grant admission that ties them together. One HTTP client is
  * shared by the source and the reporter, so the connectivity proof resets both.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -12,7 +12,9 @@ import type { ApplyDeps } from '../apply.js';
 import type { DriftHooks } from '../model/drift.js';
 import { KubeReporter } from '../report.js';
 import { GrantSource } from './grant-source.js';
-import { GrantedAgent, nodeApplier, type Applier, type GrantReporter } from './granted-agent.js';
+import type { Agent } from '../agent.js';
+import { nodeApplier, type Applier } from '../applier.js';
+import { grantedAgent, type GrantAdmission, type GrantReporter } from './grant-admission.js';
 import type { Grant } from './grant.js';
 import {
   LOCAL_UNIT_PROBE,
@@ -21,8 +23,9 @@ import {
   type HealthProbe,
   type UnitProbe,
 } from './health.js';
-import { TryState } from './try-state.js';
 import { RebootHooks, SystemctlRebooter } from '../reboot/reboot.js';
+import type { VerifyStep } from './soak.js';
+import { TryState } from './try-state.js';
 
 export interface FollowGrantsOptions {
   namespace: string;
@@ -43,6 +46,8 @@ export interface FollowGrantsOptions {
   units?: UnitProbe;
   tryState?: TryState;
   onApplyStart?: (grant: Grant) => void;
+  /** Steps after a tried revision's apply, before the soak (after the reboot step on a node). */
+  verifySteps?: VerifyStep[];
   backoffMaxMs?: number;
   tickMs?: number;
 }
@@ -64,7 +69,7 @@ function withObservers(kube: KubeReporter, observers: readonly Reporter[]): Gran
 }
 
 export interface GrantWiring {
-  agent: GrantedAgent;
+  agent: Agent<GrantAdmission>;
   reporter: KubeReporter;
   source: GrantSource;
   http: KubeHttp;
@@ -91,11 +96,23 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     pollIntervalMs: o.pollIntervalMs,
   });
   const onNode = o.deps.root === '/';
-  const agent = new GrantedAgent({
+  const applier = o.applier ?? nodeApplier(o.deps, o.log);
+  const tryState = o.tryState ?? new TryState(o.deps.stateDir, o.deps.root);
+  // On a node, Reboot-level revisions reboot through systemd inside the try (agent/reboot/)
+  const reboot = onNode
+    ? new RebootHooks({
+        root: o.deps.root,
+        stateDir: o.deps.stateDir,
+        rebooter: new SystemctlRebooter(),
+        tryState,
+        applier,
+      })
+    : undefined;
+  const agent = grantedAgent({
     source,
     reporter: withObservers(reporter, o.observers ?? []),
-    applier: o.applier ?? nodeApplier(o.deps, o.log),
-    tryState: o.tryState ?? new TryState(o.deps.stateDir, o.deps.root),
+    applier,
+    tryState,
     health: o.health ?? new NodeHealthProbe(o.deps.root),
     units: o.units ?? (onNode ? new SystemctlUnitProbe() : LOCAL_UNIT_PROBE),
     scope: { namespace: o.namespace, osc: o.osc },
@@ -103,16 +120,8 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     owners: o.deps.owners,
     log: o.log,
     ...(o.drift ? { drift: o.drift } : {}),
-    // issue 25: on a node, Reboot-level revisions reboot through systemd inside try mode
-    ...(onNode
-      ? {
-          reboot: new RebootHooks({
-            root: o.deps.root,
-            stateDir: o.deps.stateDir,
-            rebooter: new SystemctlRebooter(),
-          }),
-        }
-      : {}),
+    verifySteps: [...(reboot ? [reboot.step()] : []), ...(o.verifySteps ?? [])],
+    ...(reboot ? { lifecycle: reboot } : {}),
     ...(o.onApplyStart ? { onApplyStart: o.onApplyStart } : {}),
     ...(o.tickMs !== undefined ? { tickMs: o.tickMs } : {}),
   });

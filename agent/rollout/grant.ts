@@ -57,6 +57,11 @@ export interface Grant {
   try?: TryPolicy;
 }
 
+/** Which grant this is: a revision's checksum at a generation of the node object. */
+export function grantKey(grant: Pick<Grant, 'checksum' | 'generation'>): string {
+  return `${grant.checksum}@${String(grant.generation)}`;
+}
+
 export class GrantError extends Error {
   override name = 'GrantError';
 }

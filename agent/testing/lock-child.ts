@@ -1,9 +1,11 @@
 /**
  * A process that tries to take a state directory's lock, for agent/lock.test.ts: waits until the
  * wall clock reaches START_MS (so many children try at the same instant), tries once, prints
- * "locked" or "held", and when it got the lock keeps it for HOLD_MS (or until killed).
+ * "locked" or "held", and when it got the lock keeps it for HOLD_MS (or until killed); HOLD_MS
+ * "stdin": until its stdin ends, so the test decides when the holder lets go — after every racer
+ * has tried, however late the machine's load made one start.
  *
- *   node lock-child.js STATE_DIR START_MS HOLD_MS
+ *   node lock-child.js STATE_DIR START_MS HOLD_MS|stdin
  */
 import { lockStateDir } from '../lock.js';
 
@@ -22,5 +24,10 @@ try {
   process.exit(0);
 }
 process.stdout.write('locked\n');
-await new Promise((r) => setTimeout(r, Number(holdMs)));
+if (holdMs === 'stdin') {
+  process.stdin.resume();
+  await new Promise((r) => process.stdin.on('end', r));
+} else {
+  await new Promise((r) => setTimeout(r, Number(holdMs)));
+}
 await unlock();

@@ -1,6 +1,6 @@
 /**
  * The per-machine bootstrap API (bootstrap.oscar.dev/v1alpha1), one typebox definition for the
- * types, the CRDs (api/crd.ts) and the validator (api/bootstrap/validate.ts), following Cluster
+ * types, the CRDs (api/crd/crd.ts) and the validator (api/bootstrap/validate.ts), following Cluster
  * API's bootstrap provider contract v1beta2: an OscarConfig per machine (status.dataSecretName,
  * status.initialization.dataSecretCreated, conditions) and an OscarConfigTemplate for
  * MachineDeployments (spec.template.{metadata,spec}). The same object serves a machine created by

@@ -8,9 +8,20 @@
  * through DefaultInstance= (without it systemctl refuses); a unit that ships with the OS (no
  * content here) is enabled as declared, since oscar cannot see its [Install] section.
  */
-import type { ResolvedUnit } from '../resolved.js';
 import { hasKey, parseUnitFile } from './unit-file.js';
 import { isTemplateUnit } from './unit-name.js';
+
+/**
+ * What enablement reads of a unit (api/resolved.ts ResolvedUnit has these fields): said here so
+ * the systemd floor imports nothing of the API above it.
+ */
+export interface EnablementUnit {
+  name: string;
+  enable: boolean;
+  mask: boolean;
+  content?: string;
+  dropIns: readonly { content: string }[];
+}
 
 /** Keys of [Install] that give `systemctl enable` something to do. */
 export const ENABLING_KEYS = ['WantedBy', 'RequiredBy', 'UpheldBy', 'Alias', 'Also'] as const;
@@ -24,7 +35,7 @@ export type Enablement = { enable: true } | { enable: false; why: string };
 
 /** What `systemctl enable` can do with the unit's content, whatever the config asks. */
 export function enablability(
-  unit: Pick<ResolvedUnit, 'name' | 'content' | 'dropIns'>,
+  unit: Pick<EnablementUnit, 'name' | 'content' | 'dropIns'>,
   installKey: InstallKeyOf = parsedInstallKey,
 ): Enablement {
   const template = unit.name.includes('@') && isTemplateUnit(unit.name);
@@ -44,7 +55,7 @@ export function enablability(
 }
 
 /** The decision for a declared unit: masked and `enable: false` units are not enabled either. */
-export function enablement(unit: ResolvedUnit, installKey?: InstallKeyOf): Enablement {
+export function enablement(unit: EnablementUnit, installKey?: InstallKeyOf): Enablement {
   if (unit.mask) return { enable: false, why: 'masked' };
   if (!unit.enable) return { enable: false, why: 'enable: false' };
   return enablability(unit, installKey);

@@ -2,7 +2,8 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Agent, logReporter } from '../../agent/agent.js';
+import { logReporter } from '../../agent/agent.js';
+import { immediateAgent } from '../../agent/immediate.js';
 import { applyDesired } from '../../agent/apply.js';
 import { depsFor } from '../../agent/local.js';
 import type { Source } from '../../agent/source.js';
@@ -11,7 +12,7 @@ import { readLastApplied } from '../../agent/state.js';
 import { LocalSystemd, type UnitJob } from '../../agent/systemd.js';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
 import { memoryLogger } from '../../log/memory.js';
-import { Deadline } from '../shutdown.js';
+import { Deadline } from '../support/shutdown.js';
 import { stopRunning } from './agent.js';
 
 let root: string;
@@ -59,7 +60,7 @@ describe('oscar agent on SIGTERM', () => {
 
     const systemd = new HangingSystemd(root, join(base.stateDir, 'would-run.log'));
     const { log, records } = memoryLogger('agent');
-    const agent = new Agent({
+    const agent = immediateAgent({
       source: once(v2),
       deps: { ...base, systemd },
       reporters: [logReporter(log)],

@@ -1,7 +1,6 @@
-import { Agent, logReporter, type Reporter } from '../../agent/agent.js';
-import type { ApplyDeps } from '../../agent/apply.js';
+import { logReporter, type Agent, type Reporter } from '../../agent/agent.js';
+import { immediateAgent } from '../../agent/immediate.js';
 import type { DriftHooks, DriftTrigger } from '../../agent/drift/monitor.js';
-import type { GrantedAgent } from '../../agent/rollout/granted-agent.js';
 import { depsFor, expandForOs } from '../../agent/local.js';
 import type { AgentMetrics } from '../../agent/metrics.js';
 import type { Source } from '../../agent/source.js';
@@ -13,9 +12,9 @@ import {
   parseLogLevel,
   type Logger,
 } from '../../log/logger.js';
-import { readInput, STDIN, displayName } from '../input.js';
-import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../shutdown.js';
-import { userAgent, VERSION } from '../version.js';
+import { readInput, STDIN, displayName } from '../support/input.js';
+import { Deadline, onShutdownSignal, parseDuration, reserveFor } from '../support/shutdown.js';
+import { userAgent, VERSION } from '../support/version.js';
 
 export interface AgentFlags {
   file?: string;
@@ -34,6 +33,7 @@ export interface AgentFlags {
   logLevel?: string;
   shutdownTimeout: string;
   bootstrapKubeconfig?: string;
+  configUid?: string;
   certDir?: string;
   certificateLifetime?: string;
   /** false with --no-drift. */
@@ -61,6 +61,11 @@ export async function agentCredentials(
   if (flags.kubeconfig !== undefined) {
     throw new Error('use --kubeconfig or --bootstrap-kubeconfig, not both');
   }
+  if (flags.configUid === undefined || !/^[A-Za-z0-9-]{1,64}$/.test(flags.configUid)) {
+    throw new Error(
+      `--config-uid is required with --bootstrap-kubeconfig and must be the OscarConfig's metadata.uid (got ${JSON.stringify(flags.configUid ?? '')}); the user data oscar renders passes it (docs/identity.md)`,
+    );
+  }
   const [{ NodeIdentity }, { CertificateStore }, { DEFAULT_CERTIFICATE_SECONDS }] =
     await Promise.all([
       import('../../agent/identity/identity.js'),
@@ -73,6 +78,7 @@ export async function agentCredentials(
       : Math.floor(parseDuration(flags.certificateLifetime, '--certificate-lifetime') / 1000);
   const identity = new NodeIdentity({
     machine: node,
+    configUid: flags.configUid,
     store: new CertificateStore(flags.certDir ?? DEFAULT_CERT_DIR),
     bootstrap: await kube.loadKubeCredentials(flags.bootstrapKubeconfig),
     httpFor: (c) => kube.kubeHttp(c, { userAgent: userAgent('agent') }),
@@ -102,7 +108,7 @@ export function seconds(value: string, flag: string): number {
   return n;
 }
 
-/** The agent loop of any mode (Agent, or GrantedAgent in grant mode), as the command uses it. */
+/** The agent's loop (agent/agent.ts), as the command uses it. */
 export interface AgentLoop {
   stop(): Promise<void>;
   idle(): Promise<void>;
@@ -173,6 +179,18 @@ export async function stopRunning(
   for (const close of closers) await deadline.within(Promise.resolve(close()));
 }
 
+/** What every mode of the agent shares while it starts: where its parts and outcomes go. */
+interface Wiring {
+  flags: AgentFlags;
+  deps: ReturnType<typeof depsFor>;
+  log: Logger;
+  /** The metrics module, loaded only with --metrics-addr. */
+  served: typeof import('../../agent/metrics.js') | undefined;
+  metrics: AgentMetrics | undefined;
+  reporters: Reporter[];
+  closers: (() => unknown)[];
+}
+
 async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
   const deps = depsFor({
     root: flags.root,
@@ -185,46 +203,55 @@ async function startAgent(flags: AgentFlags, log: Logger): Promise<Running> {
     flags.metricsAddr !== undefined ? await import('../../agent/metrics.js') : undefined;
   const metrics = served ? new served.AgentMetrics(VERSION) : undefined;
   const reporters: Reporter[] = [logReporter(log)];
-  const closers: (() => unknown)[] = [];
   if (metrics) reporters.push(metrics.reporter());
-  if (flags.osc !== undefined) {
-    return grantMode(flags, deps, log, metrics, reporters, closers, served);
-  }
-  let source: Source;
-  if (flags.file !== undefined) {
-    if (flags.secret !== undefined) throw new Error('use either --file or --secret, not both');
-    source = flags.file === STDIN ? stdinSource() : await fileSource(flags);
-  } else {
-    if (flags.secret === undefined || flags.namespace === undefined) {
-      throw new Error(
-        'name the reconcile Secret with --namespace and --secret (or use --file for a local file)',
-      );
-    }
-    source = await secretWiring(flags, log, metrics, reporters, closers);
-  }
+  const w: Wiring = { flags, deps, log, served, metrics, reporters, closers: [] };
+  return flags.osc !== undefined ? grantMode(w) : immediateMode(w);
+}
+
+/** `--secret`, `--file`: every state the source delivers is applied as it arrives. */
+async function immediateMode(w: Wiring): Promise<Running> {
+  const { flags, deps, reporters, log } = w;
+  const source = await immediateSource(w);
   const unlock = await lockStateDir(deps.stateDir);
   const late: { agent?: Agent } = {}; // the monitor asks the agent for reverts; the agent runs it
   const drift =
     flags.once === true || flags.drift === false
       ? undefined
-      : await driftMonitor(flags, deps, reporters, metrics, log, () => late.agent?.revert());
-  const agent = new Agent({ source, deps, reporters, log, ...(drift ? { drift } : {}) });
+      : await driftMonitor(w, reporters, () => late.agent?.revert());
+  const agent = immediateAgent({ source, deps, reporters, log, ...(drift ? { drift } : {}) });
   late.agent = agent;
-  const server =
-    served && metrics && flags.metricsAddr !== undefined
-      ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
-      : undefined;
-  if (server) {
-    log.info({ url: `http://${server.address}` }, 'serving /healthz and /metrics');
-    closers.push(() => server.close());
-  }
-  closers.push(unlock);
+  await serveHealth(w, agent);
+  w.closers.push(unlock);
   log.info(
     { source: source.description, root: deps.root, stateDir: deps.stateDir },
     'following the desired state',
   );
   await agent.start();
-  return { agent, reporters, closers };
+  return { agent, reporters, closers: w.closers };
+}
+
+/** The source of the immediate mode: a file, stdin or the reconcile Secret. */
+async function immediateSource(w: Wiring): Promise<Source> {
+  const { flags } = w;
+  if (flags.file !== undefined) {
+    if (flags.secret !== undefined) throw new Error('use either --file or --secret, not both');
+    return flags.file === STDIN ? stdinSource() : fileSource(flags);
+  }
+  if (flags.secret === undefined || flags.namespace === undefined) {
+    throw new Error(
+      'name the reconcile Secret with --namespace and --secret (or use --file for a local file)',
+    );
+  }
+  return secretWiring(w, flags.namespace, flags.secret);
+}
+
+/** /healthz and /metrics, with --metrics-addr; closed when the agent stops. */
+async function serveHealth(w: Wiring, agent: Agent): Promise<void> {
+  const { served, metrics, flags } = w;
+  if (!served || !metrics || flags.metricsAddr === undefined) return;
+  const server = await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied);
+  w.log.info({ url: `http://${server.address}` }, 'serving /healthz and /metrics');
+  w.closers.push(() => server.close());
 }
 
 async function fileSource(flags: AgentFlags): Promise<Source> {
@@ -256,15 +283,50 @@ function stdinSource(): Source {
  * Grant mode (`--osc`): the controller grants this node a revision of the OSC; the agent applies
  * it, in try mode when the grant says so (docs/rollouts.md).
  */
-async function grantMode(
-  flags: AgentFlags,
-  deps: ReturnType<typeof depsFor>,
-  log: Logger,
-  metrics: AgentMetrics | undefined,
-  reporters: Reporter[],
-  closers: (() => unknown)[],
-  served: typeof import('../../agent/metrics.js') | undefined,
-): Promise<Running> {
+async function grantMode(w: Wiring): Promise<Running> {
+  const { namespace, osc } = grantFlags(w.flags);
+  const api = await connect(
+    w,
+    { osc: `${namespace}/${osc}` },
+    'connecting to the API server (grant mode)',
+  );
+  const { followGrants } = await import('../../agent/rollout/follow-grants.js');
+  // drift goes to the node reporter too, which followGrants makes
+  const driftReporters = [...w.reporters];
+  const late: { agent?: Agent } = {};
+  const drift =
+    w.flags.drift === false
+      ? undefined
+      : await driftMonitor(w, driftReporters, () => {
+          late.agent?.revert();
+        });
+  const { agent, reporter } = followGrants(api.kc, {
+    namespace,
+    osc,
+    node: api.node,
+    deps: w.deps,
+    pollIntervalMs: api.pollIntervalMs,
+    log: w.log,
+    observers: w.reporters,
+    ...(drift ? { drift } : {}),
+    http: api.http,
+    ...(api.onRequest ? { onRequest: api.onRequest } : {}),
+  });
+  late.agent = agent;
+  driftReporters.push(reporter);
+  const unlock = await lockStateDir(w.deps.stateDir);
+  // reporter first: stopRunning flushes the reporters, then closes in this order
+  w.closers.push(() => {
+    reporter.stop();
+  });
+  await serveHealth(w, agent);
+  w.closers.push(unlock);
+  await agent.start();
+  return { agent, reporters: [...w.reporters, reporter], closers: w.closers };
+}
+
+/** Grant mode's flags, checked: --namespace and --osc, none of the other modes'. */
+function grantFlags(flags: AgentFlags): { namespace: string; osc: string } {
   const { namespace, osc } = flags;
   if (osc === undefined || namespace === undefined) {
     throw new Error('grant mode needs --namespace and --osc (the OperatingSystemConfig to follow)');
@@ -277,77 +339,62 @@ async function grantMode(
       '--once is for --file and --secret: in grant mode the controller paces the node',
     );
   }
+  return { namespace, osc };
+}
+
+/** The agent's connection to the API server: its node, credentials and one HTTP client. */
+interface Connection {
+  node: string;
+  pollIntervalMs: number;
+  kc: import('@kubernetes/client-node').KubeConfig;
+  http: import('../../kube/client.js').KubeHttp;
+  /** Counts API requests for /metrics. */
+  onRequest: (() => void) | undefined;
+}
+
+/** The node's name, its credentials (renewed while the agent runs) and the API client. */
+async function connect(
+  w: Wiring,
+  fields: Record<string, unknown>,
+  message: string,
+): Promise<Connection> {
+  const { flags, log, metrics } = w;
   const node = flags.node ?? process.env.NODE_NAME;
   if (node === undefined || node === '') {
     throw new Error('name this node with --node (or $NODE_NAME)');
   }
   const pollIntervalMs = seconds(flags.pollInterval, '--poll-interval') * 1000;
-  const [kube, { followGrants }] = await Promise.all([
-    import('../../kube/credentials.js'),
-    import('../../agent/rollout/follow-grants.js'),
-  ]);
-  const credentials = await agentCredentials(flags, node, log, closers);
+  const kube = await import('../../kube/credentials.js');
+  const credentials = await agentCredentials(flags, node, log, w.closers);
   log.info(
-    { credentials: credentials.origin, node, osc: `${namespace}/${osc}` },
-    'connecting to the API server (grant mode)',
+    {
+      credentials: credentials.origin,
+      node,
+      pollIntervalSeconds: pollIntervalMs / 1000,
+      ...fields,
+    },
+    message,
   );
-  const kc = kube.asKubeConfig(credentials);
-  // drift goes to the node reporter too, which followGrants makes
-  const driftReporters = [...reporters];
-  const late: { agent?: GrantedAgent } = {};
-  const drift =
-    flags.drift === false
-      ? undefined
-      : await driftMonitor(flags, deps, driftReporters, metrics, log, () => {
-          late.agent?.requestDriftRevert();
-        });
-  const { agent, reporter } = followGrants(kc, {
-    namespace,
-    osc,
+  return {
     node,
-    deps,
     pollIntervalMs,
-    log,
-    observers: reporters,
-    ...(drift ? { drift } : {}),
+    kc: kube.asKubeConfig(credentials),
     http: kube.kubeHttp(credentials, { userAgent: userAgent('agent') }),
-    ...(metrics
-      ? {
-          onRequest: (): void => {
-            metrics.apiRequests.inc();
-          },
+    onRequest: metrics
+      ? (): void => {
+          metrics.apiRequests.inc();
         }
-      : {}),
-  });
-  late.agent = agent;
-  driftReporters.push(reporter);
-  const unlock = await lockStateDir(deps.stateDir);
-  const server =
-    served && metrics && flags.metricsAddr !== undefined
-      ? await served.startHealthServer(flags.metricsAddr, metrics, () => agent.applied)
-      : undefined;
-  // reporter first: stopRunning flushes the reporters, then closes in this order
-  closers.push(() => {
-    reporter.stop();
-  });
-  if (server) {
-    log.info({ url: `http://${server.address}` }, 'serving /healthz and /metrics');
-    closers.push(() => server.close());
-  }
-  closers.push(unlock);
-  await agent.start();
-  return { agent, reporters: [...reporters, reporter], closers };
+      : undefined,
+  };
 }
 
 /** The drift monitor (agent/drift/): reports to the agent's reporters, reverts through it. */
 async function driftMonitor(
-  flags: AgentFlags,
-  deps: ApplyDeps,
+  w: Wiring,
   reporters: Reporter[],
-  metrics: AgentMetrics | undefined,
-  log: Logger,
   revert: () => void,
 ): Promise<DriftHooks> {
+  const { flags, deps, metrics, log } = w;
   const auditSeconds = Number(flags.driftAuditInterval ?? '300');
   if (!Number.isFinite(auditSeconds) || auditSeconds < 0) {
     throw new Error(
@@ -387,45 +434,21 @@ async function driftMonitor(
   });
 }
 
-async function secretWiring(
-  flags: AgentFlags,
-  log: Logger,
-  metrics: AgentMetrics | undefined,
-  reporters: Reporter[],
-  closers: (() => unknown)[],
-): Promise<Source> {
-  const { namespace, secret } = flags;
-  if (secret === undefined || namespace === undefined) throw new Error('unreachable');
-  const node = flags.node ?? process.env.NODE_NAME;
-  if (node === undefined || node === '')
-    throw new Error('name this node with --node (or $NODE_NAME)');
-  const pollIntervalMs = seconds(flags.pollInterval, '--poll-interval') * 1000;
-  const [kube, { followSecret }] = await Promise.all([
-    import('../../kube/credentials.js'),
-    import('../../agent/follow-secret.js'),
-  ]);
-  const credentials = await agentCredentials(flags, node, log, closers);
-  log.info(
-    { credentials: credentials.origin, node, pollIntervalSeconds: pollIntervalMs / 1000 },
-    'connecting to the API server',
-  );
-  const kc = kube.asKubeConfig(credentials);
-  const onRequest = metrics
-    ? (): void => {
-        metrics.apiRequests.inc();
-      }
-    : undefined;
-  const { source, reporter } = followSecret(kc, {
+/** The reconcile Secret's source and the node reporter (`--secret`). */
+async function secretWiring(w: Wiring, namespace: string, secret: string): Promise<Source> {
+  const api = await connect(w, {}, 'connecting to the API server');
+  const { followSecret } = await import('../../agent/follow-secret.js');
+  const { source, reporter } = followSecret(api.kc, {
     namespace,
     secret,
-    node,
-    pollIntervalMs,
-    log,
-    http: kube.kubeHttp(credentials, { userAgent: userAgent('agent') }),
-    ...(onRequest ? { onRequest } : {}),
+    node: api.node,
+    pollIntervalMs: api.pollIntervalMs,
+    log: w.log,
+    http: api.http,
+    ...(api.onRequest ? { onRequest: api.onRequest } : {}),
   });
-  reporters.push(reporter);
-  closers.push(() => {
+  w.reporters.push(reporter);
+  w.closers.push(() => {
     reporter.stop();
   });
   return source;

@@ -16,8 +16,19 @@ import {
   type ReconcileStates,
 } from '../../controller/extension/reconcile-state.js';
 import { secretNameFor } from '../../api/secret.js';
-import { displayName, readInput } from '../input.js';
-import { parseOutputFormat, printStructured } from '../output.js';
+import { parse as parseYaml } from 'yaml';
+import { BOOTSTRAP_GROUP } from '../../api/bootstrap/constants.js';
+import type { KubeHttp } from '../../kube/client.js';
+import { displayName, readInput } from '../support/input.js';
+import { parseOutputFormat, printStructured } from '../support/output.js';
+import {
+  previewMachines,
+  type CapiObject,
+  type CapiReader,
+  type MachineDeploymentPreview,
+  type MachinePreview,
+} from './capi-machines.js';
+import { KubeCapiReader } from './capi-reader.js';
 
 export interface CapiPreviewFlags {
   namespace: string;
@@ -25,6 +36,7 @@ export interface CapiPreviewFlags {
   context?: string;
   output?: string;
   detailedExitcode?: boolean;
+  machineDeployment?: string;
 }
 
 export const EXIT_IN_PLACE = 0;
@@ -107,6 +119,100 @@ function format(p: Preview): string {
   return `${p.from} → ${p.to}: machines are ${what}\n  why: ${p.reason}\n`;
 }
 
+async function clusterHttp(flags: CapiPreviewFlags): Promise<KubeHttp> {
+  const { kubeHttp, loadKubeCredentials } = await import('../../kube/credentials.js');
+  return kubeHttp(await loadKubeCredentials(flags.kubeconfig, flags.context));
+}
+
+/** The new OscarConfigTemplate: a file (what you are about to apply) or one in the cluster. */
+async function readTemplate(
+  ref: string,
+  namespace: string,
+  reader: CapiReader,
+): Promise<CapiObject> {
+  if (!isFile(ref)) {
+    const found = await reader.byRef(namespace, {
+      apiGroup: BOOTSTRAP_GROUP,
+      kind: 'OscarConfigTemplate',
+      name: ref,
+    });
+    if (!found) {
+      throw new Error(
+        `OscarConfigTemplate ${namespace}/${ref} not found: name one in the cluster (-n its namespace) or a file`,
+      );
+    }
+    return found;
+  }
+  const doc = parseYaml(await readInput(ref)) as Partial<CapiObject> | null;
+  if (doc?.kind !== 'OscarConfigTemplate' || !doc.metadata?.name) {
+    throw new Error(
+      `${displayName(ref)}: expected one OscarConfigTemplate (kind: OscarConfigTemplate, metadata.name), got kind ${String(doc?.kind)}`,
+    );
+  }
+  return { ...doc, metadata: { ...doc.metadata, namespace } };
+}
+
+const WHAT: Record<MachinePreview['decision'], string> = {
+  'in-place': 'updated in place by oscar',
+  replace: 'replaced by Cluster API (a new machine)',
+  unchanged: 'unchanged',
+};
+
+function formatMachines(p: MachineDeploymentPreview): string {
+  const count = (d: MachinePreview['decision']) =>
+    p.machines.filter((m) => m.decision === d).length;
+  const lines = [
+    `MachineDeployment ${p.namespace}/${p.machineDeployment} → OscarConfigTemplate ${p.template}: ${String(count('in-place'))} in place, ${String(count('replace'))} replaced, ${String(count('unchanged'))} unchanged`,
+    "  (Cluster API with the RuntimeSDK and InPlaceUpdates feature gates and oscar's extension registered; without them every machine is replaced)",
+  ];
+  if (p.machines.length === 0) lines.push('  no Machines');
+  for (const m of p.machines) {
+    const about = [
+      m.machineSet && `MachineSet ${m.machineSet}`,
+      m.reconcileRef && `reconcile ${m.reconcileRef}`,
+      m.node && `node ${m.node}`,
+    ].filter(Boolean);
+    const parens = about.length > 0 ? ` (${about.join(', ')})` : '';
+    lines.push(`${m.machine}${parens}: ${WHAT[m.decision]}`, `  why: ${m.reason}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * `--machine-deployment MD TEMPLATE`: per Machine of MD, were its bootstrap configRef moved to
+ * TEMPLATE. The exit code as for two OSCs: 2 (with --detailed-exitcode) when any is replaced.
+ */
+export async function runMachineDeploymentPreview(
+  templateRef: string,
+  flags: CapiPreviewFlags & { machineDeployment: string },
+  io: { stdout(text: string): void },
+  http?: KubeHttp,
+): Promise<number> {
+  const output = parseOutputFormat(flags.output);
+  const api = http ?? (await clusterHttp(flags));
+  const reader = new KubeCapiReader(api);
+  const namespace = flags.namespace;
+  const md = await reader.machineDeployment(namespace, flags.machineDeployment);
+  const template = await readTemplate(templateRef, namespace, reader);
+  const machines = await previewMachines({
+    namespace,
+    md,
+    template,
+    reader,
+    states: new KubeReconcileStates(api),
+  });
+  const result: MachineDeploymentPreview = {
+    namespace,
+    machineDeployment: md.metadata.name,
+    template: template.metadata.name,
+    machines,
+  };
+  io.stdout(output ? printStructured(result, output) : formatMachines(result));
+  return flags.detailedExitcode === true && machines.some((m) => m.decision === 'replace')
+    ? EXIT_REPLACE
+    : EXIT_IN_PLACE;
+}
+
 /** Runs the preview; returns the exit code (with --detailed-exitcode: 2 when machines are replaced). */
 export async function runCapiPreview(
   fromRef: string,
@@ -126,10 +232,7 @@ export async function runCapiPreview(
   const to = await nameOf(toRef);
   let cluster: ReconcileStates | undefined;
   const states = new Lookups(files, async () => {
-    const { kubeHttp, loadKubeCredentials } = await import('../../kube/credentials.js');
-    cluster ??= new KubeReconcileStates(
-      kubeHttp(await loadKubeCredentials(flags.kubeconfig, flags.context)),
-    );
+    cluster ??= new KubeReconcileStates(await clusterHttp(flags));
     return cluster;
   });
   const result = await preview(flags.namespace, from, to, states);
@@ -139,13 +242,34 @@ export async function runCapiPreview(
     : EXIT_IN_PLACE;
 }
 
-/** `oscar capi preview` (flags in ./index.ts). */
+/**
+ * `oscar capi preview FROM TO`, or `oscar capi preview --machine-deployment MD TEMPLATE` (flags in
+ * ./index.ts): one argument with --machine-deployment, two without.
+ */
 export async function capiPreviewCommand(
-  from: string,
-  to: string,
+  first: string,
+  second: string | undefined,
   flags: CapiPreviewFlags,
 ): Promise<void> {
-  process.exitCode = await runCapiPreview(from, to, flags, {
-    stdout: (text) => process.stdout.write(text),
-  });
+  const io = { stdout: (text: string) => process.stdout.write(text) };
+  const md = flags.machineDeployment;
+  if (md !== undefined) {
+    if (second !== undefined) {
+      throw new Error(
+        `--machine-deployment takes one argument, the new OscarConfigTemplate (got "${first}" and "${second}")`,
+      );
+    }
+    process.exitCode = await runMachineDeploymentPreview(
+      first,
+      { ...flags, machineDeployment: md },
+      io,
+    );
+    return;
+  }
+  if (second === undefined) {
+    throw new Error(
+      'two reconcile OSCs (FROM TO), or --machine-deployment MD and the new OscarConfigTemplate',
+    );
+  }
+  process.exitCode = await runCapiPreview(first, second, flags, io);
 }

@@ -4,8 +4,8 @@ import { runController, type ControllerHandle } from '../../controller/main.js';
 import { registryPipeline } from '../../controller/osc/pipeline.js';
 import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
 import { loadRenderersConfigFile, registryWithWebhooks } from '../../renderers/webhook/config.js';
-import { onShutdownSignal, parseDuration } from '../shutdown.js';
-import { userAgent, VERSION } from '../version.js';
+import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
+import { userAgent, VERSION } from '../support/version.js';
 
 export interface ControllerOptions {
   kubeconfig?: string;

@@ -1,4 +1,4 @@
-import { renderAllCrdsYaml } from '../../api/crd.js';
+import { renderAllCrdsYaml } from '../../api/crd/crd.js';
 
 /** `oscar crd` (described in ./index.ts). */
 export function crdCommand(): void {

@@ -70,17 +70,20 @@ describe('oscar extension serve', () => {
       join(dir, 'tls.crt'),
       '--tls-key',
       join(dir, 'tls.key'),
+      '--metrics-addr',
+      '127.0.0.1:0',
       '--log-format',
       'json',
     ]);
     const deadline = Date.now() + 30_000;
     let url = '';
+    let metrics = '';
     while (!url && Date.now() < deadline) {
       const line = p
         .out()
         .split('\n')
         .find((l) => l.includes('"listening"'));
-      if (line) url = (JSON.parse(line) as { url: string }).url;
+      if (line) ({ url, metrics } = JSON.parse(line) as { url: string; metrics: string });
       else await new Promise((r) => setTimeout(r, 100));
     }
     expect(url, p.err()).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
@@ -107,8 +110,29 @@ describe('oscar extension serve', () => {
       'can-update-machine',
       'update-machine',
     ]);
+    // /metrics over plain HTTP on its own address: the discovery call is counted there
+    expect(metrics).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    const scraped = await (await fetch(metrics)).text();
+    expect(scraped).toContain(
+      'oscar_extension_requests_total{hook="Discovery",status="Success"} 1',
+    );
+    expect(scraped).toContain('process_resident_memory_bytes');
     p.child.kill('SIGTERM');
     expect(await p.exited).toBe(0);
+  });
+
+  it('a bad --metrics-addr: exit 1, naming the flag', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    const p = oscar([
+      '--tls-cert',
+      join(dir, 'tls.crt'),
+      '--tls-key',
+      join(dir, 'tls.key'),
+      '--metrics-addr',
+      'nope',
+    ]);
+    expect(await p.exited).toBe(1);
+    expect(p.err()).toContain('--metrics-addr "nope": expected host:port');
   });
 
   it('a missing certificate file: exit 1, naming the flag', async (ctx) => {

@@ -2,13 +2,14 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runExtension, type ExtensionHandle } from '../../controller/extension/main.js';
 import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
-import { onShutdownSignal, parseDuration } from '../shutdown.js';
-import { userAgent } from '../version.js';
+import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
+import { userAgent, VERSION } from '../support/version.js';
 
 export interface ExtensionServeOptions {
   kubeconfig?: string;
   context?: string;
   listen: string;
+  metricsAddr?: string;
   tlsCert: string;
   tlsKey: string;
   logLevel?: string;
@@ -16,12 +17,12 @@ export interface ExtensionServeOptions {
   shutdownTimeout: string;
 }
 
-function parseListenAddr(addr: string): { host: string; port: number } {
+function parseListenAddr(addr: string, flag = '--listen'): { host: string; port: number } {
   const i = addr.lastIndexOf(':');
   const host = i <= 0 ? '0.0.0.0' : addr.slice(0, i).replace(/^\[(.*)\]$/, '$1');
   const port = Number(i < 0 ? addr : addr.slice(i + 1));
   if (!Number.isInteger(port) || port < 0 || port > 65535 || addr.trim() === '') {
-    throw new Error(`--listen "${addr}": expected host:port such as ":9443" or "127.0.0.1:0"`);
+    throw new Error(`${flag} "${addr}": expected host:port such as ":9443" or "127.0.0.1:0"`);
   }
   return { host, port };
 }
@@ -33,10 +34,14 @@ export async function extensionServeCommand(
 ): Promise<void> {
   const fail = (message: string): never => program.error(`oscar extension serve: ${message}`);
   let address = { host: '', port: 0 };
+  let metricsAt: { host: string; port: number } | undefined;
   let shutdownMs = 0;
   let format, level;
   try {
     address = parseListenAddr(opts.listen);
+    if (opts.metricsAddr !== undefined) {
+      metricsAt = parseListenAddr(opts.metricsAddr, '--metrics-addr');
+    }
     shutdownMs = parseDuration(opts.shutdownTimeout, '--shutdown-timeout');
     format = parseLogFormat(opts.logFormat);
     level = parseLogLevel(opts.logLevel);
@@ -74,10 +79,16 @@ export async function extensionServeCommand(
     ...address,
     log,
     userAgent: userAgent('extension'),
+    version: VERSION,
+    ...(metricsAt ? { metrics: metricsAt } : {}),
   });
   started.handle = handle;
   const url = `https://${address.host}:${String(handle.server.port)}`;
-  log.info({ url }, 'listening');
-  // one machine-readable line on stdout, so a supervisor (or a test) learns the address
-  process.stdout.write(`${JSON.stringify({ msg: 'listening', url })}\n`);
+  const metricsUrl =
+    handle.metricsAddress === undefined ? undefined : `http://${handle.metricsAddress}/metrics`;
+  log.info({ url, ...(metricsUrl ? { metrics: metricsUrl } : {}) }, 'listening');
+  // one machine-readable line on stdout, so a supervisor (or a test) learns the addresses
+  process.stdout.write(
+    `${JSON.stringify({ msg: 'listening', url, ...(metricsUrl ? { metrics: metricsUrl } : {}) })}\n`,
+  );
 }

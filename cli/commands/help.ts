@@ -5,7 +5,12 @@
  */
 import { Option, type Command } from 'commander';
 
-/** How long SIGTERM may take before the process ends anyway (cli/shutdown.ts). */
+/** The formats of api/schema.ts FORMATS, spelled out so help does not load the schema. */
+export const FORMATS_HELP = 'cloud-config, ignition, script';
+/** renderers/webhook/server.ts RENDER_PATH, spelled out so help does not load express. */
+export const RENDER_PATH_HELP = '/render';
+
+/** How long SIGTERM may take before the process ends anyway (cli/support/shutdown.ts). */
 export const DEFAULT_SHUTDOWN_TIMEOUT = '15s';
 
 /** The examples block of a command's help. */

@@ -5,82 +5,106 @@
  * too, for the full `oscar`. Only type imports from the implementations here.
  */
 import type { Command } from 'commander';
-import { limitJitForAgent, tuneHeapForLongRunning } from '../memory.js';
+import { limitJitForAgent, tuneHeapForLongRunning } from '../support/memory.js';
 import type { AgentFlags } from './agent.js';
 import { examples, longRunning, outputOption } from './help.js';
 import type { PlanOptions } from './plan.js';
 
+/** What the agent follows: grants (--osc), a Secret or a file, and the node it reports as. */
+function sourceOptions(c: Command): Command {
+  return c
+    .option(
+      '--file <file>',
+      'follow a local file (OSC YAML or canonical JSON) instead of a Secret ("-": read stdin once)',
+    )
+    .option('-n, --namespace <ns>', 'namespace of the OSC and its Secrets')
+    .option(
+      '--osc <name>',
+      'grant mode: apply the revisions of this reconcile OSC that the controller grants this node, in try mode (docs/rollouts.md)',
+    )
+    .option(
+      '--secret <name>',
+      'follow the latest reconcile Secret with this name (no rollout gate)',
+    )
+    .option(
+      '--node <name>',
+      "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
+    )
+    .option(
+      '--poll-interval <seconds>',
+      'metadata-only poll of the Secret, the safety net under the watch',
+      '120',
+    );
+}
+
+/** How the agent reaches the API server: a kubeconfig, or the node's own certificate. */
+function credentialOptions(c: Command): Command {
+  return c
+    .option(
+      '--kubeconfig <path>',
+      'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
+    )
+    .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
+    .option(
+      '--bootstrap-kubeconfig <path>',
+      "the machine's bootstrap kubeconfig (docs/identity.md): the agent trades its token for a certificate of its own, kept in --cert-dir and renewed",
+    )
+    .option(
+      '--config-uid <uid>',
+      "with --bootstrap-kubeconfig: the UID of the machine's OscarConfig, which its certificate is bound to (the user data passes it)",
+    )
+    .option('--cert-dir <dir>', "where the node's key and certificate live", '/var/lib/oscar/pki')
+    .option(
+      '--certificate-lifetime <duration>',
+      "the node certificate's lifetime to ask for (at most the controller's --node-certificate-max-lifetime)",
+      '168h',
+    );
+}
+
+/** Where the agent applies, keeps its state and serves its health. */
+function nodeOptions(c: Command): Command {
+  return c
+    .option(
+      '--root <dir>',
+      'root to apply into: "/" is this machine; a directory is local mode',
+      '/',
+    )
+    .option('--state-dir <dir>', 'state directory (default /var/lib/oscar under the root)')
+    .option('--metrics-addr <host:port>', 'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)')
+    .option('--once', 'apply the current desired state once and exit (exit 1 on failure)');
+}
+
+/** How the agent watches for drift. */
+function driftOptions(c: Command): Command {
+  return c
+    .option(
+      '--drift-audit-interval <seconds>',
+      'full drift audit (hashes, modes, owners, unit states) this often; inotify reports in between (0: only at start and before applies)',
+      '300',
+    )
+    .option(
+      '--drift-revert-backoff <seconds>',
+      'with driftPolicy Revert: the wait before a second revert in a row, doubling with each further one (up to 5 min; 10 quiet minutes reset it; 0: no backoff)',
+      '1',
+    )
+    .option('--no-drift', 'do not watch for drift (files or units changed by someone else)');
+}
+
+/** The agent's flags (AgentFlags, ./agent.ts), in groups. */
+function agentOptions(c: Command): Command {
+  return driftOptions(nodeOptions(credentialOptions(sourceOptions(c))));
+}
+
 export function registerAgentCommand(program: Command): void {
   examples(
     longRunning(
-      program
-        .command('agent')
-        .description(
-          'run the node agent: apply the revisions the controller grants (--osc), the latest reconcile Secret (--secret) or a local file (--file) in place; report per node',
-        )
-        .option(
-          '--file <file>',
-          'follow a local file (OSC YAML or canonical JSON) instead of a Secret ("-": read stdin once)',
-        )
-        .option(
-          '--kubeconfig <path>',
-          'kubeconfig (default: $KUBECONFIG, ~/.kube/config, then the in-cluster ServiceAccount)',
-        )
-        .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
-        .option(
-          '--bootstrap-kubeconfig <path>',
-          "the machine's bootstrap kubeconfig (docs/identity.md): the agent trades its token for a certificate of its own, kept in --cert-dir and renewed",
-        )
-        .option(
-          '--cert-dir <dir>',
-          "where the node's key and certificate live",
-          '/var/lib/oscar/pki',
-        )
-        .option(
-          '--certificate-lifetime <duration>',
-          "the node certificate's lifetime to ask for (at most the controller's --node-certificate-max-lifetime)",
-          '168h',
-        )
-        .option('-n, --namespace <ns>', 'namespace of the OSC and its Secrets')
-        .option(
-          '--osc <name>',
-          'grant mode: apply the revisions of this reconcile OSC that the controller grants this node, in try mode (docs/rollouts.md)',
-        )
-        .option(
-          '--secret <name>',
-          'follow the latest reconcile Secret with this name (no rollout gate)',
-        )
-        .option(
-          '--node <name>',
-          "this node's name: the OperatingSystemConfigNode the agent reports to (default: $NODE_NAME)",
-        )
-        .option(
-          '--poll-interval <seconds>',
-          'metadata-only poll of the Secret, the safety net under the watch',
-          '120',
-        )
-        .option(
-          '--root <dir>',
-          'root to apply into: "/" is this machine; a directory is local mode',
-          '/',
-        )
-        .option('--state-dir <dir>', 'state directory (default /var/lib/oscar under the root)')
-        .option(
-          '--metrics-addr <host:port>',
-          'serve /healthz and /metrics here (e.g. 127.0.0.1:9464)',
-        )
-        .option('--once', 'apply the current desired state once and exit (exit 1 on failure)')
-        .option(
-          '--drift-audit-interval <seconds>',
-          'full drift audit (hashes, modes, owners, unit states) this often; inotify reports in between (0: only at start and before applies)',
-          '300',
-        )
-        .option(
-          '--drift-revert-backoff <seconds>',
-          'with driftPolicy Revert: the wait before a second revert in a row, doubling with each further one (up to 5 min; 10 quiet minutes reset it; 0: no backoff)',
-          '1',
-        )
-        .option('--no-drift', 'do not watch for drift (files or units changed by someone else)'),
+      agentOptions(
+        program
+          .command('agent')
+          .description(
+            'run the node agent: apply the revisions the controller grants (--osc), the latest reconcile Secret (--secret) or a local file (--file) in place; report per node',
+          ),
+      ),
     ).action(async (flags: AgentFlags) => {
       tuneHeapForLongRunning(); // before the agent's modules load: loading grows the heap too
       limitJitForAgent();
@@ -121,7 +145,7 @@ export function registerPlanCommand(program: Command): void {
       )
       .action(
         async (file: string | undefined, opts: Omit<PlanOptions, 'file'> & { file?: string }) => {
-          const { oneFile } = await import('../input.js');
+          const { oneFile } = await import('../support/input.js');
           await (
             await import('./plan.js')
           ).planCommand({ ...opts, file: oneFile('plan', file, opts.file) });

@@ -21,8 +21,8 @@ import { formatDisruption, planDisruption } from '../../agent/reboot/level.js';
 import { rebootRequired } from '../../agent/reboot/required.js';
 import { readLastApplied } from '../../agent/state.js';
 import { formatMode, packageSpec } from '../../api/resolved.js';
-import { displayName, readInput } from '../input.js';
-import { parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
+import { displayName, readInput } from '../support/input.js';
+import { parseOutputFormat, printStructured, type OutputFormat } from '../support/output.js';
 
 export interface PlanOptions {
   file: string;

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decode } from '../../renderers/decode.js';
+import { decode } from '../../renderers/formats.js';
 import { goldenDir, repoRoot } from '../../renderers/testdata/golden.js';
 import { runRender, type RenderOptions } from './render.js';
 

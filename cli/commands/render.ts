@@ -6,9 +6,9 @@ import { FORMATS, type Format, type OperatingSystemConfig } from '../../api/sche
 import { validateOperatingSystemConfig } from '../../api/validate.js';
 import { explain, formatExplain } from '../../renderers/explain.js';
 import { defaultRegistry, renderDocument, selectRenderer } from '../../renderers/registry.js';
-import { displayName, readInput } from '../input.js';
-import { parseOutputFormat, printStructured, type OutputFormat } from '../output.js';
-import { loadReferences } from '../references.js';
+import { displayName, readInput } from '../support/input.js';
+import { parseOutputFormat, printStructured, type OutputFormat } from '../support/output.js';
+import { loadReferences } from '../support/references.js';
 import { placeholderContext, substituted, type PlaceholderFlags } from './placeholders.js';
 
 export interface RenderCommandOptions {

@@ -8,7 +8,7 @@ import {
   listen,
   parseListen,
 } from '../../renderers/webhook/server.js';
-import { onShutdownSignal, parseDuration } from '../shutdown.js';
+import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
 
 export interface ServeOptions {
   type: string[];

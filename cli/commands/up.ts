@@ -12,7 +12,7 @@ import { lockStateDir } from '../../agent/lock.js';
 import { formatPlan } from '../../agent/plan.js';
 import { AWAIT_WRITE_FINISH, readStableFile } from '../../agent/stable-file.js';
 import { openLogger } from '../../log/logger.js';
-import { onShutdownSignal, parseDuration } from '../shutdown.js';
+import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
 
 const isYaml = (f: string): boolean => ['.yaml', '.yml'].includes(extname(f));
 

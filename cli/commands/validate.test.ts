@@ -180,7 +180,7 @@ describe('oscar validate', () => {
       `${SECRET}---\n${osc('web', '  type: ubuntu\n  purpose: reconcile\n  units:\n    - name: bad\n')}`,
     );
     const { results } = await validate([path]);
-    const { printStructured } = await import('../output.js');
+    const { printStructured } = await import('../support/output.js');
     const data = parse(printStructured({ valid: false, documents: results }, 'yaml')) as {
       documents: DocumentResult[];
     };

@@ -18,9 +18,9 @@ import {
   selectRenderer,
   type RendererRegistry,
 } from '../../renderers/registry.js';
-import { displayName, readInput } from '../input.js';
-import { parseOutputFormat, printStructured } from '../output.js';
-import { loadReferences } from '../references.js';
+import { displayName, readInput } from '../support/input.js';
+import { parseOutputFormat, printStructured } from '../support/output.js';
+import { loadReferences } from '../support/references.js';
 import { placeholderContext, substituted, type PlaceholderFlags } from './placeholders.js';
 
 export interface ValidateOptions extends PlaceholderFlags {

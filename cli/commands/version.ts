@@ -1,6 +1,6 @@
 import { API_VERSION } from '../../api/schema.js';
-import { printStructured, type OutputFormat } from '../output.js';
-import { VERSION } from '../version.js';
+import { printStructured, type OutputFormat } from '../support/output.js';
+import { VERSION } from '../support/version.js';
 
 /** What `oscar version -o json` prints: what a bug report or an upgrade script needs. */
 export function versionInfo(): Record<string, string> {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { Format, OperatingSystemConfigSpec } from '../../api/schema.js';
-import { decode } from '../../renderers/decode.js';
+import { decode } from '../../renderers/formats.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import { missing, repoRoot, requireTool } from '../../test/support/tools.js';
 import {
@@ -83,9 +83,11 @@ describe('bootstrap additions', () => {
       const agentUnit = byPath.get(`/etc/systemd/system/${AGENT_UNIT}`)?.content.toString();
       // grant mode: the rollout controller paces the node's changes (docs/identity.md)
       expect(agentUnit).toContain(
-        `\nExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name}\n`,
+        `\nExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name} --config-uid ${inputs.configUid}\n`,
       );
       expect(agentUnit).not.toContain('--secret');
+      // its memory limit: the agent's bomb test keeps its peak RSS under it
+      expect(agentUnit).toContain('\nMemoryMax=512M\n');
       const kubeconfig = byPath.get(BOOTSTRAP_KUBECONFIG_PATH);
       expect(kubeconfig?.mode).toBe(0o600);
       const kc = parse(kubeconfig?.content.toString() ?? '') as {

@@ -31,6 +31,8 @@ export const AGENT_UNIT = 'oscar-agent.service';
 
 export interface BootstrapInputs {
   machine: { name: string; namespace: string };
+  /** The OscarConfig's metadata.uid: the agent asks for a certificate bound to it (docs/identity.md). */
+  configUid: string;
   apiServer: { url: string; caPem: string };
   token: { id: string; secret: string };
   /** The reconcile OSC whose grants the agent follows (in the machine's namespace). */
@@ -53,17 +55,18 @@ url=${url}
 sum=${sha256}
 dest=${AGENT_BINARY_PATH}
 ok() { echo "$sum  $1" | sha256sum -c --status; }
+die() { echo "oscar: $*" >&2; exit 1; }
 if [ -x "$dest" ] && ok "$dest"; then exit 0; fi
-command -v curl >/dev/null || command -v wget >/dev/null || { echo "oscar: no curl, no wget" >&2; exit 1; }
+command -v curl >/dev/null || command -v wget >/dev/null || die "no curl, no wget"
 n=1
 while :; do
   if command -v curl >/dev/null; then curl -fsSL --connect-timeout 10 -o "$dest.new" "$url" && break
   else wget -q -T 30 -O "$dest.new" "$url" && break; fi
-  [ "$n" -lt 8 ] || { echo "oscar: cannot fetch $url" >&2; exit 1; }
+  [ "$n" -lt 8 ] || die "cannot fetch $url"
   sleep $((n * n))
   n=$((n + 1))
 done
-ok "$dest.new" || { rm -f "$dest.new"; echo "oscar: $url is not sha256 $sum" >&2; exit 1; }
+ok "$dest.new" || { rm -f "$dest.new"; die "$url is not sha256 $sum"; }
 chmod 755 "$dest.new"
 mv -f "$dest.new" "$dest"
 `;
@@ -81,17 +84,25 @@ ExecStart=${AGENT_INSTALL_PATH}
 WantedBy=multi-user.target
 `;
 
+/**
+ * The agent unit's memory limit (MemoryMax=): the agent's peak on
+ * a node is ~80 MiB and every decode of its input is bounded (docs/identity.md, "Decode
+ * limits"); the package manager runs in its cgroup too, hence the margin.
+ */
+export const AGENT_MEMORY_MAX = 512 * 1024 * 1024;
+
 function agentUnit(inputs: BootstrapInputs): string {
   return `[Unit]
 Description=oscar agent
 Requires=${AGENT_INSTALL_UNIT}
 After=${AGENT_INSTALL_UNIT}
 [Service]
-ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name}
+ExecStart=${AGENT_BINARY_PATH} agent --bootstrap-kubeconfig ${BOOTSTRAP_KUBECONFIG_PATH} --namespace ${inputs.machine.namespace} --osc ${inputs.reconcileOsc} --node ${inputs.machine.name} --config-uid ${inputs.configUid}
 ExecReload=/bin/kill -HUP $MAINPID
 Restart=always
 RestartSec=5
 TimeoutStopSec=20
+MemoryMax=${String(AGENT_MEMORY_MAX / 1024 / 1024)}M
 [Install]
 WantedBy=multi-user.target
 `;
@@ -139,6 +150,7 @@ export function bootstrapAdditions(
     ['machine.name', inputs.machine.name],
     ['machine.namespace', inputs.machine.namespace],
     ['reconcileOsc', inputs.reconcileOsc],
+    ['configUid', inputs.configUid],
     ['agent.url', inputs.agent.url],
     ['apiServer.url', inputs.apiServer.url],
     ['token.id', inputs.token.id],

@@ -22,12 +22,16 @@ import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
 import type { References } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { isNotFound, type KubeHttp } from '../../kube/client.js';
-import type { Clock } from '../clock.js';
-import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
+import type { Clock } from '../kube/clock.js';
+import { keyOf, type Informer } from '../kube/informer.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
-import { errorFields, type Logger } from '../../log/logger.js';
-import type { ControllerMetrics } from '../metrics.js';
-import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
+import type { Logger } from '../../log/logger.js';
+import type { ControllerMetrics } from '../runtime/metrics.js';
+import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
+import { timedHandle, type Reconciled } from '../runtime/handle.js';
+import { watchInformer, type InformerContext } from '../runtime/informers.js';
+import { OwnWrites } from '../runtime/own-writes.js';
 import { NODE_RBAC_SELECTOR, RBAC_API_VERSION } from '../identity/rbac.js';
 import { consumedKey, type TokenConsumer } from './consumers.js';
 import {
@@ -54,7 +58,7 @@ import {
 export interface SharedCaches {
   osc(namespace: string, name: string): OscObject | undefined;
   references(namespace: string, spec: OperatingSystemConfigSpec): References;
-  nodeReported(name: string): boolean;
+  nodeReported(name: string, configUid?: string): boolean;
 }
 
 export interface BootstrapControllerOptions {
@@ -92,6 +96,10 @@ function watchedMeta(c: ConfigObject): string {
   ]);
 }
 
+function nsPath(ns: string): string {
+  return ns ? `/namespaces/${ns}` : '';
+}
+
 /** A set-valued index: key → keys. */
 class Index {
   private readonly map = new Map<string, Set<string>>();
@@ -118,7 +126,7 @@ class Index {
   }
 }
 
-export class BootstrapController implements BootstrapCaches {
+export class BootstrapController extends RuntimeController implements BootstrapCaches {
   readonly queue: WorkQueue;
   readonly tokens = new Map<string, TokenState>();
   /** Tokens the identity approver consumed (controller/identity/), by config key. */
@@ -128,21 +136,59 @@ export class BootstrapController implements BootstrapCaches {
   private readonly byOsc = new Index();
   private readonly byMachineName = new Index();
   private capi = false;
-  private started = false;
-  private readonly statusOverlay = new Map<string, { rv: string; status: OscarConfigStatus }>();
-  private readonly secretOverlay = new Map<string, KubeObject>();
-  private readonly roleOverlay = new Map<string, RoleObject>();
+  protected readonly runtime: ControllerRuntime;
+  private readonly ctx: InformerContext;
+  /** Read-your-writes: statuses, user data Secrets and Roles until the watch delivers them. */
+  private readonly ownStatus = new OwnWrites<OscarConfigStatus>();
+  private readonly ownSecrets = new OwnWrites<KubeObject>();
+  private readonly ownRoles = new OwnWrites<RoleObject>();
   private readonly writer: BootstrapWriter;
 
   constructor(private readonly o: BootstrapControllerOptions) {
-    this.queue = new WorkQueue({
-      concurrency: 16,
-      baseDelayMs: 200,
-      maxDelayMs: 60_000,
-      ...o.queue,
+    super();
+    this.queue = controllerQueue(
+      { concurrency: 16, baseDelayMs: 200, maxDelayMs: 60_000 },
+      o.queue,
+      o.clock,
+    );
+    this.ctx = {
+      http: o.http,
+      log: o.log,
+      metrics: o.metrics,
       ...(o.clock ? { clock: o.clock } : {}),
-    });
+      ...(o.watchTimeoutSeconds === undefined
+        ? {}
+        : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
+    };
     this.writer = this.recordingWriter(o.writer);
+    this.runtime = new ControllerRuntime({
+      queue: this.queue,
+      handle: timedHandle((key) => this.reconcile(key), {
+        keyField: 'config',
+        reconciled: 'reconciled OscarConfig',
+        failed: 'OscarConfig reconcile failed; will retry',
+        log: o.log,
+        queue: () => this.queue,
+        timer: () => o.metrics.reconcileDuration.startTimer(),
+        count: (result) => {
+          o.metrics.reconciles.inc({ result: `bootstrap-${result}` });
+        },
+        errorResult: () => 'error',
+      }),
+      log: o.log,
+      // Started once the OSC controller's caches are synced; Cluster API's informers only when
+      // the API server serves it.
+      informers: async () => {
+        this.capi = await this.capiServed();
+        const scopes = o.namespaces.length === 0 ? [''] : o.namespaces;
+        for (const ns of scopes) this.sets.set(ns, this.makeInformers(ns));
+        return this.all();
+      },
+      synced: {
+        message: 'bootstrap caches synced; reconciling OscarConfigs',
+        fields: () => ({ clusterApi: this.capi, configs: this.countConfigs() }),
+      },
+    });
   }
 
   /** Told by the OSC controller: an OSC changed; configs still waiting on it get a pass. */
@@ -166,182 +212,203 @@ export class BootstrapController implements BootstrapCaches {
   }
 
   private makeInformers(ns: string): Informers {
-    const { http, log, metrics } = this.o;
-    const nsPath = ns ? `/namespaces/${ns}` : '';
-    const scope = ns || '*';
-    const timeout =
-      this.o.watchTimeoutSeconds === undefined
-        ? {}
-        : { watchTimeoutSeconds: this.o.watchTimeoutSeconds };
-    const common = (name: string, transform: (o: unknown) => void = dropManagedFields) => ({
-      name,
-      transform,
-      ...(this.o.clock ? { clock: this.o.clock } : {}),
-      onError: (error: unknown, attempt: number) => {
-        metrics.watchErrors.inc({ informer: name, namespace: ns });
-        log.warn({ informer: name, attempt, ...errorFields(error) }, 'list/watch failed; retrying');
-      },
-    });
-    const index = (c: ConfigObject): void => {
-      const k = keyOf(c);
-      const ns2 = c.metadata.namespace ?? '';
-      this.byOsc.set(k, [
-        `${ns2}/${c.spec.provisionRef.name}`,
-        `${ns2}/${c.spec.reconcileRef.name}`,
-      ]);
-      this.byMachineName.set(k, [machineOwner(c)?.name ?? c.metadata.name]);
+    const set: Informers = {
+      configs: this.configInformer(ns),
+      secrets: this.dataSecretInformer(ns),
+      roles: this.roleInformer(ns),
     };
-    const configs = new Informer<ConfigObject>(
-      httpSource(http, {
-        path: `/apis/${BOOTSTRAP_API_VERSION}${nsPath}/${OSCAR_CONFIG_RESOURCE}`,
-        ...timeout,
-      }),
+    if (this.capi) {
+      set.machines = this.machineInformer(ns);
+      set.clusters = this.clusterInformer(ns, set.machines);
+    }
+    return set;
+  }
+
+  /** Keeps the OSC → configs and machine → configs indexes of one config. */
+  private index(c: ConfigObject): void {
+    const k = keyOf(c);
+    const ns = c.metadata.namespace ?? '';
+    this.byOsc.set(k, [`${ns}/${c.spec.provisionRef.name}`, `${ns}/${c.spec.reconcileRef.name}`]);
+    this.byMachineName.set(k, [machineOwner(c)?.name ?? c.metadata.name]);
+  }
+
+  /** A deleted config: forget it, but remember its token so the delete pass removes it. */
+  private configDeleted(c: ConfigObject): void {
+    const k = keyOf(c);
+    this.byOsc.remove(k);
+    this.byMachineName.remove(k);
+    this.ownStatus.forget(k);
+    this.consumed.delete(k);
+    this.consumed.delete(consumedKey(k, 'kubelet'));
+    // Remember its token so the delete pass can remove it, also after a restart.
+    const id = c.status?.bootstrapTokenID;
+    const live =
+      c.status?.conditions?.find((x) => x.type === 'BootstrapTokenAvailable')?.status === 'True';
+    if (id && live && !this.tokens.has(k)) {
+      this.tokens.set(k, { uid: c.metadata.uid ?? '', id, expiresAt: new Date(0) });
+    }
+    this.queue.add(k);
+  }
+
+  /** OscarConfigs, full: a change other than our own status writes needs a pass. */
+  private configInformer(ns: string): Informer<ConfigObject> {
+    return watchInformer<ConfigObject>(
+      this.ctx,
+      {
+        name: `oscarconfigs(${ns || '*'})`,
+        namespace: ns,
+        source: { path: `/apis/${BOOTSTRAP_API_VERSION}${nsPath(ns)}/${OSCAR_CONFIG_RESOURCE}` },
+      },
       {
         onAdd: (c) => {
-          index(c);
+          this.index(c);
           this.queue.add(keyOf(c));
         },
         onUpdate: (before, after) => {
-          index(after);
+          this.index(after);
           if (watchedMeta(before) !== watchedMeta(after)) this.queue.add(keyOf(after));
         },
         onDelete: (c) => {
-          const k = keyOf(c);
-          this.byOsc.remove(k);
-          this.byMachineName.remove(k);
-          this.statusOverlay.delete(k);
-          this.consumed.delete(k);
-          this.consumed.delete(consumedKey(k, 'kubelet'));
-          // Remember its token so the delete pass can remove it, also after a restart.
-          const id = c.status?.bootstrapTokenID;
-          const live =
-            c.status?.conditions?.find((x) => x.type === 'BootstrapTokenAvailable')?.status ===
-            'True';
-          if (id && live && !this.tokens.has(k)) {
-            this.tokens.set(k, { uid: c.metadata.uid ?? '', id, expiresAt: new Date(0) });
-          }
-          this.queue.add(k);
+          this.configDeleted(c);
         },
       },
-      common(`oscarconfigs(${scope})`),
     );
+  }
+
+  /** The user data Secrets it made, metadata only (their data holds a token). */
+  private dataSecretInformer(ns: string): Informer<KubeObject> {
     const configOf = (s: KubeObject): string | undefined => {
       const name = s.metadata.labels?.[LABEL_CONFIG_NAME];
       return name ? `${s.metadata.namespace ?? ''}/${name}` : undefined;
     };
-    const secrets = new Informer<KubeObject>(
-      httpSource(http, {
-        path: `/api/v1${nsPath}/secrets`,
-        labelSelector: LABEL_CONFIG_NAME,
-        metadataOnly: true,
-        ...timeout,
-      }),
+    return watchInformer<KubeObject>(
+      this.ctx,
+      {
+        name: `secrets(${ns || '*'}, user data)`,
+        namespace: ns,
+        source: {
+          path: `/api/v1${nsPath(ns)}/secrets`,
+          labelSelector: LABEL_CONFIG_NAME,
+          metadataOnly: true,
+        },
+      },
       {
         onAdd: (s) => {
-          this.secretOverlay.delete(keyOf(s));
+          this.ownSecrets.forget(keyOf(s));
           const k = configOf(s);
           if (k) this.queue.add(k);
         },
         onUpdate: (_, s) => {
-          this.secretOverlay.delete(keyOf(s));
+          this.ownSecrets.forget(keyOf(s));
         },
         onDelete: (s) => {
-          this.secretOverlay.delete(keyOf(s));
+          this.ownSecrets.forget(keyOf(s));
           const k = configOf(s);
           if (k) this.queue.add(k);
         },
       },
-      common(`secrets(${scope}, user data)`),
     );
-    const configOfRole = (r: RoleObject): string | undefined => {
-      const ref = r.metadata.ownerReferences?.find((o) => o.kind === OSCAR_CONFIG_KIND);
-      return ref ? `${r.metadata.namespace ?? ''}/${ref.name}` : undefined;
-    };
+  }
+
+  /** The machines' Roles the identity approver wrote (node access follows the config). */
+  private roleInformer(ns: string): Informer<RoleObject> {
     const touchRole = (r: RoleObject): void => {
-      const k = configOfRole(r);
-      if (k) this.queue.add(k);
+      const ref = r.metadata.ownerReferences?.find((o) => o.kind === OSCAR_CONFIG_KIND);
+      if (ref) this.queue.add(`${r.metadata.namespace ?? ''}/${ref.name}`);
     };
-    const roles = new Informer<RoleObject>(
-      httpSource(http, {
-        path: `/apis/${RBAC_API_VERSION}${nsPath}/roles`,
-        labelSelector: NODE_RBAC_SELECTOR,
-        ...timeout,
-      }),
+    return watchInformer<RoleObject>(
+      this.ctx,
+      {
+        name: `roles(${ns || '*'}, node access)`,
+        namespace: ns,
+        source: {
+          path: `/apis/${RBAC_API_VERSION}${nsPath(ns)}/roles`,
+          labelSelector: NODE_RBAC_SELECTOR,
+        },
+      },
       {
         onAdd: touchRole,
         onUpdate: (before, after) => {
-          this.roleOverlay.delete(keyOf(after));
+          this.ownRoles.seen(keyOf(after), after.metadata.resourceVersion);
           if (JSON.stringify(before.rules) !== JSON.stringify(after.rules)) touchRole(after);
         },
         onDelete: (r) => {
-          this.roleOverlay.delete(keyOf(r));
+          this.ownRoles.forget(keyOf(r));
         },
       },
-      common(`roles(${scope}, node access)`),
     );
-    const set: Informers = { configs, secrets, roles };
-    if (this.capi) {
-      const configKeyOf = (m: MachineObject): string | undefined => {
-        const ref = m.spec?.bootstrap?.configRef;
-        return ref?.kind === OSCAR_CONFIG_KIND && ref.name
-          ? `${m.metadata.namespace ?? ''}/${ref.name}`
-          : undefined;
-      };
-      const touchMachine = (m: MachineObject): void => {
-        const k = configKeyOf(m);
-        if (k) this.queue.add(k);
-      };
-      set.machines = new Informer<MachineObject>(
-        httpSource(http, {
-          path: `/apis/${CAPI_GROUP}/${CAPI_VERSION}${nsPath}/machines`,
-          ...timeout,
-        }),
-        {
-          onAdd: touchMachine,
-          onUpdate: (before, after) => {
-            if (
-              JSON.stringify([before.spec, before.status]) !==
-              JSON.stringify([after.spec, after.status])
-            ) {
-              touchMachine(after);
-            }
-          },
-          onDelete: touchMachine,
-        },
-        common(`machines(${scope})`, slimMachine),
-      );
-      const machines = set.machines;
-      const touchCluster = (c: ClusterObject): void => {
-        for (const m of machines.list()) {
-          if (
-            m.metadata.namespace === c.metadata.namespace &&
-            m.spec?.clusterName === c.metadata.name
-          ) {
-            touchMachine(m);
-          }
-        }
-      };
-      set.clusters = new Informer<ClusterObject>(
-        httpSource(http, {
-          path: `/apis/${CAPI_GROUP}/${CAPI_VERSION}${nsPath}/clusters`,
-          ...timeout,
-        }),
-        {
-          onAdd: touchCluster,
-          onUpdate: (before, after) => {
-            if (
-              JSON.stringify([before.spec, before.metadata.annotations]) !==
-              JSON.stringify([after.spec, after.metadata.annotations])
-            ) {
-              touchCluster(after);
-            }
-          },
-          onDelete: touchCluster,
-        },
-        common(`clusters(${scope})`, slimCluster),
-      );
+  }
+
+  /** A Machine whose bootstrap ref names an OscarConfig: its spec or status moved. */
+  private touchMachine(m: MachineObject): void {
+    const ref = m.spec?.bootstrap?.configRef;
+    if (ref?.kind === OSCAR_CONFIG_KIND && ref.name) {
+      this.queue.add(`${m.metadata.namespace ?? ''}/${ref.name}`);
     }
-    return set;
+  }
+
+  /** Cluster API Machines, slimmed to owner, cluster, bootstrap ref, nodeRef and pause. */
+  private machineInformer(ns: string): Informer<MachineObject> {
+    return watchInformer<MachineObject>(
+      this.ctx,
+      {
+        name: `machines(${ns || '*'})`,
+        namespace: ns,
+        source: { path: `/apis/${CAPI_GROUP}/${CAPI_VERSION}${nsPath(ns)}/machines` },
+        transform: slimMachine,
+      },
+      {
+        onAdd: (m) => {
+          this.touchMachine(m);
+        },
+        onUpdate: (before, after) => {
+          if (
+            JSON.stringify([before.spec, before.status]) !==
+            JSON.stringify([after.spec, after.status])
+          ) {
+            this.touchMachine(after);
+          }
+        },
+        onDelete: (m) => {
+          this.touchMachine(m);
+        },
+      },
+    );
+  }
+
+  /** Cluster API Clusters: a change touches every Machine of the cluster. */
+  private clusterInformer(ns: string, machines: Informer<MachineObject>): Informer<ClusterObject> {
+    const touchCluster = (c: ClusterObject): void => {
+      for (const m of machines.list()) {
+        if (
+          m.metadata.namespace === c.metadata.namespace &&
+          m.spec?.clusterName === c.metadata.name
+        ) {
+          this.touchMachine(m);
+        }
+      }
+    };
+    return watchInformer<ClusterObject>(
+      this.ctx,
+      {
+        name: `clusters(${ns || '*'})`,
+        namespace: ns,
+        source: { path: `/apis/${CAPI_GROUP}/${CAPI_VERSION}${nsPath(ns)}/clusters` },
+        transform: slimCluster,
+      },
+      {
+        onAdd: touchCluster,
+        onUpdate: (before, after) => {
+          if (
+            JSON.stringify([before.spec, before.metadata.annotations]) !==
+            JSON.stringify([after.spec, after.metadata.annotations])
+          ) {
+            touchCluster(after);
+          }
+        },
+        onDelete: touchCluster,
+      },
+    );
   }
 
   private all(): Informer<KubeObject>[] {
@@ -354,33 +421,13 @@ export class BootstrapController implements BootstrapCaches {
     ]);
   }
 
-  get synced(): boolean {
-    return this.started && this.all().every((i) => i.synced);
-  }
-
   get capiEnabled(): boolean {
     return this.capi;
   }
 
-  /** Starts the informers (call once the OSC controller's caches are synced), then the workers. */
-  async start(): Promise<void> {
-    const t0 = Date.now();
-    this.capi = await this.capiServed();
-    const scopes = this.o.namespaces.length === 0 ? [''] : this.o.namespaces;
-    for (const ns of scopes) this.sets.set(ns, this.makeInformers(ns));
-    for (const i of this.all()) i.start();
-    await Promise.all(this.all().map((i) => i.waitForSync()));
-    this.o.log.info(
-      { ms: Date.now() - t0, clusterApi: this.capi, configs: this.countConfigs() },
-      'bootstrap caches synced; reconciling OscarConfigs',
-    );
-    this.started = true;
-    this.queue.start((key) => this.handle(key));
-  }
-
-  async stop(): Promise<void> {
-    await this.queue.shutdown();
-    await Promise.all(this.all().map((i) => i.stop()));
+  /** Every cached OscarConfig (the controller's metrics count their conditions). */
+  allConfigs(): ConfigObject[] {
+    return [...this.sets.values()].flatMap((s) => s.configs.list());
   }
 
   countConfigs(): number {
@@ -389,35 +436,20 @@ export class BootstrapController implements BootstrapCaches {
     return n;
   }
 
-  private async handle(key: string): Promise<HandlerResult | undefined> {
-    const { metrics, log } = this.o;
-    const end = metrics.reconcileDuration.startTimer();
-    try {
-      const out = await reconcileBootstrap(key, {
-        caches: this,
-        writer: this.writer,
-        settings: this.o.settings,
-        tokens: this.tokens,
-        consumed: this.consumed,
-        now: () => new Date(),
-      });
-      metrics.reconciles.inc({ result: `bootstrap-${out.result}` });
-      if (out.writes > 0) {
-        log.info({ config: key, result: out.result, writes: out.writes }, 'reconciled OscarConfig');
-      } else {
-        log.debug({ config: key, result: out.result }, 'reconciled OscarConfig; nothing to write');
-      }
-      return out.requeueAfterMs === undefined ? undefined : { requeueAfterMs: out.requeueAfterMs };
-    } catch (error) {
-      metrics.reconciles.inc({ result: 'bootstrap-error' });
-      log.warn(
-        { config: key, retryInMs: this.queue.backoffFor(key), ...errorFields(error) },
-        'OscarConfig reconcile failed; will retry',
-      );
-      throw error;
-    } finally {
-      end();
-    }
+  private async reconcile(key: string): Promise<Reconciled> {
+    const out = await reconcileBootstrap(key, {
+      caches: this,
+      writer: this.writer,
+      settings: this.o.settings,
+      tokens: this.tokens,
+      consumed: this.consumed,
+      now: () => new Date(),
+    });
+    return {
+      result: out.result,
+      writes: out.writes,
+      ...(out.requeueAfterMs === undefined ? {} : { requeueAfterMs: out.requeueAfterMs }),
+    };
   }
 
   /** The config whose current bootstrap token has this id (its status names it), if any. */
@@ -487,7 +519,13 @@ export class BootstrapController implements BootstrapCaches {
   /** Read-your-writes: a pass before the watch delivers our write must not write again. */
   private recordingWriter(inner: BootstrapWriter): BootstrapWriter {
     const record = (stored: KubeObject | undefined): void => {
-      if (stored) this.secretOverlay.set(keyOf(stored), { metadata: stored.metadata });
+      if (stored) {
+        this.ownSecrets.record(
+          keyOf(stored),
+          { metadata: stored.metadata },
+          stored.metadata.resourceVersion,
+        );
+      }
     };
     // every write request, by what it writes and how (oscar_controller_api_writes_total)
     const count = (resource: string, verb: string): void => {
@@ -522,10 +560,7 @@ export class BootstrapController implements BootstrapCaches {
         count('oscarconfigs/status', 'apply');
         const stored = await inner.patchStatus(namespace, name, status);
         if (stored?.metadata.resourceVersion) {
-          this.statusOverlay.set(`${namespace}/${name}`, {
-            rv: stored.metadata.resourceVersion,
-            status,
-          });
+          this.ownStatus.record(`${namespace}/${name}`, status, stored.metadata.resourceVersion);
         }
         return stored;
       },
@@ -537,10 +572,8 @@ export class BootstrapController implements BootstrapCaches {
         count('roles', 'apply');
         const stored = await inner.applyNodeRole(b);
         if (stored) {
-          this.roleOverlay.set(keyOf(stored), {
-            ...stored,
-            rules: (b as { rules?: unknown }).rules,
-          });
+          const role = { ...stored, rules: (b as { rules?: unknown }).rules };
+          this.ownRoles.record(keyOf(stored), role, stored.metadata.resourceVersion);
         }
         return stored;
       },
@@ -554,18 +587,14 @@ export class BootstrapController implements BootstrapCaches {
   // BootstrapCaches
   config(namespace: string, name: string): ConfigObject | undefined {
     const cached = this.setFor(namespace)?.configs.get(namespace, name);
-    const own = this.statusOverlay.get(`${namespace}/${name}`);
-    if (!cached || !own) return cached;
-    const a = Number(cached.metadata.resourceVersion ?? 0);
-    const b = Number(own.rv);
-    if (Number.isFinite(a) && Number.isFinite(b) && a < b) return { ...cached, status: own.status };
-    this.statusOverlay.delete(`${namespace}/${name}`);
-    return cached;
+    if (!cached) return undefined;
+    const own = this.ownStatus.newerThan(`${namespace}/${name}`, cached.metadata.resourceVersion);
+    return own ? { ...cached, status: own } : cached;
   }
   dataSecret(namespace: string, name: string): KubeObject | undefined {
+    const cached = this.setFor(namespace)?.secrets.get(namespace, name);
     return (
-      this.setFor(namespace)?.secrets.get(namespace, name) ??
-      this.secretOverlay.get(`${namespace}/${name}`)
+      this.ownSecrets.newerThan(`${namespace}/${name}`, cached?.metadata.resourceVersion) ?? cached
     );
   }
   osc(namespace: string, name: string): OscObject | undefined {
@@ -580,17 +609,14 @@ export class BootstrapController implements BootstrapCaches {
   cluster(namespace: string, name: string): ClusterObject | undefined {
     return this.setFor(namespace)?.clusters?.get(namespace, name);
   }
-  nodeReported(name: string): boolean {
-    return this.o.shared.nodeReported(name);
+  nodeReported(name: string, configUid?: string): boolean {
+    return this.o.shared.nodeReported(name, configUid);
   }
   nodeRole(namespace: string, name: string): RoleObject | undefined {
     const cached = this.setFor(namespace)?.roles.get(namespace, name);
-    const own = this.roleOverlay.get(`${namespace}/${name}`);
-    if (!cached || !own) return cached;
-    const a = Number(cached.metadata.resourceVersion ?? 0);
-    const b = Number(own.metadata.resourceVersion ?? 0);
-    if (Number.isFinite(a) && Number.isFinite(b) && a < b) return own;
-    this.roleOverlay.delete(`${namespace}/${name}`);
-    return cached;
+    if (!cached) return undefined;
+    return (
+      this.ownRoles.newerThan(`${namespace}/${name}`, cached.metadata.resourceVersion) ?? cached
+    );
   }
 }

@@ -35,7 +35,7 @@ import type { References } from '../../api/resolve.js';
 import { LIMITS, type OperatingSystemConfigSpec } from '../../api/schema.js';
 import { KEY_FORMAT, KEY_VALUE } from '../../api/secret.js';
 import type { RendererRegistry } from '../../renderers/registry.js';
-import { setConditions, type ConditionInput } from '../conditions.js';
+import { setConditions, type ConditionInput } from '../runtime/conditions.js';
 import type { KubeObject, OscObject, OwnerReference } from '../kube/types.js';
 import { jsonEqual, splitKey } from '../osc/reconcile.js';
 import { PROVISION_SECRET_TYPE } from '../osc/secret-object.js';
@@ -50,6 +50,7 @@ import {
 } from './consumers.js';
 import { newTokenSecret, refreshDueAt, tokenIdFor, tokenSecretBody } from './token.js';
 import type { ClusterObject, ConfigObject, MachineObject } from './types.js';
+import { keyOf } from '../kube/informer.js';
 
 /** What reconcile reads: the informer caches (the OSC controller's, shared, for OSCs and refs). */
 export interface BootstrapCaches {
@@ -62,8 +63,11 @@ export interface BootstrapCaches {
   /** undefined when Cluster API is not installed, or the Machine is not (yet) in the cache. */
   machine(namespace: string, name: string): MachineObject | undefined;
   cluster(namespace: string, name: string): ClusterObject | undefined;
-  /** Whether an OperatingSystemConfigNode with this name exists (its agent has reported). */
-  nodeReported(name: string): boolean;
+  /**
+   * Whether an OperatingSystemConfigNode with this name exists (its agent has reported) and is
+   * not another config's (its oscar.dev/config-uid label, when set, names this config's UID).
+   */
+  nodeReported(name: string, configUid?: string): boolean;
   /** The machine's Role the identity approver wrote (controller/identity/rbac.ts), if any. */
   nodeRole(namespace: string, name: string): RoleObject | undefined;
 }
@@ -233,8 +237,11 @@ function target(config: ConfigObject, caches: BootstrapCaches): Target | Failure
   };
 }
 
-function joined(t: Target, caches: BootstrapCaches): boolean {
-  return (t.machine?.status?.nodeRef?.name ?? '') !== '' || caches.nodeReported(t.machineName);
+function joined(config: ConfigObject, t: Target, caches: BootstrapCaches): boolean {
+  return (
+    (t.machine?.status?.nodeRef?.name ?? '') !== '' ||
+    caches.nodeReported(t.machineName, config.metadata.uid)
+  );
 }
 
 function errorsMessage(errors: readonly FieldError[]): string {
@@ -302,6 +309,7 @@ async function render(
     },
     bootstrap: {
       machine: { name: t.machineName, namespace: ns },
+      configUid: config.metadata.uid ?? '',
       apiServer: settings.apiServer,
       token,
       reconcileOsc: reconcileRef.name,
@@ -425,10 +433,6 @@ async function issue(
     reason: 'TokenConflict',
     message: `The bootstrap token ids derived for this config are all taken in ${BOOTSTRAP_TOKEN_NAMESPACE}.`,
   };
-}
-
-function keyOf(config: ConfigObject): string {
-  return `${config.metadata.namespace ?? ''}/${config.metadata.name}`;
 }
 
 const READY_CREATED: ConditionInput = {
@@ -570,24 +574,26 @@ async function nodeAccess(config: ConfigObject, t: Target, deps: BootstrapDeps):
   return 1;
 }
 
-// Phase: token upkeep for a machine whose Secret exists.
-async function upkeep(
-  config: ConfigObject,
-  t: Target,
-  deps: BootstrapDeps,
-): Promise<BootstrapOutcome> {
+/** What token upkeep knows of a config whose user data Secret exists. */
+interface Upkeep {
+  key: string;
+  now: Date;
+  id: string | undefined;
+  secret: KubeObject | undefined;
+  /** Ready and Paused, and DataSecretAvailable as the creating pass said it. */
+  base: ConditionInput[];
+  fields: Partial<OscarConfigStatus>;
+  kubelet: boolean;
+  pending: TokenConsumer[];
+}
+
+function upkeepOf(config: ConfigObject, deps: BootstrapDeps): Upkeep {
   const key = keyOf(config);
-  const now = deps.now();
-  const ttl = deps.settings.tokenTtlMs;
-  const tokenCondition = config.status?.conditions?.find(
-    (c) => c.type === 'BootstrapTokenAvailable',
-  );
   const secret = deps.caches.dataSecret(config.metadata.namespace ?? '', dataSecretNameFor(config));
   const id =
     deps.tokens.get(key)?.id ??
     secret?.metadata.annotations?.[ANNOTATION_TOKEN_ID] ??
     config.status?.bootstrapTokenID;
-  const base = [READY_CREATED, NOT_PAUSED];
   // What the creating pass said about the rendering stays (it is not known here).
   const before = config.status?.conditions?.find((c) => c.type === 'DataSecretAvailable');
   const secretAvailable: ConditionInput = {
@@ -603,114 +609,170 @@ async function upkeep(
   if (id) fields.bootstrapTokenID = id;
   const kubelet = kubeletBootstraps(config);
   const pending = pendingConsumers(config, deps.consumed);
-  if (kubelet) {
-    fields.bootstrapTokenNeededBy = pending;
-    if (!pending.includes('agent')) {
-      return kubeletUpkeep(config, { id, pending, base: [...base, secretAvailable], fields }, deps);
-    }
-  }
+  if (kubelet) fields.bootstrapTokenNeededBy = pending;
+  return {
+    key,
+    now: deps.now(),
+    id,
+    secret,
+    base: [READY_CREATED, NOT_PAUSED, secretAvailable],
+    fields,
+    kubelet,
+    pending,
+  };
+}
 
+// Phase: token upkeep for a machine whose Secret exists.
+async function upkeep(
+  config: ConfigObject,
+  t: Target,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const u = upkeepOf(config, deps);
+  if (u.kubelet && !u.pending.includes('agent')) {
+    return kubeletUpkeep(config, u, deps);
+  }
   // Consumed: whoever used the token says so in the status before deleting it (the agent's CSR
-  // approver, next issue), so a token gone before the node reports is not mistaken for one that
-  // expired unused. With kubelet bootstrapping, a registered Node (Machine nodeRef) is no sign
-  // the agent is done: only its issued certificate is (kubeletUpkeep).
-  const consumedBy = deps.consumed?.get(key);
-  const consumed = tokenCondition?.status === 'False' || consumedBy !== undefined;
-  if ((!kubelet && joined(t, deps.caches)) || consumed) {
-    let writes = 0;
-    if (!consumed && id) {
-      await deps.writer.deleteToken(id);
-      writes++;
-    }
-    deps.tokens.delete(key);
-    const status = statusWith(
-      config,
-      [
-        ...base,
-        secretAvailable,
-        consumedBy
-          ? { type: 'BootstrapTokenAvailable', status: 'False', ...consumedBy }
-          : tokenCondition && consumed
-            ? {
-                type: 'BootstrapTokenAvailable',
-                status: 'False',
-                reason: tokenCondition.reason,
-                message: tokenCondition.message,
-              }
-            : {
-                type: 'BootstrapTokenAvailable',
-                status: 'False',
-                reason: 'MachineJoined',
-                message: 'The machine joined; its bootstrap token was deleted.',
-              },
-      ],
-      now,
-      fields,
-    );
-    writes += await writeStatus(config, status, deps);
-    return { result: writes > 0 ? 'joined' : 'unchanged', writes };
+  // approver), so a token gone before the node reports is not mistaken for one that expired
+  // unused. With kubelet bootstrapping, a registered Node (Machine nodeRef) is no sign the agent
+  // is done: only its issued certificate is (kubeletUpkeep).
+  const tokenCondition = config.status?.conditions?.find(
+    (c) => c.type === 'BootstrapTokenAvailable',
+  );
+  const consumed = tokenCondition?.status === 'False' || deps.consumed?.get(u.key) !== undefined;
+  if ((!u.kubelet && joined(config, t, deps.caches)) || consumed) {
+    return retireToken(config, u, consumed, deps);
   }
+  return keepToken(config, u, deps);
+}
 
+/** The machine joined or the token was used: delete it (if unused) and say why it is gone. */
+async function retireToken(
+  config: ConfigObject,
+  u: Upkeep,
+  consumed: boolean,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const consumedBy = deps.consumed?.get(u.key);
+  const tokenCondition = config.status?.conditions?.find(
+    (c) => c.type === 'BootstrapTokenAvailable',
+  );
   let writes = 0;
-  let result: BootstrapResult = 'unchanged';
-  let state = deps.tokens.get(key);
-  if (!id) throw new Error(`internal: ${key} has a Secret but no token id`);
-  // After a restart the expiration is not known: refresh once, then on schedule.
-  if (!state || state.uid !== config.metadata.uid || refreshDueAt(state.expiresAt, ttl) <= now) {
-    const expiresAt = new Date(now.getTime() + ttl);
-    try {
-      await deps.writer.refreshToken(id, expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z'));
-      writes++;
-      result = 'refreshed';
-      state = { uid: config.metadata.uid ?? '', id, expiresAt };
-      deps.tokens.set(key, state);
-    } catch (error) {
-      if (!(error instanceof TokenGoneError)) throw error;
-      // Expired and cleaned before the machine joined: the user data holds a dead token.
-      deps.tokens.set(key, { uid: config.metadata.uid ?? '', id, expiresAt: now, reissue: true });
-      return { result: 'waiting', writes, requeueAfterMs: 0 };
-    }
+  if (!consumed && u.id) {
+    await deps.writer.deleteToken(u.id);
+    writes++;
   }
-  // A machine that never asks for its identity cannot say why (no agent runs): say it here.
+  deps.tokens.delete(u.key);
+  const token: ConditionInput = consumedBy
+    ? { type: 'BootstrapTokenAvailable', status: 'False', ...consumedBy }
+    : tokenCondition && consumed
+      ? {
+          type: 'BootstrapTokenAvailable',
+          status: 'False',
+          reason: tokenCondition.reason,
+          message: tokenCondition.message,
+        }
+      : {
+          type: 'BootstrapTokenAvailable',
+          status: 'False',
+          reason: 'MachineJoined',
+          message: 'The machine joined; its bootstrap token was deleted.',
+        };
+  const status = statusWith(config, [...u.base, token], u.now, u.fields);
+  writes += await writeStatus(config, status, deps);
+  return { result: writes > 0 ? 'joined' : 'unchanged', writes };
+}
+
+/**
+ * Moves the token's expiration on when due (after a restart it is not known: refresh once, then
+ * on schedule). Undefined when the token was found gone: the pass must re-issue.
+ */
+async function refreshWhenDue(
+  config: ConfigObject,
+  u: Upkeep & { id: string },
+  deps: BootstrapDeps,
+): Promise<{ state: TokenState; refreshed: boolean } | undefined> {
+  const ttl = deps.settings.tokenTtlMs;
+  const state = deps.tokens.get(u.key);
+  if (state && state.uid === config.metadata.uid && refreshDueAt(state.expiresAt, ttl) > u.now) {
+    return { state, refreshed: false };
+  }
+  const expiresAt = new Date(u.now.getTime() + ttl);
+  try {
+    await deps.writer.refreshToken(u.id, expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z'));
+  } catch (error) {
+    if (!(error instanceof TokenGoneError)) throw error;
+    // Expired and cleaned before the machine joined: the user data holds a dead token.
+    deps.tokens.set(u.key, {
+      uid: config.metadata.uid ?? '',
+      id: u.id,
+      expiresAt: u.now,
+      reissue: true,
+    });
+    return undefined;
+  }
+  const refreshed = { uid: config.metadata.uid ?? '', id: u.id, expiresAt };
+  deps.tokens.set(u.key, refreshed);
+  return { state: refreshed, refreshed: true };
+}
+
+/** How long the machine has gone without asking for its identity, and whether that is too long. */
+function identityWait(
+  u: Upkeep,
+  deps: BootstrapDeps,
+): { waited: number; late: boolean; dueAt: number | undefined } {
   const waitMs = deps.settings.identityWaitMs;
-  const written = Date.parse(secret?.metadata.creationTimestamp ?? '');
-  const waited = now.getTime() - written;
-  const late = waitMs !== undefined && Number.isFinite(written) && waited >= waitMs;
+  const written = Date.parse(u.secret?.metadata.creationTimestamp ?? '');
+  const waited = u.now.getTime() - written;
+  if (waitMs === undefined || !Number.isFinite(written)) {
+    return { waited, late: false, dueAt: undefined };
+  }
+  return { waited, late: waited >= waitMs, dueAt: written + waitMs };
+}
+
+/** The token stays until the machine joins: refreshed on schedule, a late machine reported. */
+async function keepToken(
+  config: ConfigObject,
+  u: Upkeep,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const { id } = u;
+  if (!id) throw new Error(`internal: ${u.key} has a Secret but no token id`);
+  const refresh = await refreshWhenDue(config, { ...u, id }, deps);
+  if (!refresh) return { result: 'waiting', writes: 0, requeueAfterMs: 0 };
+  let writes = refresh.refreshed ? 1 : 0;
+  // A machine that never asks for its identity cannot say why (no agent runs): say it here.
+  const wait = identityWait(u, deps);
   const wasLate = config.status?.conditions?.some(
     (c) => c.type === 'NodeIdentity' && c.reason === 'NotRequested',
   );
-  const status = statusWith(
-    config,
-    [
-      ...base,
-      secretAvailable,
-      {
-        type: 'BootstrapTokenAvailable',
-        status: 'True',
-        reason: 'Issued',
-        message: kubelet
-          ? awaitingMessage(id, pending)
-          : `Token ${id} is refreshed until the machine joins.`,
-      },
-      ...(late && !wasLate ? [notRequested(waited)] : []),
-    ],
-    now,
-    fields,
-  );
-  writes += await writeStatus(config, status, deps);
-  if (late && !wasLate) {
+  const newlyLate = wait.late && !wasLate;
+  const token: ConditionInput = {
+    type: 'BootstrapTokenAvailable',
+    status: 'True',
+    reason: 'Issued',
+    message: u.kubelet
+      ? awaitingMessage(id, u.pending)
+      : `Token ${id} is refreshed until the machine joins.`,
+  };
+  const conditions = [...u.base, token, ...(newlyLate ? [notRequested(wait.waited)] : [])];
+  writes += await writeStatus(config, statusWith(config, conditions, u.now, u.fields), deps);
+  if (newlyLate) {
     await deps.writer.event(config, {
       type: 'Warning',
       reason: 'IdentityNotRequested',
-      message: notRequested(waited).message,
+      message: notRequested(wait.waited).message,
     });
     writes++;
   }
-  let due = refreshDueAt(state.expiresAt, ttl).getTime() - now.getTime();
-  if (waitMs !== undefined && Number.isFinite(written) && !late) {
-    due = Math.min(due, written + waitMs - now.getTime());
-  }
-  return { result, writes, requeueAfterMs: Math.max(1000, due) };
+  let due =
+    refreshDueAt(refresh.state.expiresAt, deps.settings.tokenTtlMs).getTime() - u.now.getTime();
+  if (wait.dueAt !== undefined && !wait.late) due = Math.min(due, wait.dueAt - u.now.getTime());
+  return {
+    result: refresh.refreshed ? 'refreshed' : 'unchanged',
+    writes,
+    requeueAfterMs: Math.max(1000, due),
+  };
 }
 
 // Phase: token upkeep once the agent has its certificate and kubelet bootstraps too. The token is
@@ -789,85 +851,73 @@ async function kubeletUpkeep(
   };
 }
 
-export async function reconcileBootstrap(
-  key: string,
+// Phase: wait — the Machine, its Cluster or an OSC the config names is not there (yet).
+async function waitForTarget(
+  config: ConfigObject,
+  t: Failure,
   deps: BootstrapDeps,
 ): Promise<BootstrapOutcome> {
-  const { namespace, name } = splitKey(key);
-  const config = deps.caches.config(namespace, name);
-  if (!config || config.metadata.deletionTimestamp) return reconcileDelete(key, config, deps);
-  const now = deps.now();
+  const status = statusWith(
+    config,
+    [
+      { type: 'Ready', status: 'False', reason: t.reason, message: t.message },
+      { type: 'DataSecretAvailable', status: 'False', reason: t.reason, message: t.message },
+    ],
+    deps.now(),
+  );
+  return { result: 'waiting', writes: await writeStatus(config, status, deps) };
+}
 
-  const t = target(config, deps.caches);
-  if ('reason' in t) {
-    const status = statusWith(
-      config,
-      [
-        { type: 'Ready', status: 'False', reason: t.reason, message: t.message },
-        { type: 'DataSecretAvailable', status: 'False', reason: t.reason, message: t.message },
-      ],
-      now,
-    );
-    return { result: 'waiting', writes: await writeStatus(config, status, deps) };
+// Phase: pause — Cluster API's pause (annotation or the Cluster's spec.paused) writes nothing else.
+async function stayPaused(config: ConfigObject, deps: BootstrapDeps): Promise<BootstrapOutcome> {
+  const status = statusWith(
+    config,
+    [
+      {
+        type: 'Paused',
+        status: 'True',
+        reason: 'Paused',
+        message: `Paused (${CAPI_PAUSED_ANNOTATION} annotation or the Cluster's spec.paused); nothing is written until it is resumed.`,
+      },
+    ],
+    deps.now(),
+  );
+  return { result: 'paused', writes: await writeStatus(config, status, deps) };
+}
+
+// Phase: render failed — the last good user data (if any) stays; a Warning Event once per reason.
+async function renderFailed(
+  config: ConfigObject,
+  failure: Failure,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const { reason, message } = failure;
+  const status = statusWith(
+    config,
+    [
+      { type: 'Ready', status: 'False', reason, message },
+      { type: 'DataSecretAvailable', status: 'False', reason, message },
+      NOT_PAUSED,
+    ],
+    deps.now(),
+  );
+  const before = config.status?.conditions?.find((c) => c.type === 'Ready');
+  let writes = await writeStatus(config, status, deps);
+  if (writes > 0 && (before?.reason !== reason || before.status !== 'False')) {
+    await deps.writer.event(config, { type: 'Warning', reason, message });
+    writes++;
   }
+  return { result: 'failed', writes };
+}
 
-  if (t.paused) {
-    const status = statusWith(
-      config,
-      [
-        {
-          type: 'Paused',
-          status: 'True',
-          reason: 'Paused',
-          message: `Paused (${CAPI_PAUSED_ANNOTATION} annotation or the Cluster's spec.paused); nothing is written until it is resumed.`,
-        },
-      ],
-      now,
-    );
-    return { result: 'paused', writes: await writeStatus(config, status, deps) };
-  }
-
-  const access = await nodeAccess(config, t, deps);
-  const withAccess = (out: BootstrapOutcome): BootstrapOutcome =>
-    access === 0
-      ? out
-      : {
-          ...out,
-          result: out.result === 'unchanged' ? 'access' : out.result,
-          writes: out.writes + access,
-        };
-
-  const existing = deps.caches.dataSecret(namespace, dataSecretNameFor(config));
-  const ours =
-    existing !== undefined && existing.metadata.labels?.[LABEL_CONFIG_UID] === config.metadata.uid;
-  const reissue = deps.tokens.get(key)?.reissue === true;
-  // A machine that joined needs no user data (even if its Secret was deleted since), only its
-  // token gone.
-  if (joined(t, deps.caches)) return withAccess(await upkeep(config, t, deps));
-  if (ours && !reissue) return withAccess(await upkeep(config, t, deps));
-
-  const issued = await issue(config, t, deps, ours && reissue);
-  if ('reason' in issued) {
-    const message = issued.message;
-    const status = statusWith(
-      config,
-      [
-        { type: 'Ready', status: 'False', reason: issued.reason, message },
-        { type: 'DataSecretAvailable', status: 'False', reason: issued.reason, message },
-        NOT_PAUSED,
-      ],
-      now,
-    );
-    const before = config.status?.conditions?.find((c) => c.type === 'Ready');
-    let writes = await writeStatus(config, status, deps);
-    if (writes > 0 && (before?.reason !== issued.reason || before.status !== 'False')) {
-      await deps.writer.event(config, { type: 'Warning', reason: issued.reason, message });
-      writes++;
-    }
-    return { result: 'failed', writes };
-  }
-  const { rendered } = issued;
-  let writes = issued.writes;
+// Phase: status — the user data and its token are written: say so, and when the token is due.
+async function userDataWritten(
+  config: ConfigObject,
+  rendered: Rendered,
+  deps: BootstrapDeps,
+  reissue: boolean,
+): Promise<number> {
+  let writes = 0;
   if (reissue) {
     await deps.writer.event(config, {
       type: 'Warning',
@@ -895,7 +945,7 @@ export async function reconcileBootstrap(
       },
       NOT_PAUSED,
     ],
-    now,
+    deps.now(),
     {
       dataSecretName: dataSecretNameFor(config),
       initialization: { dataSecretCreated: true },
@@ -904,14 +954,65 @@ export async function reconcileBootstrap(
       bootstrapTokenID: rendered.token.id,
     },
   );
-  writes += await writeStatus(config, status, deps);
-  const state = deps.tokens.get(key);
+  return writes + (await writeStatus(config, status, deps));
+}
+
+// Phases: token and render, Secret, status — a new token and the user data that carries it.
+async function issueUserData(
+  config: ConfigObject,
+  t: Target,
+  deps: BootstrapDeps,
+  o: { ours: boolean; reissue: boolean },
+): Promise<BootstrapOutcome> {
+  const now = deps.now();
+  const issued = await issue(config, t, deps, o.ours && o.reissue);
+  if ('reason' in issued) return renderFailed(config, issued, deps);
+  const writes = issued.writes + (await userDataWritten(config, issued.rendered, deps, o.reissue));
+  const state = deps.tokens.get(keyOf(config));
   const due = state
     ? refreshDueAt(state.expiresAt, deps.settings.tokenTtlMs).getTime() - now.getTime()
     : deps.settings.tokenTtlMs / 2;
   return {
-    result: reissue ? 'reissued' : 'created',
+    result: o.reissue ? 'reissued' : 'created',
     writes,
     requeueAfterMs: Math.max(1000, due),
   };
+}
+
+/** The node access writes of this pass, counted into an upkeep pass's outcome. */
+function withAccess(out: BootstrapOutcome, access: number): BootstrapOutcome {
+  if (access === 0) return out;
+  return {
+    ...out,
+    result: out.result === 'unchanged' ? 'access' : out.result,
+    writes: out.writes + access,
+  };
+}
+
+/**
+ * One OscarConfig's pass, as its phases in order: delete (the token, where no owner reference
+ * reaches), wait (for the Machine, Cluster and OSCs), pause, node access, then either token
+ * upkeep (the user data exists, or the machine joined) or token, render, Secret and status.
+ */
+export async function reconcileBootstrap(
+  key: string,
+  deps: BootstrapDeps,
+): Promise<BootstrapOutcome> {
+  const { namespace, name } = splitKey(key);
+  const config = deps.caches.config(namespace, name);
+  if (!config || config.metadata.deletionTimestamp) return reconcileDelete(key, config, deps);
+  const t = target(config, deps.caches);
+  if ('reason' in t) return waitForTarget(config, t, deps);
+  if (t.paused) return stayPaused(config, deps);
+  const access = await nodeAccess(config, t, deps);
+  const existing = deps.caches.dataSecret(namespace, dataSecretNameFor(config));
+  const ours =
+    existing !== undefined && existing.metadata.labels?.[LABEL_CONFIG_UID] === config.metadata.uid;
+  const reissue = deps.tokens.get(key)?.reissue === true;
+  // A machine that joined needs no user data (even if its Secret was deleted since), only its
+  // token gone.
+  if (joined(config, t, deps.caches) || (ours && !reissue)) {
+    return withAccess(await upkeep(config, t, deps), access);
+  }
+  return issueUserData(config, t, deps, { ours, reissue });
 }

@@ -24,6 +24,7 @@ function caPemOfRealisticSize(): string {
 export function sampleBootstrapInputs(): BootstrapInputs {
   return {
     machine: { name: 'workers-md-0-7d9f8b5c4x-abcde', namespace: 'cluster-prod-eu1' },
+    configUid: '6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b',
     apiServer: { url: 'https://api.prod-eu1.example.com:6443', caPem: caPemOfRealisticSize() },
     token: { id: 'abcdef', secret: '0123456789abcdef' },
     reconcileOsc: 'workers-reconcile',

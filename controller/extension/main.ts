@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
+import { createExtensionMetrics, startMetricsServer, type MetricsServer } from './metrics.js';
 import { InPlaceExtension } from './service.js';
 import { startExtensionServer, type RunningExtensionServer } from './server.js';
 
@@ -18,11 +19,16 @@ export interface ExtensionConfig {
   port: number;
   log: Logger;
   userAgent?: string;
+  /** Where /metrics is served over plain HTTP; none when absent. */
+  metrics?: { host: string; port: number };
+  version?: string;
 }
 
 export interface ExtensionHandle {
   extension: InPlaceExtension;
   server: RunningExtensionServer;
+  /** host:port of /metrics, when served. */
+  metricsAddress?: string;
   stop(): Promise<void>;
 }
 
@@ -30,6 +36,7 @@ export async function runExtension(c: ExtensionConfig): Promise<ExtensionHandle>
   const credentials = await loadKubeCredentials(c.kubeconfig || undefined, c.context);
   const http = kubeHttp(credentials, { userAgent: c.userAgent ?? 'oscar-extension' });
   const extension = new InPlaceExtension(http, c.log);
+  const metrics = createExtensionMetrics(c.version === undefined ? {} : { version: c.version });
   const server = await startExtensionServer({
     cert: c.cert,
     key: c.key,
@@ -37,6 +44,22 @@ export async function runExtension(c: ExtensionConfig): Promise<ExtensionHandle>
     port: c.port,
     extension,
     log: c.log,
+    metrics,
   });
-  return { extension, server, stop: () => server.close() };
+  let served: MetricsServer | undefined;
+  try {
+    if (c.metrics)
+      served = await startMetricsServer(metrics.registry, c.metrics.host, c.metrics.port);
+  } catch (error) {
+    await server.close();
+    throw error;
+  }
+  return {
+    extension,
+    server,
+    ...(served ? { metricsAddress: served.address } : {}),
+    stop: async () => {
+      await Promise.all([server.close(), served?.close()]);
+    },
+  };
 }

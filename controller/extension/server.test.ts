@@ -9,12 +9,14 @@ import { requireTool } from '../../test/support/tools.js';
 import { ApiError, type KubeHttp } from '../../kube/client.js';
 import { InPlaceExtension, NOT_IN_PLACE_TARGET } from './service.js';
 import { startExtensionServer, type RunningExtensionServer } from './server.js';
+import { createExtensionMetrics, startMetricsServer } from './metrics.js';
 
 let dir = '';
 let ca: Buffer | undefined;
 let running: RunningExtensionServer | undefined;
 let skip: string | undefined;
 const seen: string[] = [];
+const metrics = createExtensionMetrics({ defaultMetrics: false, version: '0.0.0' });
 
 /** An API that has nothing: every object is not found (a 404 as the real client throws it). */
 const emptyApi: KubeHttp = {
@@ -43,6 +45,7 @@ beforeAll(async () => {
     port: 0,
     extension: new InPlaceExtension(emptyApi, log),
     log,
+    metrics,
   });
 });
 
@@ -142,5 +145,57 @@ describe('the extension over HTTPS', () => {
   it('a client without the CA refuses the serving certificate', async (ctx) => {
     if (skip) return ctx.skip(skip);
     await expect(post(`${P}/discovery`, '{}', { ca: Buffer.from('') })).rejects.toThrow();
+  });
+});
+
+describe('the extension’s metrics', () => {
+  it('count every answer by hook and status (an error is a non-200), and are served over plain HTTP', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    metrics.requests.reset();
+    metrics.requestDuration.reset();
+    await post(`${P}/discovery`, '{}');
+    await post(`${P}/canupdatemachineset/can-update-machineset`, '{}');
+    // a Machine this empty API does not have: Failure
+    await post(
+      `${P}/updatemachine/update-machine`,
+      JSON.stringify({
+        desired: {
+          machine: { metadata: { name: 'm-1', namespace: 'pools' } },
+          bootstrapConfig: {
+            apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+            kind: 'OscarConfig',
+            metadata: { name: 'm-1', namespace: 'pools' },
+            spec: { reconcileRef: { name: 'v2' } },
+          },
+        },
+      }),
+    );
+    await post(`${P}/updatemachine/update-machine`, '{not json');
+    await post(`${P}/nothing`, '{}');
+    const values = (await metrics.requests.get()).values.map(
+      (v) => `${String(v.labels.hook)} ${String(v.labels.status)} ${String(v.value)}`,
+    );
+    expect(values.sort()).toEqual([
+      'CanUpdateMachineSet Success 1',
+      'Discovery Success 1',
+      'UpdateMachine Failure 1',
+      'UpdateMachine error 1',
+      'other error 1',
+    ]);
+    const served = await startMetricsServer(metrics.registry, '127.0.0.1', 0);
+    try {
+      const res = await fetch(`http://${served.address}/metrics`);
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(text).toContain('oscar_extension_requests_total{hook="Discovery",status="Success"} 1');
+      expect(text).toContain(
+        'oscar_extension_request_duration_seconds_count{hook="UpdateMachine"} 2',
+      );
+      expect(text).toContain('oscar_extension_build_info{version="0.0.0"');
+      expect((await fetch(`http://${served.address}/healthz`)).status).toBe(200);
+      expect((await fetch(`http://${served.address}/hooks`)).status).toBe(404);
+    } finally {
+      await served.close();
+    }
   });
 });

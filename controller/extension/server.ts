@@ -18,6 +18,7 @@ import {
   type DiscoveryResponse,
   type HookName,
 } from './hooks.js';
+import type { ExtensionMetrics } from './metrics.js';
 import { unsupported, type InPlaceExtension } from './service.js';
 
 /** Cluster API sends whole Machines, MachineSets and templates: generous, but bounded. */
@@ -55,7 +56,20 @@ async function readBody(req: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-function send(res: ServerResponse, code: number, body: unknown): void {
+/** The metrics' labels for one answer: the hook asked, and Success/Failure, or error (not 200). */
+export function answerLabels(
+  hook: HookName | 'Discovery' | 'other',
+  code: number,
+  body: unknown,
+): { hook: string; status: string } {
+  const status = (body as { status?: unknown } | undefined)?.status;
+  return {
+    hook,
+    status: code === 200 && (status === 'Success' || status === 'Failure') ? status : 'error',
+  };
+}
+
+function sendJson(res: ServerResponse, code: number, body: unknown): void {
   const bytes = Buffer.from(JSON.stringify(body));
   res.writeHead(code, { 'content-type': 'application/json', 'content-length': bytes.length });
   res.end(bytes);
@@ -68,6 +82,7 @@ export interface ExtensionServerOptions {
   port: number;
   extension: InPlaceExtension;
   log: Logger;
+  metrics?: ExtensionMetrics;
 }
 
 export interface RunningExtensionServer {
@@ -84,7 +99,7 @@ export async function startExtensionServer(
     (req, res) => {
       void route(req, res).catch((error: unknown) => {
         o.log.error({ err: error }, 'extension request failed');
-        if (!res.headersSent) send(res, 500, unsupported((error as Error).message));
+        if (!res.headersSent) sendJson(res, 500, unsupported((error as Error).message));
       });
     },
   );
@@ -95,6 +110,13 @@ export async function startExtensionServer(
       return;
     }
     const hook = ROUTES.get(path);
+    const label = hook ?? (path === DISCOVERY_PATH ? 'Discovery' : 'other');
+    const done = o.metrics?.requestDuration.startTimer({ hook: label });
+    const send = (r: ServerResponse, code: number, body: unknown): void => {
+      sendJson(r, code, body);
+      done?.();
+      o.metrics?.requests.inc(answerLabels(label, code, body));
+    };
     if (path !== DISCOVERY_PATH && !hook) {
       send(res, 404, unsupported(`no handler at ${path}`));
       return;

@@ -2,7 +2,7 @@
  * What the approver writes for an agent's certificate it approves (controller/identity/decide.ts
  * decides), in this order, each step idempotent so a failure retries from the top: the config's
  * token marked consumed (a first identity), the machine's Role and RoleBinding (its own OSC's
- * Secrets, its own node object), the approval, the token's deletion unless kubelet still needs it,
+ * Secrets, bound to the config's UID group), its node object claimed for that UID, the approval, the token's deletion unless kubelet still needs it,
  * an Event. The kubelet's counterpart is kubelet-approval.ts.
  */
 import { kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
@@ -17,6 +17,8 @@ export const REASON_IDENTITY_ISSUED = 'IdentityIssued';
 export interface AgentApproval {
   kind: 'bootstrap' | 'renewal';
   machine: string;
+  /** The issuing config's UID: the certificate's group, the RoleBinding's subject, the node's label. */
+  uid: string;
   /** Set for a first identity: the token to consume. */
   tokenId?: string;
 }
@@ -51,6 +53,9 @@ export async function approveAgent(
   await writer.apply(nodeRoleBinding(grant));
   count('roles', 'apply');
   count('rolebindings', 'apply');
+  // before the approval: from the first certificate on, only this UID's may write the node object
+  await writer.claimNode(d.machine, d.uid);
+  count('operatingsystemconfignodes', 'apply');
   await writer.decideCsr(csr, {
     type: 'Approved',
     reason: d.kind === 'bootstrap' ? 'OscarNodeIdentity' : 'OscarNodeRenewal',
@@ -64,7 +69,7 @@ export async function approveAgent(
   await bootstrap.event(config, {
     type: 'Normal',
     reason: d.kind === 'bootstrap' ? 'IdentityIssued' : 'IdentityRenewed',
-    message: `Certificate request ${name} approved for oscar:node:${d.machine}${d.tokenId === undefined ? '' : kubeletPending ? `; bootstrap token ${d.tokenId} kept for kubelet` : `; bootstrap token ${d.tokenId} deleted`}.`,
+    message: `Certificate request ${name} approved for oscar:node:${d.machine} (config UID ${d.uid})${d.tokenId === undefined ? '' : kubeletPending ? `; bootstrap token ${d.tokenId} kept for kubelet` : `; bootstrap token ${d.tokenId} deleted`}.`,
   });
   count('events', 'create');
 }

@@ -9,10 +9,12 @@
  * finish its approval.
  */
 import type { KubeHttp } from '../../kube/client.js';
-import { errorFields, type Logger } from '../../log/logger.js';
-import { dropManagedFields, httpSource, Informer } from '../kube/informer.js';
-import type { ControllerMetrics } from '../metrics.js';
-import { WorkQueue, type HandlerResult } from '../queue.js';
+import type { Logger } from '../../log/logger.js';
+import { keyOf, type Informer } from '../kube/informer.js';
+import type { ControllerMetrics } from '../runtime/metrics.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
+import { timedHandle, type Reconciled } from '../runtime/handle.js';
+import { watchInformer } from '../runtime/informers.js';
 import { machineOwner } from '../bootstrap/reconcile.js';
 import type { ConfigObject } from '../bootstrap/types.js';
 import type { BootstrapLink } from './bootstrap-link.js';
@@ -24,6 +26,7 @@ import {
   decideKubelet,
   isKubeletClientRequest,
   type AnyDecision,
+  type KubeletDecision,
   type KubeletMachine,
 } from './kubelet.js';
 import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
@@ -45,10 +48,6 @@ import { REASON_IDENTITY_ISSUED } from './agent-approval.js';
 export { REASON_IDENTITY_ISSUED };
 const CONSUMED_BY = /certificate request (\S+) /;
 
-function keyOf(config: ConfigObject): string {
-  return `${config.metadata.namespace ?? ''}/${config.metadata.name}`;
-}
-
 function machineOf(config: ConfigObject): string {
   return machineOwner(config)?.name ?? config.metadata.name;
 }
@@ -58,50 +57,56 @@ function boundedRequest(base64: string): Buffer {
   return Buffer.from(base64.slice(0, Math.ceil((MAX_REQUEST_BYTES + 1) / 3) * 4), 'base64');
 }
 
-export class IdentityController {
-  readonly queue = new WorkQueue({ concurrency: 4, baseDelayMs: 200, maxDelayMs: 30_000 });
+export class IdentityController extends RuntimeController {
+  readonly queue = controllerQueue(
+    { concurrency: 4, baseDelayMs: 200, maxDelayMs: 30_000 },
+    undefined,
+    undefined,
+  );
   private readonly csrs: Informer<CsrObject>;
+  protected readonly runtime: ControllerRuntime;
 
   constructor(private readonly o: IdentityControllerOptions) {
+    super();
     const touch = (c: CsrObject): void => {
       if (!decided(c)) this.queue.add(c.metadata.name);
     };
-    this.csrs = new Informer<CsrObject>(
-      httpSource(o.http, {
-        path: CSR_PATH,
+    this.csrs = watchInformer<CsrObject>(
+      {
+        http: o.http,
+        log: o.log,
         ...(o.watchTimeoutSeconds === undefined
           ? {}
           : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
-      }),
+      },
+      {
+        name: 'certificatesigningrequests',
+        source: { path: CSR_PATH },
+        failed: 'CSR watch failed; retrying',
+      },
       {
         onAdd: touch,
         onUpdate: (_, c) => {
           touch(c);
         },
       },
-      {
-        name: 'certificatesigningrequests',
-        transform: dropManagedFields,
-        onError: (error, attempt) => {
-          o.log.warn({ attempt, ...errorFields(error) }, 'CSR watch failed; retrying');
-        },
-      },
     );
-  }
-
-  get synced(): boolean {
-    return this.csrs.synced;
-  }
-
-  async start(): Promise<void> {
-    this.csrs.start();
-    await this.csrs.waitForSync();
-    this.queue.start((name) => this.handle(name));
-  }
-
-  async stop(): Promise<void> {
-    await this.queue.shutdown();
-    await this.csrs.stop();
+    this.runtime = new ControllerRuntime({
+      queue: this.queue,
+      handle: timedHandle((name) => this.reconcile(name), {
+        keyField: 'csr',
+        reconciled: 'certificate request decided',
+        failed: 'certificate request: will retry',
+        log: o.log,
+        queue: () => this.queue,
+        count: (result) => {
+          o.metrics.reconciles.inc({ result });
+        },
+        errorResult: () => 'identity-error',
+      }),
+      log: o.log,
+      informers: () => [this.csrs],
+    });
   }
 
   /** The message saying which CSR took this config's token, when one did. */
@@ -130,6 +135,7 @@ export class IdentityController {
     const consumedBy = message === undefined ? undefined : CONSUMED_BY.exec(message)?.[1];
     return {
       config: keyOf(config),
+      uid: config.metadata.uid ?? '',
       machine: machineOf(config),
       tokenAvailable: available,
       ...(consumedBy !== undefined ? { consumedBy } : {}),
@@ -170,6 +176,7 @@ export class IdentityController {
       machineConfigs: (machine) =>
         this.o.bootstrap.configsForMachine(machine).map((c) => ({
           config: keyOf(c),
+          uid: c.metadata.uid ?? '',
           issued: this.issuedBy(c).message !== undefined,
         })),
       maxExpirationSeconds: this.o.maxExpirationSeconds,
@@ -181,69 +188,74 @@ export class IdentityController {
     return this.o.bootstrap.config(namespace, name);
   }
 
-  private async handle(name: string): Promise<HandlerResult | undefined> {
-    const { log, metrics, writer, bootstrap } = this.o;
+  /** Writes a refusal: the CSR's Denied condition, and a Warning Event on its config. */
+  private async deny(
+    csr: CsrObject,
+    d: Extract<AnyDecision, { action: 'deny' }>,
+  ): Promise<Reconciled> {
+    const { writer, bootstrap, metrics } = this.o;
+    const name = csr.metadata.name;
+    await writer.decideCsr(csr, { type: 'Denied', reason: d.reason, message: d.message });
+    metrics.writes.inc({ resource: 'certificatesigningrequests/approval', verb: 'update' });
+    metrics.identityDenials.inc({ reason: d.reason });
+    const requester = csr.spec.username?.startsWith('system:bootstrap:')
+      ? bootstrap.configForToken(csr.spec.username.slice('system:bootstrap:'.length))
+      : undefined;
+    const config = requester ?? (d.config === undefined ? undefined : this.configAt(d.config));
+    if (config) {
+      await bootstrap.event(config, {
+        type: 'Warning',
+        reason: 'IdentityDenied',
+        message: `Certificate request ${name} denied (${d.reason}): ${d.message}`,
+      });
+      metrics.writes.inc({ resource: 'events', verb: 'create' });
+    }
+    return {
+      result: 'identity-denied',
+      writes: config ? 2 : 1,
+      level: 'warn',
+      message: 'denied a certificate request',
+      fields: { config: d.config, reason: d.reason, message: d.message },
+    };
+  }
+
+  /** Decides one CSR and writes the decision; undefined: not oscar's, or decided already. */
+  private async reconcile(name: string): Promise<Reconciled | undefined> {
+    const { metrics, writer, bootstrap } = this.o;
     const csr = this.csrs.get('', name);
     if (!csr) return undefined;
     const d = this.decision(csr);
     if (d.action === 'ignore') return undefined;
+    if (d.action === 'deny') return this.deny(csr, d);
     const count = (resource: string, verb: string): void => {
       metrics.writes.inc({ resource, verb });
     };
-    const configOf = (key: string | undefined, tokenId?: string): ConfigObject | undefined =>
-      key === undefined
-        ? undefined
-        : ((tokenId !== undefined ? bootstrap.configForToken(tokenId) : undefined) ??
-          this.configAt(key));
-    try {
-      if (d.action === 'deny') {
-        await writer.decideCsr(csr, { type: 'Denied', reason: d.reason, message: d.message });
-        count('certificatesigningrequests/approval', 'update');
-        metrics.reconciles.inc({ result: 'identity-denied' });
-        log.warn(
-          { csr: name, config: d.config, reason: d.reason, message: d.message },
-          'denied a certificate request',
-        );
-        const requester = csr.spec.username?.startsWith('system:bootstrap:')
-          ? bootstrap.configForToken(csr.spec.username.slice('system:bootstrap:'.length))
-          : undefined;
-        const config = requester ?? configOf(d.config);
-        if (config) {
-          await bootstrap.event(config, {
-            type: 'Warning',
-            reason: 'IdentityDenied',
-            message: `Certificate request ${name} denied (${d.reason}): ${d.message}`,
-          });
-          count('events', 'create');
-        }
-        return undefined;
-      }
-      const config = configOf(d.config, d.tokenId);
-      if (!config) throw new Error(`OscarConfig ${d.config} is not in the cache`);
-      if (d.kind === 'kubelet' || d.kind === 'kubeletRenewal') {
-        await approveKubelet(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
-        metrics.reconciles.inc({
-          result: `identity-${d.kind === 'kubelet' ? 'kubelet-issued' : 'kubelet-renewed'}`,
-        });
-        log.info(
-          { csr: name, machine: d.machine, kind: d.kind, config: keyOf(config) },
-          'approved a kubelet certificate',
-        );
-        return undefined;
-      }
-      await approveAgent(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
-      metrics.reconciles.inc({
-        result: `identity-${d.kind === 'bootstrap' ? 'issued' : 'renewed'}`,
-      });
-      log.info(
-        { csr: name, machine: d.machine, kind: d.kind, config: keyOf(config) },
-        'approved a node identity',
-      );
-      return undefined;
-    } catch (error) {
-      metrics.reconciles.inc({ result: 'identity-error' });
-      log.warn({ csr: name, ...errorFields(error) }, 'certificate request: will retry');
-      throw error;
+    const config =
+      (d.tokenId !== undefined ? bootstrap.configForToken(d.tokenId) : undefined) ??
+      this.configAt(d.config);
+    if (!config) throw new Error(`OscarConfig ${d.config} is not in the cache`);
+    const fields = { machine: d.machine, kind: d.kind, config: keyOf(config) };
+    if (isKubeletApproval(d)) {
+      await approveKubelet(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
+      return {
+        result: `identity-${d.kind === 'kubelet' ? 'kubelet-issued' : 'kubelet-renewed'}`,
+        writes: 1,
+        message: 'approved a kubelet certificate',
+        fields,
+      };
     }
+    await approveAgent(csr, { ...d, kind: d.kind }, config, { writer, bootstrap, count });
+    return {
+      result: `identity-${d.kind === 'bootstrap' ? 'issued' : 'renewed'}`,
+      writes: 1,
+      message: 'approved a node identity',
+      fields,
+    };
   }
+}
+
+type Approval = Extract<AnyDecision, { action: 'approve' }>;
+
+function isKubeletApproval(d: Approval): d is Extract<KubeletDecision, { action: 'approve' }> {
+  return d.kind === 'kubelet' || d.kind === 'kubeletRenewal';
 }

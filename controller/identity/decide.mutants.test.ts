@@ -11,16 +11,21 @@ import { MAX_REQUEST_BYTES, parseRequest } from './request.js';
 
 const goodPem = certificateRequest(newNodeKey(), {
   commonName: 'oscar:node:m1',
-  organizations: ['oscar:nodes'],
+  organizations: ['oscar:nodes', 'oscar:config:u1'],
 });
 const MAX = 7 * 24 * 3600;
 const context: DecideContext = {
   tokenMachine: (id) =>
-    id === 'abc123' ? { config: 'default/m1', machine: 'm1', tokenAvailable: true } : undefined,
-  machineConfigs: (m) => (m === 'm1' ? [{ config: 'default/m1', issued: true }] : []),
+    id === 'abc123'
+      ? { config: 'default/m1', uid: 'u1', machine: 'm1', tokenAvailable: true }
+      : undefined,
+  machineConfigs: (m) => (m === 'm1' ? [{ config: 'default/m1', uid: 'u1', issued: true }] : []),
   maxExpirationSeconds: MAX,
 };
-const renewal = { username: 'oscar:node:m1', groups: ['oscar:nodes', 'system:authenticated'] };
+const renewal = {
+  username: 'oscar:node:m1',
+  groups: ['oscar:nodes', 'oscar:config:u1', 'system:authenticated'],
+};
 
 function csr(over: Partial<CsrObject['spec']> = {}): CsrObject {
   return {
@@ -54,6 +59,7 @@ describe('decide: the boundaries', () => {
       kind: 'renewal',
       machine: 'm1',
       config: 'default/m1',
+      uid: 'u1',
     });
   });
 });
@@ -90,7 +96,9 @@ describe('request: what it reads', () => {
     expect((parseRequest(Buffer.from(pem)) as Error).message).toMatch(/at most 16384/);
   });
   it('refuses DER that is not strict: trailing bytes, a long-form length', () => {
-    const der = Buffer.from(goodPem.split('\n').slice(1, -2).join(''), 'base64');
+    // a request short enough that its outer length takes one byte (30 81 xx)
+    const short = certificateRequest(newNodeKey(), { commonName: 'n', organizations: [] });
+    const der = Buffer.from(short.split('\n').slice(1, -2).join(''), 'base64');
     const pemOf = (d: Buffer) =>
       Buffer.from(
         `-----BEGIN CERTIFICATE REQUEST-----\n${d.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`,

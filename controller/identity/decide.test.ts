@@ -16,7 +16,7 @@ import { parseRequest } from './request.js';
 const key = newNodeKey();
 const goodPem = certificateRequest(key, {
   commonName: 'oscar:node:m1',
-  organizations: ['oscar:nodes'],
+  organizations: ['oscar:nodes', 'oscar:config:u1'],
 });
 
 function csr(over: Partial<CsrObject['spec']> = {}, name = 'oscar-m1-abc'): CsrObject {
@@ -34,9 +34,9 @@ function csr(over: Partial<CsrObject['spec']> = {}, name = 'oscar-m1-abc'): CsrO
   };
 }
 
-const m1: TokenMachine = { config: 'default/m1', machine: 'm1', tokenAvailable: true };
-const holder: MachineConfig = { config: 'default/m1', issued: true };
-const newcomer: MachineConfig = { config: 'team-b/m1', issued: false };
+const m1: TokenMachine = { config: 'default/m1', uid: 'u1', machine: 'm1', tokenAvailable: true };
+const holder: MachineConfig = { config: 'default/m1', uid: 'u1', issued: true };
+const newcomer: MachineConfig = { config: 'team-b/m1', uid: 'u2', issued: false };
 function ctx(
   token: TokenMachine | undefined = m1,
   m1Configs: MachineConfig[] = [holder],
@@ -65,6 +65,7 @@ describe('decide: approvals', () => {
       kind: 'bootstrap',
       machine: 'm1',
       config: 'default/m1',
+      uid: 'u1',
       tokenId: 'abc123',
     });
   });
@@ -76,7 +77,10 @@ describe('decide: approvals', () => {
 
   it('approves a renewal requested by the node itself', () => {
     const d = run(
-      csr({ username: 'oscar:node:m1', groups: ['oscar:nodes', 'system:authenticated'] }),
+      csr({
+        username: 'oscar:node:m1',
+        groups: ['oscar:nodes', 'oscar:config:u1', 'system:authenticated'],
+      }),
     );
     expect(d).toMatchObject({ action: 'approve', kind: 'renewal', machine: 'm1' });
   });
@@ -116,8 +120,11 @@ describe('decide: every refusal, one by one', () => {
 
   it("another machine's name", () => {
     expect(
-      denied(csr({ request: pemFor('oscar:node:m2', ['oscar:nodes']) }), 'WrongSubject'),
-    ).toMatch(/CN=oscar:node:m1, O=oscar:nodes.*CN=oscar:node:m2/);
+      denied(
+        csr({ request: pemFor('oscar:node:m2', ['oscar:nodes', 'oscar:config:u1']) }),
+        'WrongSubject',
+      ),
+    ).toMatch(/CN=oscar:node:m1, O=oscar:nodes, O=oscar:config:u1.*CN=oscar:node:m2/);
   });
   it('system:masters', () => {
     expect(
@@ -126,7 +133,9 @@ describe('decide: every refusal, one by one', () => {
   });
   it('an extra organisation', () => {
     denied(
-      csr({ request: pemFor('oscar:node:m1', ['oscar:nodes', 'system:masters']) }),
+      csr({
+        request: pemFor('oscar:node:m1', ['oscar:nodes', 'oscar:config:u1', 'system:masters']),
+      }),
       'WrongSubject',
     );
   });
@@ -155,7 +164,7 @@ describe('decide: every refusal, one by one', () => {
         '-out',
         out,
         '-subj',
-        '/O=oscar:nodes/CN=oscar:node:m1',
+        '/O=oscar:nodes/O=oscar:config:u1/CN=oscar:node:m1',
         '-addext',
         'subjectAltName=DNS:kubernetes.default',
       ]);
@@ -197,8 +206,8 @@ describe('decide: every refusal, one by one', () => {
     denied(
       csr({
         username: 'oscar:node:m1',
-        groups: ['oscar:nodes'],
-        request: pemFor('oscar:node:m2', ['oscar:nodes']),
+        groups: ['oscar:nodes', 'oscar:config:u1'],
+        request: pemFor('oscar:node:m2', ['oscar:nodes', 'oscar:config:u1']),
       }),
       'RenewalSubjectMismatch',
     );
@@ -219,7 +228,7 @@ describe('decide: every refusal, one by one', () => {
     ]);
     expect(run(csr(), retry).action).toBe('approve');
   });
-  const renewal = { username: 'oscar:node:m1', groups: ['oscar:nodes'] };
+  const renewal = { username: 'oscar:node:m1', groups: ['oscar:nodes', 'oscar:config:u1'] };
   it('a newcomer naming the machine never takes the holder’s renewal (positive control)', () => {
     expect(run(csr(renewal), ctx(m1, [holder, newcomer]))).toMatchObject({
       action: 'approve',
@@ -238,8 +247,65 @@ describe('decide: every refusal, one by one', () => {
       /earlier machine of that name renews nothing/,
     );
   });
+  it('a renewal by the certificate of an earlier machine of that name (another config UID), once the new one is issued', () => {
+    const reused = ctx(m1, [{ ...newcomer, issued: true }]);
+    expect(
+      denied(
+        csr({ ...renewal, groups: ['oscar:nodes', 'oscar:config:u1'] }),
+        'IdentityNotCurrent',
+        reused,
+      ),
+    ).toMatch(/team-b\/m1 \(UID u2\)/);
+    // positive control: the new machine's own certificate renews
+    const own = {
+      username: 'oscar:node:m1',
+      groups: ['oscar:nodes', 'oscar:config:u2'],
+      request: pemFor('oscar:node:m1', ['oscar:nodes', 'oscar:config:u2']),
+    };
+    expect(run(csr(own), reused)).toMatchObject({
+      action: 'approve',
+      kind: 'renewal',
+      config: 'team-b/m1',
+      uid: 'u2',
+    });
+  });
+  it('a renewal naming two config UIDs', () => {
+    denied(
+      csr({ ...renewal, groups: ['oscar:nodes', 'oscar:config:u1', 'oscar:config:u2'] }),
+      'IdentityNotCurrent',
+    );
+  });
+  it('a renewal by a certificate of the form before config UIDs: not renewed, re-provision', () => {
+    expect(
+      denied(
+        csr({
+          ...renewal,
+          groups: ['oscar:nodes'],
+          request: pemFor('oscar:node:m1', ['oscar:nodes']),
+        }),
+        'IdentityOutdated',
+      ),
+    ).toMatch(/re-provision/);
+  });
+  it('a renewal keeps its UID: its request naming another UID than its own', () => {
+    expect(
+      denied(
+        csr({ ...renewal, request: pemFor('oscar:node:m1', ['oscar:nodes', 'oscar:config:u2']) }),
+        'RenewalSubjectMismatch',
+      ),
+    ).toMatch(/O=oscar:config:u1/);
+  });
+  it("a first identity must name its token's config UID, not another", () => {
+    denied(
+      csr({ request: pemFor('oscar:node:m1', ['oscar:nodes', 'oscar:config:u2']) }),
+      'WrongSubject',
+    );
+    denied(csr({ request: pemFor('oscar:node:m1', ['oscar:nodes']) }), 'WrongSubject');
+  });
   it('a renewal for a machine that is gone: never approved', () => {
-    expect(run(csr({ username: 'oscar:node:m9', groups: ['oscar:nodes'] })).action).toBe('ignore');
+    expect(
+      run(csr({ username: 'oscar:node:m9', groups: ['oscar:nodes', 'oscar:config:u1'] })).action,
+    ).toBe('ignore');
   });
   it('a signer other than kube-apiserver-client', () => {
     denied(csr({ signerName: 'kubernetes.io/kubelet-serving' }), 'WrongSigner');
@@ -269,7 +335,7 @@ describe('decide: every refusal, one by one', () => {
       commonName: 'system:serviceaccount:kube-system:generic-garbage-collector',
       organizations: ['system:serviceaccounts'],
     });
-    const renewal = { username: 'oscar:node:m1', groups: ['oscar:nodes'] };
+    const renewal = { username: 'oscar:node:m1', groups: ['oscar:nodes', 'oscar:config:u1'] };
     expect(run(csr({ ...renewal })).action).toBe('approve');
     const message = denied(
       csr({ ...renewal, request: Buffer.from(own + other).toString('base64') }),

@@ -5,8 +5,9 @@
  * oscar:nodes) — and ignores every other CSR in the cluster. Its own it approves only when exact:
  *
  * - signer kubernetes.io/kube-apiserver-client;
- * - the subject is exactly CN=oscar:node:<machine>, O=oscar:nodes, where the machine is the one
- *   the bootstrap token was issued for (first identity), or the requester itself (renewal);
+ * - the subject is exactly CN=oscar:node:<machine>, O=oscar:nodes, O=oscar:config:<uid>, where
+ *   the machine and the config UID are those the bootstrap token was issued for (first identity),
+ *   or the requester's own (renewal: the UID must be that of the live config holding the name);
  * - no attributes (so no extension request: no SANs);
  * - usages ⊆ {digital signature, key encipherment, client auth}, client auth among them;
  * - expirationSeconds given and at most the cap;
@@ -20,6 +21,8 @@
 import {
   ALLOWED_USAGES,
   NODE_SIGNER,
+  configGroup,
+  configUidsOf,
   NODES_GROUP,
   machineOfUser,
   nodeUser,
@@ -44,6 +47,8 @@ export interface CsrObject {
 export interface TokenMachine {
   /** The OscarConfig (namespace/name). */
   config: string;
+  /** The config's metadata.uid: the identity it issues is bound to it. */
+  uid: string;
   machine: string;
   /** The token is still unused (BootstrapTokenAvailable is not False). */
   tokenAvailable: boolean;
@@ -54,6 +59,7 @@ export interface TokenMachine {
 export interface MachineConfig {
   /** The OscarConfig (namespace/name). */
   config: string;
+  uid: string;
   issued: boolean;
 }
 
@@ -78,6 +84,8 @@ export type Decision =
       kind: 'bootstrap' | 'renewal';
       machine: string;
       config: string;
+      /** The issuing config's UID (the certificate's second organisation). */
+      uid: string;
       /** Set for a first identity: the token to consume. */
       tokenId?: string;
     };
@@ -91,7 +99,9 @@ export function decided(csr: CsrObject): boolean {
 }
 
 type Requester =
-  { kind: 'bootstrap'; tokenId: string } | { kind: 'node'; machine: string } | undefined;
+  | { kind: 'bootstrap'; tokenId: string }
+  | { kind: 'node'; machine: string; uids: string[] }
+  | undefined;
 
 function requesterOf(csr: CsrObject): Requester {
   const user = csr.spec.username ?? '';
@@ -100,7 +110,9 @@ function requesterOf(csr: CsrObject): Requester {
     return { kind: 'bootstrap', tokenId: user.slice(BOOTSTRAP_USER_PREFIX.length) };
   }
   const machine = machineOfUser(user);
-  if (machine !== undefined && groups.includes(NODES_GROUP)) return { kind: 'node', machine };
+  if (machine !== undefined && groups.includes(NODES_GROUP)) {
+    return { kind: 'node', machine, uids: configUidsOf(groups) };
+  }
   return undefined;
 }
 
@@ -109,15 +121,23 @@ function describe(subject: ParsedRequest['subject']): string {
   return subject.map((a) => `${names[a.type] ?? a.type}=${a.value}`).join(', ') || '(empty)';
 }
 
-/** Why the subject is not exactly CN=oscar:node:<machine>, O=oscar:nodes; undefined when it is. */
+/**
+ * Why the subject is not exactly CN=oscar:node:<machine>, O=oscar:nodes, O=oscar:config:<uid>;
+ * undefined when it is.
+ */
 export function subjectProblem(
   subject: ParsedRequest['subject'],
   machine: string,
+  uid: string,
 ): string | undefined {
-  const want = [`${OID_COMMON_NAME}=${nodeUser(machine)}`, `${OID_ORGANIZATION}=${NODES_GROUP}`];
+  const want = [
+    `${OID_COMMON_NAME}=${nodeUser(machine)}`,
+    `${OID_ORGANIZATION}=${NODES_GROUP}`,
+    `${OID_ORGANIZATION}=${configGroup(uid)}`,
+  ];
   const got = subject.map((a) => `${a.type}=${a.value}`);
-  if (got.length === 2 && want.every((w) => got.includes(w))) return undefined;
-  return `the subject must be exactly CN=${nodeUser(machine)}, O=${NODES_GROUP}; the request asks for ${describe(subject)}`;
+  if (got.length === want.length && want.every((w) => got.includes(w))) return undefined;
+  return `the subject must be exactly CN=${nodeUser(machine)}, O=${NODES_GROUP}, O=${configGroup(uid)}; the request asks for ${describe(subject)}`;
 }
 
 /**
@@ -128,7 +148,8 @@ export function subjectProblem(
 function renewalHolder(
   machine: string,
   configs: MachineConfig[],
-): Decision | { action: 'approve'; config: string } {
+  uids: string[],
+): Decision | { action: 'approve'; config: string; uid: string } {
   if (configs.length === 0) {
     // No config here names it: a deleted machine (never renewed) or another controller's.
     return {
@@ -152,7 +173,35 @@ function renewalHolder(
       message: `machine ${machine} holds identities issued by OscarConfigs ${holders.map((c) => c.config).join(', ')}: node identities are cluster-wide; rename one machine`,
     };
   }
-  return { action: 'approve', config: holder.config };
+  return renewalOfHolder(machine, holder, uids);
+}
+
+/**
+ * A renewal keeps the identity's config UID, and only the holder's: a certificate of an earlier
+ * machine of the same name (another UID) or of the form before UIDs (none) renews nothing.
+ */
+function renewalOfHolder(
+  machine: string,
+  holder: MachineConfig,
+  uids: string[],
+): Decision | { action: 'approve'; config: string; uid: string } {
+  if (uids.length === 0) {
+    return {
+      action: 'deny',
+      reason: 'IdentityOutdated',
+      message: `the certificate of oscar:node:${machine} names no ${configGroup('<uid>')} group: it was issued before node identities were bound to their OscarConfig and is not renewed; re-provision the machine (docs/identity.md, "Upgrading")`,
+      config: holder.config,
+    };
+  }
+  if (uids.length !== 1 || uids[0] !== holder.uid) {
+    return {
+      action: 'deny',
+      reason: 'IdentityNotCurrent',
+      message: `the certificate was issued for OscarConfig UID ${uids.join(', ')}; machine ${machine}'s identity is now issued by ${holder.config} (UID ${holder.uid}): a certificate of an earlier machine of that name renews nothing`,
+      config: holder.config,
+    };
+  }
+  return { action: 'approve', config: holder.config, uid: holder.uid };
 }
 
 export function decide(
@@ -166,6 +215,7 @@ export function decide(
 
   let machine: string;
   let config: string;
+  let uid: string;
   let tokenId: string | undefined;
   if (requester.kind === 'bootstrap') {
     const found = ctx.tokenMachine(requester.tokenId);
@@ -177,7 +227,7 @@ export function decide(
         why: `bootstrap token ${requester.tokenId} is not the current token of an OscarConfig this controller watches`,
       };
     }
-    ({ machine, config } = found);
+    ({ machine, config, uid } = found);
     const others = ctx.machineConfigs(machine).filter((c) => c.config !== found.config);
     // A retried approval of the CSR that already took this token is the holder's: not a newcomer.
     if (others.length > 0 && found.tokenAvailable) {
@@ -199,9 +249,9 @@ export function decide(
     tokenId = requester.tokenId;
   } else {
     machine = requester.machine;
-    const renewal = renewalHolder(machine, ctx.machineConfigs(machine));
+    const renewal = renewalHolder(machine, ctx.machineConfigs(machine), requester.uids);
     if (renewal.action !== 'approve') return renewal;
-    config = renewal.config;
+    ({ config, uid } = renewal);
   }
   const deny = (reason: string, message: string): Decision => ({
     action: 'deny',
@@ -220,7 +270,7 @@ export function decide(
   if (!parsed.signatureValid) {
     return deny('InvalidRequest', 'spec.request: its signature does not verify with its own key');
   }
-  const subject = subjectProblem(parsed.subject, machine);
+  const subject = subjectProblem(parsed.subject, machine, uid);
   if (subject !== undefined) {
     return deny(
       requester.kind === 'node' ? 'RenewalSubjectMismatch' : 'WrongSubject',
@@ -255,6 +305,7 @@ export function decide(
     kind: requester.kind === 'bootstrap' ? 'bootstrap' : 'renewal',
     machine,
     config,
+    uid,
     ...(tokenId !== undefined ? { tokenId } : {}),
   };
 }

@@ -44,3 +44,13 @@ describe('the per-machine Role', () => {
     );
   });
 });
+
+describe('the per-machine RoleBinding', () => {
+  it("names the issuing config's UID group alone, never the machine's user (a reused name is another UID)", () => {
+    const binding = nodeRoleBinding(machineGrantFor(config('rec'), 'm1'));
+    expect(binding.subjects).toEqual([
+      { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'oscar:config:uid-cfg' },
+    ]);
+    expect(binding.roleRef).toMatchObject({ kind: 'Role', name: 'oscar-node-m1' });
+  });
+});

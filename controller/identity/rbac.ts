@@ -2,7 +2,9 @@
  * What one machine's certificate may read, as RBAC objects the approver writes when it issues
  * the identity (docs/identity.md): a Role in the machine's namespace naming only the Secrets of
  * the reconcile OSC it follows (the latest reconcile Secret and the five revision slots), bound
- * to the user oscar:node:<machine> alone. Both are owned by the machine's OscarConfig, so the
+ * to the group oscar:config:<config UID> alone — the second organisation of the certificates this
+ * config issued, so a certificate of an earlier machine of the same name (another config, another
+ * UID) reads nothing here although its user, oscar:node:<machine>, is the same. Both are owned by the machine's OscarConfig, so the
  * garbage collector removes them with the machine. What it may write (its own
  * OperatingSystemConfigNode) is the shared ClusterRole oscar:node and the
  * ValidatingAdmissionPolicy oscar-node-own-object in deploy/identity/.
@@ -13,7 +15,7 @@
  */
 import { BOOTSTRAP_API_VERSION, OSCAR_CONFIG_KIND } from '../../api/bootstrap/constants.js';
 import { ROLLOUT_LIMITS } from '../../api/constants.js';
-import { nodeUser } from '../../api/identity.js';
+import { configGroup } from '../../api/identity.js';
 import { revisionSecretName, secretNameFor } from '../../api/secret.js';
 
 export const RBAC_API_VERSION = 'rbac.authorization.k8s.io/v1';
@@ -112,6 +114,8 @@ export function nodeRoleBinding(g: MachineGrant): Record<string, unknown> {
       ownerReferences: [owner(g)],
     },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: nodeRoleName(g.machine) },
-    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: nodeUser(g.machine) }],
+    subjects: [
+      { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: configGroup(g.config.uid) },
+    ],
   };
 }

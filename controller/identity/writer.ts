@@ -1,7 +1,9 @@
 /**
  * The identity approver's writes as API requests (field manager oscar-identity): a CSR's
  * Approved or Denied condition through its approval subresource, the machine's Role and
- * RoleBinding by server-side apply, the used bootstrap token's deletion.
+ * RoleBinding by server-side apply, the machine's OperatingSystemConfigNode claimed for the
+ * issuing config's UID (its label; the admission policy lets only that UID's certificate write
+ * it), the used bootstrap token's deletion.
  */
 import {
   CONTENT_APPLY_PATCH,
@@ -10,6 +12,8 @@ import {
   type KubeHttp,
 } from '../../kube/client.js';
 import { BOOTSTRAP_TOKEN_NAMESPACE } from '../../api/bootstrap/constants.js';
+import { API_VERSION, OSC_NODE_KIND } from '../../api/constants.js';
+import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import { tokenSecretName } from '../bootstrap/token.js';
 import type { CsrObject } from './decide.js';
 
@@ -26,6 +30,11 @@ export interface IdentityWriter {
   /** Adds the condition through /approval; a stale resourceVersion is a conflict (retried). */
   decideCsr(csr: CsrObject, condition: CsrCondition): Promise<void>;
   apply(object: Record<string, unknown>): Promise<void>;
+  /**
+   * The machine's OperatingSystemConfigNode labelled with the config UID whose certificate may
+   * write it: created if missing, relabelled if an earlier machine of that name left it.
+   */
+  claimNode(machine: string, uid: string): Promise<void>;
   deleteToken(id: string): Promise<void>;
 }
 
@@ -71,6 +80,23 @@ export class HttpIdentityWriter implements IdentityWriter {
         contentType: CONTENT_APPLY_PATCH,
         accept: ACCEPT_METADATA,
         body: object,
+      },
+    );
+  }
+
+  async claimNode(machine: string, uid: string): Promise<void> {
+    await this.http.request(
+      'PATCH',
+      `/apis/${API_VERSION}/operatingsystemconfignodes/${encodeURIComponent(machine)}`,
+      {
+        query: { fieldManager: IDENTITY_FIELD_MANAGER, force: true },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body: {
+          apiVersion: API_VERSION,
+          kind: OSC_NODE_KIND,
+          metadata: { name: machine, labels: { [CONFIG_UID_LABEL]: uid } },
+        },
       },
     );
   }

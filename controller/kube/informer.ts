@@ -6,7 +6,7 @@
  * reconnect, not a controller restart. A relist diffs against the cache, so objects deleted while
  * the watch was down are reported as deleted.
  */
-import { realClock, sleep, type Clock } from '../clock.js';
+import { realClock, sleep, type Clock } from './clock.js';
 import {
   ApiError,
   type KubeHttp,

@@ -16,18 +16,23 @@ import { LABEL_CONFIG_NAME } from '../../api/bootstrap/constants.js';
 import { referencedObjects, type References } from '../../api/resolve.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { LABEL_OSC } from '../../api/secret.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../kube/clock.js';
 import type { KubeHttp } from '../../kube/client.js';
-import { dropManagedFields, httpSource, Informer, keyOf } from '../kube/informer.js';
+import { dropManagedFields, keyOf, type Informer } from '../kube/informer.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { oscPath, OSC_RESOURCE } from './writer.js';
-import { errorFields, type Logger } from '../../log/logger.js';
-import type { ControllerMetrics } from '../metrics.js';
+import type { Logger } from '../../log/logger.js';
+import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { Pipeline } from './pipeline.js';
-import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
+import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
+import { timedHandle, type Reconciled } from '../runtime/handle.js';
+import { watchInformer, type InformerContext } from '../runtime/informers.js';
+import { OwnWrites } from '../runtime/own-writes.js';
 import { RefIndex, type Ref } from './ref-index.js';
 import {
   NodeIndex,
+  nodeOfConfig,
   slimNode,
   summarize,
   type NodeSummary,
@@ -81,6 +86,24 @@ function sameMeta(a: KubeObject, b: KubeObject): boolean {
   );
 }
 
+function nsPath(ns: string): string {
+  return ns ? `/namespaces/${ns}` : '';
+}
+
+/**
+ * Our own status writes come back as updates: only spec, deletion and finalizer changes (or a
+ * status that lags the generation) need a pass.
+ */
+function needsPass(before: OscObject, after: OscObject): boolean {
+  return (
+    before.metadata.generation !== after.metadata.generation ||
+    before.metadata.uid !== after.metadata.uid ||
+    after.metadata.deletionTimestamp !== before.metadata.deletionTimestamp ||
+    JSON.stringify(before.metadata.finalizers) !== JSON.stringify(after.metadata.finalizers) ||
+    after.status?.observedGeneration !== after.metadata.generation
+  );
+}
+
 function refsOf(osc: OscObject): Ref[] {
   const r = referencedObjects(osc.spec);
   return [
@@ -89,55 +112,95 @@ function refsOf(osc: OscObject): Ref[] {
   ];
 }
 
-export class OscController implements Caches {
+export class OscController extends RuntimeController implements Caches {
   readonly queue: WorkQueue;
+  protected readonly runtime: ControllerRuntime;
   private readonly sets = new Map<string, Informers>();
   private readonly refs = new RefIndex();
   private readonly nodeIndex = new NodeIndex();
   private readonly nodes: Informer<OscNodeObject>;
   private readonly memo = new Map<string, Memo>();
-  private started = false;
+  /** Each OSC's last status write, to pace the writes node reports cause (ReconcileDeps). */
+  private readonly statusWrites = new Map<string, number>();
+  /**
+   * OSCs whose counts-only status write waits for its second (ms since the epoch when it is due):
+   * the queue runs them then, with the latest counts, so node reports until then need no pass
+   * (each would count the OSC's nodes again only to wait).
+   */
+  private readonly countsDue = new Map<string, number>();
   /**
    * Read-your-writes: what our own writes returned, used until the watch delivers that version
    * (or a later one). Without it, a pass that runs between a write and its watch event would see
    * the old state and write again.
    */
-  private readonly oscOverlay = new Map<string, OscObject>();
-  private readonly secretOverlay = new Map<string, KubeObject>();
+  private readonly ownOscs = new OwnWrites<OscObject>();
+  private readonly ownSecrets = new OwnWrites<KubeObject>();
   private readonly writer: Writer;
+  private readonly ctx: InformerContext;
 
   constructor(private readonly o: OscControllerOptions) {
-    this.queue = new WorkQueue({
-      concurrency: 16,
-      baseDelayMs: 200,
-      maxDelayMs: 60_000,
-      ...o.queue,
-      ...(o.clock ? { clock: o.clock } : {}),
-      onDepth: (d) => {
+    super();
+    this.queue = controllerQueue(
+      { concurrency: 16, baseDelayMs: 200, maxDelayMs: 60_000 },
+      o.queue,
+      o.clock,
+      (d) => {
         o.metrics.queueDepth.set(d);
       },
-    });
+    );
+    this.ctx = {
+      http: o.http,
+      log: o.log,
+      metrics: o.metrics,
+      ...(o.clock ? { clock: o.clock } : {}),
+      ...(o.watchTimeoutSeconds === undefined
+        ? {}
+        : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
+    };
     this.writer = this.recordingWriter(o.writer);
     const scopes = o.namespaces.length === 0 ? [''] : o.namespaces;
     for (const ns of scopes) this.sets.set(ns, this.makeInformers(ns));
     this.nodes = this.makeNodeInformer();
+    this.runtime = new ControllerRuntime({
+      queue: this.queue,
+      handle: timedHandle((key) => this.reconcile(key), {
+        keyField: 'osc',
+        reconciled: 'reconciled',
+        failed: 'reconcile failed; will retry',
+        log: o.log,
+        queue: () => this.queue,
+        timer: () => o.metrics.reconcileDuration.startTimer(),
+        count: (result) => {
+          o.metrics.reconciles.inc({ result });
+        },
+        errorResult: (error) => (error instanceof RenderFailedError ? 'renderFailed' : 'error'),
+      }),
+      log: o.log,
+      informers: () => this.all(),
+      synced: {
+        message: 'caches synced; reconciling',
+        fields: () => ({ oscs: this.countOscs(), namespaces: o.namespaces }),
+      },
+    });
   }
 
+  /** The node reports, slimmed: a change re-queues the OSCs whose counts it moves. */
   private makeNodeInformer(): Informer<OscNodeObject> {
-    const { http, log, metrics } = this.o;
-    const name = 'operatingsystemconfignodes';
     const watched = (key: string): boolean =>
       this.o.namespaces.length === 0 || this.o.namespaces.includes(key.slice(0, key.indexOf('/')));
     const note = (touched: string[]): void => {
-      for (const k of touched) if (watched(k)) this.queue.add(k);
+      const now = Date.now();
+      for (const k of touched) {
+        if (watched(k) && !((this.countsDue.get(k) ?? 0) > now)) this.queue.add(k);
+      }
     };
-    return new Informer<OscNodeObject>(
-      httpSource(http, {
-        path: `/apis/${API_VERSION}/${OSC_NODE_RESOURCE}`,
-        ...(this.o.watchTimeoutSeconds === undefined
-          ? {}
-          : { watchTimeoutSeconds: this.o.watchTimeoutSeconds }),
-      }),
+    return watchInformer<OscNodeObject>(
+      this.ctx,
+      {
+        name: OSC_NODE_RESOURCE,
+        source: { path: `/apis/${API_VERSION}/${OSC_NODE_RESOURCE}` },
+        transform: slimNode,
+      },
       {
         onAdd: (n) => {
           note(this.nodeIndex.set(n.metadata.name, summarize(n)));
@@ -151,142 +214,137 @@ export class OscController implements Caches {
           this.o.listeners?.node?.(n.metadata.name);
         },
       },
+    );
+  }
+
+  private makeInformers(ns: string): Informers {
+    return {
+      osc: this.oscInformer(ns),
+      owned: this.ownedInformer(ns),
+      secrets: this.referencedInformer(ns, 'Secret'),
+      configMaps: this.referencedInformer(ns, 'ConfigMap'),
+    };
+  }
+
+  /** OSCs: a change of spec, deletion or finalizers (not our own status writes) needs a pass. */
+  private oscInformer(ns: string): Informer<OscObject> {
+    const oscChanged = (o: OscObject): void => {
+      this.o.listeners?.osc?.(o.metadata.namespace ?? '', o.metadata.name);
+    };
+    return watchInformer<OscObject>(
+      this.ctx,
       {
-        name,
-        transform: slimNode,
-        ...(this.o.clock ? { clock: this.o.clock } : {}),
-        onError: (error: unknown, attempt: number) => {
-          metrics.watchErrors.inc({ informer: name, namespace: '' });
-          log.warn(
-            { informer: name, attempt, ...errorFields(error) },
-            'list/watch failed; retrying',
-          );
+        name: `operatingsystemconfigs(${ns || '*'})`,
+        metricName: 'operatingsystemconfigs',
+        namespace: ns,
+        source: {
+          path: `/apis/${API_VERSION}${nsPath(ns)}/${OSC_RESOURCE}`,
+          // An OSC can be ~1 MiB; pages of 50 keep a (re)list's response text, its parse and the
+          // previous page's garbage small next to the cache itself.
+          pageSize: 50,
+        },
+      },
+      {
+        onAdd: (o) => {
+          this.ownOscs.seen(keyOf(o), o.metadata.resourceVersion);
+          this.refs.set(keyOf(o), o.metadata.namespace ?? '', refsOf(o));
+          this.queue.add(keyOf(o));
+          oscChanged(o);
+        },
+        onUpdate: (before, after) => {
+          this.ownOscs.seen(keyOf(after), after.metadata.resourceVersion);
+          this.refs.set(keyOf(after), after.metadata.namespace ?? '', refsOf(after));
+          if (needsPass(before, after)) this.queue.add(keyOf(after));
+          if (before.metadata.generation !== after.metadata.generation) oscChanged(after);
+        },
+        onDelete: (o) => {
+          this.refs.remove(keyOf(o));
+          this.ownOscs.forget(keyOf(o));
+          this.queue.add(keyOf(o));
+          oscChanged(o);
         },
       },
     );
   }
 
-  private makeInformers(ns: string): Informers {
-    const { http, log, metrics } = this.o;
-    const nsPath = ns ? `/namespaces/${ns}` : '';
-    // `informer` names what it caches (secrets-owned, …); `namespace` where ("" for all)
-    const common = (name: string, informer: string) => ({
-      name,
-      transform: dropManagedFields,
-      ...(this.o.clock ? { clock: this.o.clock } : {}),
-      onError: (error: unknown, attempt: number) => {
-        metrics.watchErrors.inc({ informer, namespace: ns });
-        log.warn({ informer: name, attempt, ...errorFields(error) }, 'list/watch failed; retrying');
-      },
-    });
-    const timeout =
-      this.o.watchTimeoutSeconds === undefined
-        ? {}
-        : { watchTimeoutSeconds: this.o.watchTimeoutSeconds };
-    const scope = ns || '*';
-    const osc = new Informer<OscObject>(
-      httpSource(http, {
-        path: `/apis/${API_VERSION}${nsPath}/${OSC_RESOURCE}`,
-        // An OSC can be ~1 MiB; pages of 50 keep a (re)list's response text, its parse and the
-        // previous page's garbage small next to the cache itself.
-        pageSize: 50,
-        ...timeout,
-      }),
-      {
-        onAdd: (o) => {
-          this.catchUp(this.oscOverlay, o);
-          this.refs.set(keyOf(o), o.metadata.namespace ?? '', refsOf(o));
-          this.queue.add(keyOf(o));
-          this.o.listeners?.osc?.(o.metadata.namespace ?? '', o.metadata.name);
-        },
-        onUpdate: (before, after) => {
-          this.catchUp(this.oscOverlay, after);
-          this.refs.set(keyOf(after), after.metadata.namespace ?? '', refsOf(after));
-          // Our own status writes come back as updates: only spec, deletion and finalizer
-          // changes (or a status that lags the generation) need a pass.
-          if (
-            before.metadata.generation !== after.metadata.generation ||
-            before.metadata.uid !== after.metadata.uid ||
-            after.metadata.deletionTimestamp !== before.metadata.deletionTimestamp ||
-            JSON.stringify(before.metadata.finalizers) !==
-              JSON.stringify(after.metadata.finalizers) ||
-            after.status?.observedGeneration !== after.metadata.generation
-          ) {
-            this.queue.add(keyOf(after));
-          }
-          if (before.metadata.generation !== after.metadata.generation) {
-            this.o.listeners?.osc?.(after.metadata.namespace ?? '', after.metadata.name);
-          }
-        },
-        onDelete: (o) => {
-          this.refs.remove(keyOf(o));
-          this.oscOverlay.delete(keyOf(o));
-          this.queue.add(keyOf(o));
-          this.o.listeners?.osc?.(o.metadata.namespace ?? '', o.metadata.name);
-        },
-      },
-      common(`operatingsystemconfigs(${scope})`, 'operatingsystemconfigs'),
-    );
+  /** The Secrets oscar owns, metadata only: a change re-queues their OSC. */
+  private ownedInformer(ns: string): Informer<KubeObject> {
     const ownerKey = (s: KubeObject): string | undefined => {
       const name = s.metadata.labels?.[LABEL_OSC];
       return name ? `${s.metadata.namespace ?? ''}/${name}` : undefined;
     };
-    const owned = new Informer<KubeObject>(
-      httpSource(http, {
-        path: `/api/v1${nsPath}/secrets`,
-        labelSelector: LABEL_OSC,
-        metadataOnly: true,
-        ...timeout,
-      }),
+    return watchInformer<KubeObject>(
+      this.ctx,
+      {
+        name: `secrets(${ns || '*'}, owned)`,
+        metricName: 'secrets-owned',
+        namespace: ns,
+        source: {
+          path: `/api/v1${nsPath(ns)}/secrets`,
+          labelSelector: LABEL_OSC,
+          metadataOnly: true,
+        },
+      },
       {
         onAdd: (s) => {
-          this.catchUp(this.secretOverlay, s);
+          this.ownSecrets.seen(keyOf(s), s.metadata.resourceVersion);
           const k = ownerKey(s);
           if (k) this.queue.add(k);
         },
         onUpdate: (before, after) => {
-          this.catchUp(this.secretOverlay, after);
+          this.ownSecrets.seen(keyOf(after), after.metadata.resourceVersion);
           const k = ownerKey(after);
           if (k && !sameMeta(before, after)) this.queue.add(k);
         },
         onDelete: (s) => {
-          this.secretOverlay.delete(keyOf(s));
+          this.ownSecrets.forget(keyOf(s));
           const k = ownerKey(s);
           if (k) this.queue.add(k);
         },
       },
-      common(`secrets(${scope}, owned)`, 'secrets-owned'),
     );
-    const referenced = (kind: 'Secret' | 'ConfigMap') => {
-      const touch = (o: KubeObject): void => {
-        for (const k of this.refs.usersOf(kind, o.metadata.namespace ?? '', o.metadata.name)) {
-          this.queue.add(k);
-        }
-      };
-      return {
-        onAdd: touch,
-        onUpdate: (_: KubeObject, after: KubeObject) => {
-          touch(after);
-        },
-        onDelete: touch,
-      };
+  }
+
+  /** Secrets and ConfigMaps an OSC may reference: a change re-renders every OSC using it. */
+  private referencedInformer(ns: string, kind: 'Secret' | 'ConfigMap'): Informer<DataObject> {
+    const touch = (o: KubeObject): void => {
+      for (const k of this.refs.usersOf(kind, o.metadata.namespace ?? '', o.metadata.name)) {
+        this.queue.add(k);
+      }
     };
-    const secrets = new Informer<DataObject>(
-      httpSource(http, {
-        path: `/api/v1${nsPath}/secrets`,
-        // Neither oscar's rendered Secrets nor its per-machine user data: they are never referenced.
-        labelSelector: `!${LABEL_OSC},!${LABEL_CONFIG_NAME}`,
-        ...timeout,
-      }),
-      referenced('Secret'),
-      common(`secrets(${scope}, referenced)`, 'secrets-referenced'),
+    const handlers = {
+      onAdd: touch,
+      onUpdate: (_: KubeObject, after: KubeObject) => {
+        touch(after);
+      },
+      onDelete: touch,
+    };
+    if (kind === 'ConfigMap') {
+      return watchInformer<DataObject>(
+        this.ctx,
+        {
+          name: `configmaps(${ns || '*'})`,
+          metricName: 'configmaps',
+          namespace: ns,
+          source: { path: `/api/v1${nsPath(ns)}/configmaps` },
+        },
+        handlers,
+      );
+    }
+    return watchInformer<DataObject>(
+      this.ctx,
+      {
+        name: `secrets(${ns || '*'}, referenced)`,
+        metricName: 'secrets-referenced',
+        namespace: ns,
+        source: {
+          path: `/api/v1${nsPath(ns)}/secrets`,
+          // Neither oscar's rendered Secrets nor its per-machine user data: never referenced.
+          labelSelector: `!${LABEL_OSC},!${LABEL_CONFIG_NAME}`,
+        },
+      },
+      handlers,
     );
-    const configMaps = new Informer<DataObject>(
-      httpSource(http, { path: `/api/v1${nsPath}/configmaps`, ...timeout }),
-      referenced('ConfigMap'),
-      common(`configmaps(${scope})`, 'configmaps'),
-    );
-    return { osc, owned, secrets, configMaps };
   }
 
   /**
@@ -314,69 +372,48 @@ export class OscController implements Caches {
     ];
   }
 
-  get synced(): boolean {
-    return this.started && this.all().every((i) => i.synced);
-  }
-
-  /** Starts the informers, waits until their caches are filled, then starts the workers. */
-  async start(): Promise<void> {
-    const t0 = Date.now();
-    for (const i of this.all()) i.start();
-    await Promise.all(this.all().map((i) => i.waitForSync()));
-    this.o.log.info(
-      { ms: Date.now() - t0, oscs: this.countOscs(), namespaces: this.o.namespaces },
-      'caches synced; reconciling',
-    );
-    this.started = true;
-    this.queue.start((key) => this.handle(key));
-  }
-
-  /** Stops taking work, lets the reconciles in flight finish, stops the watches. */
-  async stop(): Promise<void> {
-    await this.queue.shutdown();
-    await Promise.all(this.all().map((i) => i.stop()));
-  }
-
   countOscs(): number {
     let n = 0;
     for (const s of this.sets.values()) n += s.osc.size;
     return n;
   }
 
-  private async handle(key: string): Promise<HandlerResult | undefined> {
-    const { metrics, log } = this.o;
-    const end = metrics.reconcileDuration.startTimer();
-    try {
-      const out = await reconcile(key, {
-        caches: this,
-        writer: this.writer,
-        pipeline: this.o.pipeline,
-        now: () => new Date(),
-        memo: this.memo,
-        ...(this.o.finalizer === false ? { finalizer: false } : {}),
-        ...(this.o.renderedEvents === false ? { renderedEvents: false } : {}),
-      });
-      metrics.reconciles.inc({ result: out.result });
-      if (out.renderBytes !== undefined) metrics.renderSize.observe(out.renderBytes);
-      if (out.writes > 0) {
-        log.info({ osc: key, result: out.result, writes: out.writes }, 'reconciled');
-      } else {
-        log.debug({ osc: key, result: out.result }, 'reconciled; nothing to write');
-      }
-      // The finalizer's watch event normally queues the status pass at once; this is the net.
-      return out.statusDeferred ? { requeueAfterMs: 1000 } : undefined;
-    } catch (error) {
-      metrics.reconciles.inc({
-        result: error instanceof RenderFailedError ? 'renderFailed' : 'error',
-      });
-      log.warn(
-        { osc: key, retryInMs: this.queue.backoffFor(key), ...errorFields(error) },
-        'reconcile failed; will retry',
-      );
-      throw error;
-    } finally {
-      end();
+  private async reconcile(key: string): Promise<Reconciled> {
+    const out = await reconcile(key, {
+      caches: this,
+      writer: this.writer,
+      pipeline: this.o.pipeline,
+      now: () => new Date(),
+      memo: this.memo,
+      nodeCounts: { last: this.statusWrites },
+      ...(this.o.finalizer === false ? { finalizer: false } : {}),
+      ...(this.o.renderedEvents === true ? { renderedEvents: true } : {}),
+    });
+    if (out.renderBytes !== undefined) this.o.metrics.renderSize.observe(out.renderBytes);
+    return {
+      result: out.result,
+      writes: out.writes,
+      ...(out.checksum === undefined ? {} : { fields: { checksum: out.checksum } }),
+      ...this.requeueOf(key, out),
+    };
+  }
+
+  /**
+   * When to run again: the finalizer's watch event normally queues the status pass at once (the
+   * net is a second); a counts-only status write waits for its second, and node reports until
+   * then need no pass.
+   */
+  private requeueOf(
+    key: string,
+    out: { statusDeferred?: boolean; nodesDueInMs?: number },
+  ): { requeueAfterMs?: number } {
+    if (out.statusDeferred) return { requeueAfterMs: 1000 };
+    if (out.nodesDueInMs === undefined) {
+      this.countsDue.delete(key);
+      return {};
     }
+    this.countsDue.set(key, Date.now() + out.nodesDueInMs);
+    return { requeueAfterMs: out.nodesDueInMs };
   }
 
   private recordingWriter(inner: Writer): Writer {
@@ -399,9 +436,9 @@ export class OscController implements Caches {
         // status.rollout belongs to the rollout controller: this write left it as it was.
         const rollout = base.status?.rollout;
         if (status) own.status = rollout ? { ...status, rollout } : status;
-        this.oscOverlay.set(key, own);
+        this.ownOscs.record(key, own, stored.metadata.resourceVersion);
       } else {
-        this.oscOverlay.delete(key);
+        this.ownOscs.forget(key);
       }
     };
     // every write request, by what it writes and how (oscar_controller_api_writes_total)
@@ -414,14 +451,18 @@ export class OscController implements Caches {
         const stored = await inner.applySecret(body);
         if (stored) {
           dropManagedFields(stored);
-          this.secretOverlay.set(keyOf(stored), { metadata: stored.metadata });
+          this.ownSecrets.record(
+            keyOf(stored),
+            { metadata: stored.metadata },
+            stored.metadata.resourceVersion,
+          );
         }
         return stored;
       },
       deleteSecret: async (namespace, name) => {
         count('secrets', 'delete');
         await inner.deleteSecret(namespace, name);
-        this.secretOverlay.delete(`${namespace}/${name}`);
+        this.ownSecrets.forget(`${namespace}/${name}`);
       },
       patchStatus: async (namespace, name, status) => {
         count('operatingsystemconfigs/status', 'apply');
@@ -442,52 +483,25 @@ export class OscController implements Caches {
     };
   }
 
-  /**
-   * Drops our own record of a write once the watch has delivered that version or a later one:
-   * it is no longer needed, and an OSC kept there would be a second copy of the cached one.
-   */
-  private catchUp(overlay: Map<string, KubeObject>, obj: KubeObject): void {
-    const key = keyOf(obj);
-    const own = overlay.get(key);
-    if (!own) return;
-    const a = Number(obj.metadata.resourceVersion ?? 0);
-    const b = Number(own.metadata.resourceVersion);
-    if (!(Number.isFinite(a) && Number.isFinite(b)) || a >= b) overlay.delete(key);
-  }
-
-  /** The newer of the cached object and our own last write of it. */
-  private pick<T extends KubeObject>(
-    overlay: Map<string, T>,
-    key: string,
-    cached: T | undefined,
-    requireCached: boolean,
-  ): T | undefined {
-    const own = overlay.get(key);
-    if (!own) return cached;
-    if (!cached && requireCached) {
-      // Gone from the cache (deleted) after we wrote it: the record has nothing left to say.
-      overlay.delete(key);
-      return undefined;
-    }
-    // resourceVersions are etcd revisions in practice; if one is not a number, trust the cache.
-    const a = Number(cached?.metadata.resourceVersion ?? 0);
-    const b = Number(own.metadata.resourceVersion);
-    if (Number.isFinite(a) && Number.isFinite(b) && a < b) return own;
-    overlay.delete(key);
-    return cached;
-  }
-
   // Caches: the informers' stores.
   private setFor(namespace: string): Informers | undefined {
     return this.sets.get(namespace) ?? this.sets.get('');
   }
   osc(namespace: string, name: string): OscObject | undefined {
+    const key = `${namespace}/${name}`;
     const cached = this.setFor(namespace)?.osc.get(namespace, name);
-    return this.pick(this.oscOverlay, `${namespace}/${name}`, cached, true);
+    if (!cached) {
+      // Gone from the cache (deleted) after we wrote it: the record has nothing left to say.
+      this.ownOscs.forget(key);
+      return undefined;
+    }
+    return this.ownOscs.newerThan(key, cached.metadata.resourceVersion) ?? cached;
   }
   ownedSecret(namespace: string, name: string): KubeObject | undefined {
     const cached = this.setFor(namespace)?.owned.get(namespace, name);
-    return this.pick(this.secretOverlay, `${namespace}/${name}`, cached, false);
+    return (
+      this.ownSecrets.newerThan(`${namespace}/${name}`, cached?.metadata.resourceVersion) ?? cached
+    );
   }
   ownedSecretsOf(namespace: string, oscName: string): KubeObject[] {
     return (this.setFor(namespace)?.owned.list() ?? []).filter(
@@ -501,19 +515,20 @@ export class OscController implements Caches {
     return this.setFor(namespace)?.configMaps.get(namespace, name);
   }
   ownWriteSeen(namespace: string, name: string): boolean {
-    const own = this.oscOverlay.get(`${namespace}/${name}`);
-    if (!own) return true;
     const cached = this.setFor(namespace)?.osc.get(namespace, name);
-    const a = Number(cached?.metadata.resourceVersion ?? 0);
-    const b = Number(own.metadata.resourceVersion);
-    return !(Number.isFinite(a) && Number.isFinite(b)) || a >= b;
+    return this.ownOscs.caughtUp(`${namespace}/${name}`, cached?.metadata.resourceVersion);
   }
   nodesOf(namespace: string, name: string): readonly NodeSummary[] {
     return this.nodeIndex.of(`${namespace}/${name}`);
   }
-  /** Whether the node report named so exists (its agent has reported). */
-  nodeReported(name: string): boolean {
-    return this.nodes.get('', name) !== undefined;
+  /**
+   * Whether the node report named so exists (its agent has reported) and is not another config's:
+   * an object the identity approver labelled for another config UID is an earlier machine's of
+   * the same name, not this config's machine joining.
+   */
+  nodeReported(name: string, configUid?: string): boolean {
+    const node = this.nodes.get('', name);
+    return node !== undefined && nodeOfConfig(node, configUid);
   }
   /** The data of the Secrets and ConfigMaps `spec` references, from these caches. */
   references(namespace: string, spec: OperatingSystemConfigSpec): References {

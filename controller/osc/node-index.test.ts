@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   countNodes,
+  nodeOfConfig,
   NodeIndex,
   slimNode,
   summarize,
@@ -81,6 +82,24 @@ describe('summarize', () => {
     const unnamed = node('n', 'web');
     if (unnamed.status?.oscRef) unnamed.status.oscRef.name = '';
     expect(summarize(unnamed)).toBeUndefined();
+  });
+});
+
+describe('nodeOfConfig: whose machine a node object is', () => {
+  const labelled = (uid: string) => ({ metadata: { labels: { 'oscar.dev/config-uid': uid } } });
+  it("an object labelled for another config UID is an earlier machine's, not this config's", () => {
+    expect(nodeOfConfig(labelled('u-old'), 'u-new')).toBe(false);
+    expect(nodeOfConfig(labelled('u-new'), 'u-new')).toBe(true);
+  });
+  it('an unlabelled object, or a config without a UID, counts as before', () => {
+    expect(nodeOfConfig({ metadata: {} }, 'u-new')).toBe(true);
+    expect(nodeOfConfig(labelled('u-old'), undefined)).toBe(true);
+  });
+  it('slimNode keeps that label and no other', () => {
+    const n = node('n', 'web', 'c1', 'True');
+    n.metadata.labels = { 'oscar.dev/config-uid': 'u1', other: 'x' };
+    slimNode(n);
+    expect(n.metadata.labels).toEqual({ 'oscar.dev/config-uid': 'u1' });
   });
 });
 

@@ -5,6 +5,7 @@
  * journal lines and can be many — and re-reconciles an OSC only when a summary that counts for
  * it changed (a report's timestamps moving changes nothing here).
  */
+import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import type {
   OperatingSystemConfigNodeSpec,
   OperatingSystemConfigNodeStatus,
@@ -52,11 +53,27 @@ export function summarize(node: OscNodeObject): NodeSummary | undefined {
  * node. Kept: what the counts read, and for rollouts the grant (spec), the node's answer to it
  * (status.revision, without its message) and how the agent follows (status.source).
  */
+/**
+ * Whether a node object is this config's machine's: an object the identity approver labelled for
+ * another config UID belongs to an earlier machine of the same name (docs/identity.md); an
+ * unlabelled one (an agent with other credentials, or a certificate from before UIDs) may be.
+ */
+export function nodeOfConfig(
+  node: { metadata: { labels?: Record<string, string> } },
+  configUid: string | undefined,
+): boolean {
+  const owner = node.metadata.labels?.[CONFIG_UID_LABEL];
+  return owner === undefined || configUid === undefined || owner === configUid;
+}
+
 export function slimNode(obj: unknown): void {
   const node = obj as OscNodeObject | null;
   if (!node?.metadata) return;
-  const { name, namespace, uid, resourceVersion, generation } = node.metadata;
+  const { name, namespace, uid, resourceVersion, generation, labels } = node.metadata;
   node.metadata = { name };
+  // whose node it is (the identity approver's label): bootstrap's join check reads it
+  const configUid = labels?.[CONFIG_UID_LABEL];
+  if (configUid !== undefined) node.metadata.labels = { [CONFIG_UID_LABEL]: configUid };
   if (namespace !== undefined) node.metadata.namespace = namespace;
   if (uid !== undefined) node.metadata.uid = uid;
   if (resourceVersion !== undefined) node.metadata.resourceVersion = resourceVersion;

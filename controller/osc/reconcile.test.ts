@@ -135,12 +135,7 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     const first = await reconcile('ns/a', deps);
     expect(first.result).toBe('written');
-    expect(world.log).toEqual([
-      'finalizer a true',
-      'apply oscar-a-reconcile',
-      'status a',
-      'event Rendered',
-    ]);
+    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile', 'status a']);
     const secret = world.secrets.get('ns/oscar-a-reconcile');
     const data = Object.fromEntries(
       Object.entries(secret?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')]),
@@ -169,12 +164,27 @@ describe('reconcile', () => {
     expect(world.log).toEqual([]);
   });
 
-  it('without the finalizer and the Rendered Event, a new OSC costs two writes (Secret, status)', async () => {
+  it('by default (no finalizer, no Rendered Event) a new OSC costs two writes: Secret, status', async () => {
     const { world, deps } = setup();
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
-    const first = await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: false });
+    const first = await reconcile('ns/a', { ...deps, finalizer: false });
     expect(first).toMatchObject({ result: 'written', writes: 2 });
     expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a']);
+    // What the Event said is in the status and in the outcome (the controller logs it).
+    expect(first.checksum).toBe(world.osc('ns', 'a')?.status?.checksum);
+  });
+
+  it('with renderedEvents, every Secret written is a Normal Rendered Event naming its checksum', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    const first = await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: true });
+    expect(first).toMatchObject({ result: 'written', writes: 3 });
+    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a', 'event Rendered']);
+    world.log = [];
+    expect(
+      (await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: true })).writes,
+    ).toBe(0);
+    expect(world.log).toEqual([]);
   });
 
   it('leaves the status of a new OSC to the next pass while the watch lags behind its finalizer', async () => {
@@ -182,8 +192,8 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     world.seen = false;
     const first = await reconcile('ns/a', deps);
-    expect(first).toMatchObject({ result: 'written', writes: 3, statusDeferred: true });
-    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile', 'event Rendered']);
+    expect(first).toMatchObject({ result: 'written', writes: 2, statusDeferred: true });
+    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile']);
     expect(world.osc('ns', 'a')?.status).toBeUndefined();
 
     // Only a pass that wrote the finalizer waits: the next one writes the status at once.
@@ -393,5 +403,48 @@ describe('reconcile', () => {
     world.nodes.delete('ns/p');
     await reconcile('ns/p', deps);
     expect(world.osc('ns', 'p')?.status).not.toHaveProperty('nodes');
+  });
+
+  it('paces status writes that only move node counts: one a second per OSC, the latest counts', async () => {
+    const { world, deps } = setup();
+    let clock = Date.parse('2026-01-01T00:00:00Z');
+    const paced = {
+      ...deps,
+      now: () => new Date(clock),
+      nodeCounts: { last: new Map<string, number>() },
+    };
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', paced);
+    const v1 = world.osc('ns', 'a')?.status?.checksum ?? '';
+    const node = { osc: 'ns/a', applied: v1, degraded: false };
+
+    // 200 reports within the second after the status write: none written, each told when.
+    world.log = [];
+    for (let i = 1; i <= 200; i++) {
+      clock += 4;
+      world.nodes.set(
+        'ns/a',
+        Array.from({ length: i }, () => node),
+      );
+      const out = await reconcile('ns/a', paced);
+      expect(out.writes).toBe(0);
+      expect(out.nodesDueInMs).toBe(1000 - 4 * i);
+    }
+    expect(world.log).toEqual([]);
+    // Its second is up: one write with the latest counts, and the next second starts.
+    clock += 200;
+    const due = await reconcile('ns/a', paced);
+    expect(due).toMatchObject({ writes: 1 });
+    expect(due.nodesDueInMs).toBeUndefined();
+    expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 200, updated: 200 });
+    world.nodes.set('ns/a', [node]);
+    expect((await reconcile('ns/a', paced)).nodesDueInMs).toBe(1000);
+
+    // Anything beyond the counts (a new rendering) is written at once, counts included.
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec('v2\n') });
+    world.log = [];
+    await reconcile('ns/a', paced);
+    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a']);
+    expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 1, updated: 0 });
   });
 });

@@ -27,7 +27,7 @@ import {
   secretNameFor,
 } from '../../api/secret.js';
 import { validateAndResolve } from '../../api/validated.js';
-import { setConditions, type ConditionInput } from '../conditions.js';
+import { setConditions, type ConditionInput } from '../runtime/conditions.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { countNodes, type NodeSummary } from './node-index.js';
 import type { Pipeline } from './pipeline.js';
@@ -99,6 +99,13 @@ export interface ReconcileOutcome {
   renderBytes?: number;
   /** Writes made: 0 at steady state. */
   writes: number;
+  /** The checksum of the Secret this pass wrote (what the Rendered Event used to carry). */
+  checksum?: string;
+  /**
+   * Only status.nodes changed and this OSC's status was written less than the pacing interval
+   * ago: the caller runs the OSC again after this many ms (later reports are counted then).
+   */
+  nodesDueInMs?: number;
   /**
    * The status write was left for the next pass: this pass added the finalizer and the watch had
    * not delivered it yet. Its watch event queues that pass; the caller should also retry later.
@@ -119,7 +126,17 @@ export interface ReconcileDeps {
    * and a new OSC costs one write less.
    */
   finalizer?: boolean;
-  /** A Normal Event for every Secret written (default true); Warnings are always recorded. */
+  /**
+   * Paces status writes that change only status.nodes: at most one per OSC per `intervalMs`
+   * (default 1 s), whatever the number of nodes reporting. Without it every node report that
+   * moves a count is a status write (546 for a 2,000-node rollout). `last` holds each OSC's last
+   * status write (ms since the epoch, from `now`).
+   */
+  nodeCounts?: { last: Map<string, number>; intervalMs?: number };
+  /**
+   * A Normal Event for every Secret written (default false: it was a third write per new OSC, and
+   * the status's Rendered condition and checksum say the same); Warnings are always recorded.
+   */
   renderedEvents?: boolean;
 }
 
@@ -386,6 +403,8 @@ interface Pass {
   readonly name: string;
   readonly deps: ReconcileDeps;
   writes: number;
+  /** Set when a counts-only status write waits for its pacing interval. */
+  nodesDueInMs?: number;
 }
 
 /** Deleted without our finalizer (or before it was added): remove what it left behind. */
@@ -395,6 +414,7 @@ async function removeLeftovers(p: Pass): Promise<ReconcileOutcome> {
     p.writes++;
   }
   p.deps.memo?.delete(p.key);
+  p.deps.nodeCounts?.last.delete(p.key);
   return { result: 'absent', writes: p.writes };
 }
 
@@ -412,6 +432,7 @@ async function finalizeDeletion(p: Pass, osc: OscObject): Promise<ReconcileOutco
     p.writes++;
   }
   p.deps.memo?.delete(p.key);
+  p.deps.nodeCounts?.last.delete(p.key);
   return { result: 'deleted', writes: p.writes };
 }
 
@@ -460,6 +481,23 @@ async function writeSecret(p: Pass, owner: OwnerInfo, outcome: Outcome): Promise
  * The status, written when it differs (a Ready that turned bad is an Event too); deferred, and
  * true, while the finalizer this pass wrote has not come back through the watch.
  */
+/** Equal but for status.nodes: a change the node reports alone made. */
+function onlyCountsDiffer(a: OperatingSystemConfigStatus, b: OperatingSystemConfigStatus): boolean {
+  return jsonEqual({ ...a, nodes: undefined }, { ...b, nodes: undefined });
+}
+
+/** How long a counts-only status write must wait for the pacing interval (0: write now). */
+function countsWait(
+  p: Pass,
+  status: OperatingSystemConfigStatus,
+  current: OperatingSystemConfigStatus,
+): number {
+  const pacing = p.deps.nodeCounts;
+  const last = pacing?.last.get(p.key);
+  if (!pacing || last === undefined || !onlyCountsDiffer(status, current)) return 0;
+  return Math.max(0, last + (pacing.intervalMs ?? 1000) - p.deps.now().getTime());
+}
+
 async function writeStatus(
   p: Pass,
   osc: OscObject,
@@ -477,9 +515,15 @@ async function writeStatus(
   const current = { ...osc.status };
   delete current.rollout;
   if (statusDeferred || jsonEqual(status, current)) return statusDeferred;
+  const wait = countsWait(p, status, current);
+  if (wait > 0) {
+    p.nodesDueInMs = wait;
+    return false;
+  }
   const before = osc.status?.conditions?.find((c) => c.type === 'Ready');
   await writer.patchStatus(p.namespace, p.name, status);
   p.writes++;
+  p.deps.nodeCounts?.last.set(p.key, p.deps.now().getTime());
   const after = status.conditions?.find((c) => c.type === 'Ready');
   const changed = before?.status !== after?.status || before?.reason !== after?.reason;
   if (outcome.kind !== 'rendered' && changed && after) {
@@ -489,9 +533,9 @@ async function writeStatus(
   return false;
 }
 
-/** A Secret written is a Rendered Event (unless turned off). */
+/** A Secret written is a Rendered Event, when asked for (`--osc-rendered-events`). */
 async function announceRendered(p: Pass, osc: OscObject, outcome: Outcome): Promise<void> {
-  if (outcome.kind !== 'rendered' || p.deps.renderedEvents === false) return;
+  if (outcome.kind !== 'rendered' || p.deps.renderedEvents !== true) return;
   await p.deps.writer.event(osc, {
     type: 'Normal',
     reason: 'Rendered',
@@ -527,7 +571,9 @@ export async function reconcile(key: string, deps: ReconcileDeps): Promise<Recon
       ? 'unchanged'
       : outcome.kind;
   const out: ReconcileOutcome = { result, writes: p.writes };
+  if (wrote && outcome.kind === 'rendered') out.checksum = outcome.secret.checksum;
   if (outcome.kind === 'rendered' || outcome.kind === 'tooLarge') out.renderBytes = outcome.size;
   if (statusDeferred) out.statusDeferred = true;
+  if (p.nodesDueInMs !== undefined) out.nodesDueInMs = p.nodesDueInMs;
   return out;
 }

@@ -10,13 +10,16 @@
  */
 import { ANNOTATION_RESUME, LABEL_OSC } from '../../api/secret.js';
 import type { RevisionGrant, RolloutStatus } from '../../api/schema.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../kube/clock.js';
 import { dropManagedFields, keyOf } from '../kube/informer.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
-import { errorFields, type Logger } from '../../log/logger.js';
+import type { Logger } from '../../log/logger.js';
 import type { OscController } from '../osc/controller.js';
 import type { EventInput } from '../osc/reconcile.js';
-import { WorkQueue, type HandlerResult, type QueueOptions } from '../queue.js';
+import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
+import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
+import { timedHandle, type Reconciled } from '../runtime/handle.js';
+import { OwnWrites } from '../runtime/own-writes.js';
 import { GrantNodeIndex, memberOf } from './node-index.js';
 import type { NodeState } from './planner.js';
 import { reconcileRollout, type RolloutCaches, type RolloutMemo } from './reconcile.js';
@@ -38,7 +41,8 @@ export interface RolloutControllerOptions {
   issuedNamespaces?: (node: string) => readonly string[];
 }
 
-interface Own<T> {
+/** status.rollout as the watch last delivered it, at that resourceVersion. */
+interface Watched<T> {
   value: T;
   resourceVersion: number;
 }
@@ -48,30 +52,50 @@ function rv(obj: KubeObject | undefined): number {
   return Number.isFinite(n) ? n : 0;
 }
 
-export class RolloutController implements RolloutCaches {
+export class RolloutController extends RuntimeController implements RolloutCaches {
   readonly queue: WorkQueue;
+  protected readonly runtime: ControllerRuntime;
   private readonly index = new GrantNodeIndex();
   private readonly memo = new Map<string, RolloutMemo>();
-  private readonly ownGrants = new Map<string, Own<{ grant: RevisionGrant; generation: number }>>();
-  private readonly ownStatus = new Map<string, Own<RolloutStatus>>();
-  private readonly ownSecrets = new Map<string, Own<KubeObject>>();
+  private readonly ownGrants = new OwnWrites<{ grant: RevisionGrant; generation: number }>();
+  private readonly ownStatus = new OwnWrites<RolloutStatus>();
+  private readonly ownSecrets = new OwnWrites<KubeObject>();
   private readonly nodeRvs = new Map<string, number>();
   /** status.rollout as the watch last delivered it (the OSC controller's overlay lags on it). */
-  private readonly watchedStatus = new Map<string, Own<RolloutStatus | undefined>>();
+  private readonly watchedStatus = new Map<string, Watched<RolloutStatus | undefined>>();
 
   constructor(private readonly o: RolloutControllerOptions) {
-    this.queue = new WorkQueue({
-      concurrency: 8,
-      baseDelayMs: 200,
-      maxDelayMs: 60_000,
-      ...o.queue,
-      ...(o.clock ? { clock: o.clock } : {}),
+    super();
+    this.queue = controllerQueue(
+      { concurrency: 8, baseDelayMs: 200, maxDelayMs: 60_000 },
+      o.queue,
+      o.clock,
+    );
+    this.subscribeOscs();
+    this.subscribeSecrets();
+    this.subscribeNodes();
+    this.runtime = new ControllerRuntime({
+      queue: this.queue,
+      handle: timedHandle((key) => this.reconcile(key), {
+        keyField: 'osc',
+        reconciled: 'rollout reconciled',
+        failed: 'rollout reconcile failed; will retry',
+        log: o.log,
+        queue: () => this.queue,
+        count: (result, writes) => {
+          o.onReconcile?.(result === 'ok' ? 'ok' : 'error', writes);
+        },
+        errorResult: () => 'error',
+      }),
+      log: o.log,
+      // The OSC controller's informers, synced before this one starts.
+      informers: () => [],
     });
-    this.subscribe();
   }
 
-  private subscribe(): void {
-    const { osc, owned, nodes } = this.o.osc.informers;
+  /** An OSC's spec, resume annotation or rendered checksum moved: a pass. */
+  private subscribeOscs(): void {
+    const { osc } = this.o.osc.informers;
     const note = (o: OscObject): void => {
       this.watchedStatus.set(keyOf(o), { value: o.status?.rollout, resourceVersion: rv(o) });
     };
@@ -92,23 +116,26 @@ export class RolloutController implements RolloutCaches {
           ) {
             this.queue.add(keyOf(after));
           }
-          const own = this.ownStatus.get(keyOf(after));
-          if (own && rv(after) >= own.resourceVersion) this.ownStatus.delete(keyOf(after));
+          this.ownStatus.seen(keyOf(after), rv(after));
         },
         onDelete: (o) => {
-          this.ownStatus.delete(keyOf(o));
+          this.ownStatus.forget(keyOf(o));
           this.watchedStatus.delete(keyOf(o));
           this.queue.add(keyOf(o));
         },
       });
     }
+  }
+
+  /** The OSC's reconcile Secret or a revision slot changed: its OSC gets a pass. */
+  private subscribeSecrets(): void {
+    const { owned } = this.o.osc.informers;
     const ownerKey = (s: KubeObject): string | undefined => {
       const name = s.metadata.labels?.[LABEL_OSC];
       return name ? `${s.metadata.namespace ?? ''}/${name}` : undefined;
     };
     const secretChanged = (s: KubeObject): void => {
-      const own = this.ownSecrets.get(keyOf(s));
-      if (own && rv(s) >= own.resourceVersion) this.ownSecrets.delete(keyOf(s));
+      this.ownSecrets.seen(keyOf(s), rv(s));
       const k = ownerKey(s);
       if (k) this.queue.add(k);
     };
@@ -124,12 +151,17 @@ export class RolloutController implements RolloutCaches {
           }
         },
         onDelete: (s) => {
-          this.ownSecrets.delete(keyOf(s));
+          this.ownSecrets.forget(keyOf(s));
           const k = ownerKey(s);
           if (k) this.queue.add(k);
         },
       });
     }
+  }
+
+  /** A node's grant, answer, applied checksum or health moved: the OSCs it counts in. */
+  private subscribeNodes(): void {
+    const { nodes } = this.o.osc.informers;
     nodes.subscribe({
       onAdd: (n) => {
         this.nodeRvs.set(n.metadata.name, rv(n));
@@ -137,70 +169,47 @@ export class RolloutController implements RolloutCaches {
       },
       onUpdate: (_, n) => {
         this.nodeRvs.set(n.metadata.name, rv(n));
-        const own = this.ownGrants.get(n.metadata.name);
-        if (own && rv(n) >= own.resourceVersion) this.ownGrants.delete(n.metadata.name);
+        this.ownGrants.seen(n.metadata.name, rv(n));
         for (const k of this.index.set(n)) this.queue.add(k);
       },
       onDelete: (n) => {
         this.nodeRvs.delete(n.metadata.name);
-        this.ownGrants.delete(n.metadata.name);
+        this.ownGrants.forget(n.metadata.name);
         for (const k of this.index.remove(n.metadata.name)) this.queue.add(k);
       },
     });
   }
 
-  start(): void {
-    this.queue.start((key) => this.handle(key));
-  }
-
-  async stop(): Promise<void> {
-    await this.queue.shutdown();
-  }
-
-  private async handle(key: string): Promise<HandlerResult | undefined> {
-    try {
-      const out = await reconcileRollout(key, {
-        caches: this,
-        writer: this.o.writer,
-        ...(this.o.drainer ? { drainer: this.o.drainer } : {}),
-        event: (osc, e) => this.o.event(osc, e),
-        memo: this.memo,
-        now: () => new Date(),
-        recorded: {
-          grant: (node, grant, stored) => {
-            const generation = stored?.metadata.generation;
-            if (generation === undefined) return;
-            this.ownGrants.set(node, {
-              value: { grant, generation },
-              resourceVersion: rv(stored),
-            });
-          },
-          status: (oscKey, rollout, stored) => {
-            if (stored) this.ownStatus.set(oscKey, { value: rollout, resourceVersion: rv(stored) });
-          },
-          revision: (stored) => {
-            if (!stored) return;
-            dropManagedFields(stored);
-            this.ownSecrets.set(keyOf(stored), { value: stored, resourceVersion: rv(stored) });
-          },
+  private async reconcile(key: string): Promise<Reconciled> {
+    const out = await reconcileRollout(key, {
+      caches: this,
+      writer: this.o.writer,
+      ...(this.o.drainer ? { drainer: this.o.drainer } : {}),
+      event: (osc, e) => this.o.event(osc, e),
+      memo: this.memo,
+      now: () => new Date(),
+      recorded: {
+        grant: (node, grant, stored) => {
+          const generation = stored?.metadata.generation;
+          if (generation === undefined) return;
+          this.ownGrants.record(node, { grant, generation }, rv(stored));
         },
-      });
-      this.o.onReconcile?.('ok', out.writes);
-      if (out.writes > 0) {
-        this.o.log.info(
-          { osc: key, grants: out.grants, writes: out.writes, phase: out.phase },
-          'rollout reconciled',
-        );
-      }
-      return out.requeueAfterMs === undefined ? undefined : { requeueAfterMs: out.requeueAfterMs };
-    } catch (error) {
-      this.o.onReconcile?.('error', 0);
-      this.o.log.warn(
-        { osc: key, retryInMs: this.queue.backoffFor(key), ...errorFields(error) },
-        'rollout reconcile failed; will retry',
-      );
-      throw error;
-    }
+        status: (oscKey, rollout, stored) => {
+          if (stored) this.ownStatus.record(oscKey, rollout, rv(stored));
+        },
+        revision: (stored) => {
+          if (!stored) return;
+          dropManagedFields(stored);
+          this.ownSecrets.record(keyOf(stored), stored, rv(stored));
+        },
+      },
+    });
+    return {
+      result: 'ok',
+      writes: out.writes,
+      fields: { grants: out.grants, phase: out.phase },
+      ...(out.requeueAfterMs === undefined ? {} : { requeueAfterMs: out.requeueAfterMs }),
+    };
   }
 
   // RolloutCaches: the shared caches, with this controller's own writes laid over them.
@@ -209,22 +218,20 @@ export class RolloutController implements RolloutCaches {
   }
 
   ownedSecret(namespace: string, name: string): KubeObject | undefined {
-    const own = this.ownSecrets.get(`${namespace}/${name}`);
     const cached = this.o.osc.ownedSecret(namespace, name);
-    return own && rv(cached) < own.resourceVersion ? own.value : cached;
+    return this.ownSecrets.newerThan(`${namespace}/${name}`, rv(cached)) ?? cached;
   }
 
   ownedSecretsOf(namespace: string, oscName: string): KubeObject[] {
     const cached = new Map(
       this.o.osc.ownedSecretsOf(namespace, oscName).map((s) => [s.metadata.name, s]),
     );
-    for (const [key, own] of this.ownSecrets) {
-      const s = own.value;
+    for (const [key, s] of this.ownSecrets.entries()) {
       if (s.metadata.namespace !== namespace || s.metadata.labels?.[LABEL_OSC] !== oscName) {
         continue;
       }
-      if (rv(cached.get(s.metadata.name)) < own.resourceVersion) cached.set(s.metadata.name, s);
-      else this.ownSecrets.delete(key);
+      const own = this.ownSecrets.newerThan(key, rv(cached.get(s.metadata.name)));
+      if (own) cached.set(s.metadata.name, own);
     }
     return [...cached.values()];
   }
@@ -233,16 +240,13 @@ export class RolloutController implements RolloutCaches {
     const issued = this.o.issuedNamespaces ?? (() => []);
     const members = this.index.of(oscKey).filter((n) => memberOf(oscKey, issued(n.name)));
     return members.map((n) => {
-      const own = this.ownGrants.get(n.name);
-      if (!own || (this.nodeRvs.get(n.name) ?? 0) >= own.resourceVersion) return n;
-      return { ...n, grant: own.value.grant, generation: own.value.generation };
+      const own = this.ownGrants.newerThan(n.name, this.nodeRvs.get(n.name) ?? 0);
+      return own ? { ...n, grant: own.grant, generation: own.generation } : n;
     });
   }
 
   rolloutOf(oscKey: string): RolloutStatus | undefined {
     const watched = this.watchedStatus.get(oscKey);
-    const own = this.ownStatus.get(oscKey);
-    if (own && (watched?.resourceVersion ?? 0) < own.resourceVersion) return own.value;
-    return watched?.value;
+    return this.ownStatus.newerThan(oscKey, watched?.resourceVersion ?? 0) ?? watched?.value;
   }
 }

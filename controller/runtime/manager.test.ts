@@ -58,3 +58,25 @@ describe('Manager', () => {
     expect(said).toContain('stop osc');
   });
 });
+
+describe('Manager.synced', () => {
+  it('is true once every part started and says it is synced, false again once stopping', async () => {
+    let bSynced = false;
+    const a: Runnable = { start: () => undefined, stop: () => Promise.resolve(), synced: true };
+    const b: Runnable = {
+      start: () => undefined,
+      stop: () => Promise.resolve(),
+      get synced() {
+        return bSynced;
+      },
+    };
+    const m = new Manager([a, b]);
+    expect(m.synced).toBe(false);
+    await m.start();
+    expect(m.synced).toBe(false);
+    bSynced = true;
+    expect(m.synced).toBe(true);
+    await m.stop();
+    expect(m.synced).toBe(false);
+  });
+});

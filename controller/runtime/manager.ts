@@ -9,6 +9,8 @@
 export interface Runnable {
   start(): Promise<void> | void;
   stop(): Promise<void>;
+  /** Whether its caches are synced and it works (undefined: once started). */
+  readonly synced?: boolean;
 }
 
 export class Manager {
@@ -16,6 +18,15 @@ export class Manager {
   private stopping = false;
 
   constructor(private readonly parts: readonly Runnable[]) {}
+
+  /** Whether every part started and is synced, and none is stopping: the leader is ready. */
+  get synced(): boolean {
+    return (
+      !this.stopping &&
+      this.started.length === this.parts.length &&
+      this.parts.every((part) => part.synced ?? true)
+    );
+  }
 
   /** Starts each part once the one before it started; stops early when `stop` was called. */
   async start(): Promise<void> {

@@ -56,11 +56,31 @@ interface ProgramSpec {
   name: string;
   /** Packages left out of the bundle (an import of one throws, naming it). */
   leftOut: readonly string[];
+  /** Node.js and V8 flags the executable starts with (the SEA config's execArgv). */
+  execArgv: readonly string[];
 }
 
+/**
+ * The agent's V8 settings (cli/memory.ts) as the executable's own flags: set before V8 starts,
+ * the young generation never grows and Maglev and TurboFan are never set up, which setting the
+ * same flags at run time (as `oscar agent` from dist/ does) cannot undo. `plan` and `version`
+ * are short commands that do not miss the optimising tiers.
+ */
+export const AGENT_EXEC_ARGV = [
+  '--semi-space-growth-factor=1',
+  '--optimize-for-size',
+  '--no-maglev',
+  '--no-turbofan',
+] as const;
+
 const PROGRAM: Record<Program, ProgramSpec> = {
-  oscar: { entry: 'cli/oscar-executable.ts', name: 'oscar', leftOut: [] },
-  agent: { entry: 'cli/agent-main.ts', name: 'oscar-agent', leftOut: ['@kubernetes/client-node'] },
+  oscar: { entry: 'cli/oscar-executable.ts', name: 'oscar', leftOut: [], execArgv: [] },
+  agent: {
+    entry: 'cli/agent-main.ts',
+    name: 'oscar-agent',
+    leftOut: ['@kubernetes/client-node'],
+    execArgv: AGENT_EXEC_ARGV,
+  },
 };
 
 interface PlatformSpec {
@@ -195,7 +215,7 @@ export async function bundleProgram(program: Program, outfile: string): Promise<
     // heap (2.0 -> 1.0 MB); names of functions and classes stay, for errors and logs.
     minify: true,
     keepNames: true,
-    // cli/version.ts reads import.meta.url only when __OSCAR_VERSION__ is not defined.
+    // cli/support/version.ts reads import.meta.url only when __OSCAR_VERSION__ is not defined.
     logOverride: { 'empty-import-meta': 'silent' },
     logLevel: 'warning',
   });
@@ -226,10 +246,16 @@ export function buildAgent(opts: BuildOptions = {}): Promise<BuiltAgent> {
 }
 
 /** What the executable is made of: an equal key means an identical executable. */
-async function inputKey(bundle: string, node: string, nodeVersion: string): Promise<string> {
+async function inputKey(
+  bundle: string,
+  node: string,
+  nodeVersion: string,
+  execArgv: readonly string[],
+): Promise<string> {
   return createHash('sha256')
     .update(await readFile(bundle))
     .update(`\0${nodeVersion}\0${await sha256Of(node)}\0${await postjectVersion()}`)
+    .update(`\0${execArgv.join('\0')}`)
     .digest('hex');
 }
 
@@ -243,20 +269,24 @@ async function reusable(out: string, key: string): Promise<BuiltAgent | undefine
   return { path: out, sha256, bytes: (await readFile(out)).length, built: false };
 }
 
-/** The blob of the SEA: the script, no code cache, no snapshot (see above). */
-async function seaBlob(work: string): Promise<Buffer> {
-  await writeFile(
-    join(work, 'sea-config.json'),
-    JSON.stringify({
-      // Relative to cwd: the blob records the script's name, and a temporary directory's name
-      // would make every build differ.
-      main: 'program.cjs',
-      output: 'sea-prep.blob',
-      disableExperimentalSEAWarning: true,
-      useCodeCache: false,
-      useSnapshot: false,
-    }),
-  );
+/** The SEA config of a program: the script, no code cache, no snapshot (see above), its flags. */
+export function seaConfig(program: Program): Record<string, unknown> {
+  const { execArgv } = PROGRAM[program];
+  return {
+    // Relative to cwd: the blob records the script's name, and a temporary directory's name
+    // would make every build differ.
+    main: 'program.cjs',
+    output: 'sea-prep.blob',
+    disableExperimentalSEAWarning: true,
+    useCodeCache: false,
+    useSnapshot: false,
+    ...(execArgv.length > 0 ? { execArgv } : {}),
+  };
+}
+
+/** The blob of the SEA. */
+async function seaBlob(work: string, program: Program): Promise<Buffer> {
+  await writeFile(join(work, 'sea-config.json'), JSON.stringify(seaConfig(program)));
   await execFileP(runtimeNode(), ['--experimental-sea-config', 'sea-config.json'], { cwd: work });
   return readFile(join(work, 'sea-prep.blob'));
 }
@@ -310,13 +340,13 @@ export async function buildExecutable(
     const bundle = join(work, 'program.cjs');
     await bundleProgram(program, bundle);
     const nodeVersion = (await execFileP(runtimeNode(), ['--version'])).stdout.trim();
-    const key = await inputKey(bundle, node, nodeVersion);
+    const key = await inputKey(bundle, node, nodeVersion, PROGRAM[program].execArgv);
     const reused = opts.force === true ? undefined : await reusable(out, key);
     if (reused) {
       log(`${name}: unchanged (${reused.sha256.slice(0, 12)}), reusing ${out}`);
       return reused;
     }
-    const blob = await seaBlob(work);
+    const blob = await seaBlob(work, program);
     const binary = join(work, name);
     await execFileP(PLATFORM[platform].strip, ['-o', binary, node]);
     await quietInject(binary, blob);

@@ -11,7 +11,7 @@
 //      oscar_agent_api_requests_total counter, incremented by the agent before every request it
 //      makes (GET, LIST, WATCH, POST, PATCH), read from /metrics at the window's start and end.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -174,6 +174,38 @@ async function procMemKb(pid: number): Promise<{ rss: number; hwm: number; priva
   };
 }
 
+/**
+ * Where a process's RSS lies, from /proc/PID/smaps, in kB: the executable's own pages by
+ * permission (r-xp: code, r--p: read-only data, rw-p: its data), shared libraries, the malloc
+ * heap, and anonymous memory (V8's heap, compiler zones, stacks).
+ */
+export async function rssByKind(pid: number): Promise<Map<string, number>> {
+  const smaps = await readFile(`/proc/${String(pid)}/smaps`, 'utf8');
+  const exe = await readlink(`/proc/${String(pid)}/exe`);
+  const out = new Map<string, number>();
+  let kind = '';
+  for (const line of smaps.split('\n')) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (head) {
+      const [, perms = '', path = ''] = head;
+      kind =
+        path === exe
+          ? `executable ${perms}`
+          : path === '[heap]'
+            ? 'malloc heap'
+            : path === ''
+              ? 'anonymous'
+              : path.startsWith('[')
+                ? path
+                : 'shared libraries';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) out.set(kind, (out.get(kind) ?? 0) + Number(rss[1]));
+  }
+  return out;
+}
+
 async function requestCount(metricsUrl: string): Promise<number> {
   const text = await (await fetch(`${metricsUrl}/metrics`)).text();
   const m = /^oscar_agent_api_requests_total (\d+)/m.exec(text);
@@ -304,9 +336,16 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
       log(`quiet agent: applied; reading its RSS in ${String(opts.quietSeconds)} s`);
       await sleep(opts.quietSeconds * 1000);
       const mem = await procMemKb(quiet.pid);
+      const kinds = await rssByKind(quiet.pid);
       const mb = (kb: number): string => (kb / 1024).toFixed(1);
       console.log(
         `quiet RSS ${String(opts.quietSeconds)} s after its first apply (Secret source, no /metrics): ${mb(mem.rss)} MB (private ${mb(mem.private)} MB, VmHWM ${mb(mem.hwm)} MB)   (target < 70 MB)`,
+      );
+      console.log(
+        `  by kind (MB): ${[...kinds]
+          .sort((a, b) => b[1] - a[1])
+          .map(([k, kb]) => `${k} ${mb(kb)}`)
+          .join(', ')}`,
       );
       quiet.child.kill('SIGTERM');
       await new Promise((r) => quiet.child.once('exit', r));

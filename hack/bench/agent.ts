@@ -14,7 +14,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { limitJitForAgent } from '../../cli/memory.js';
+import { limitJitForAgent } from '../../cli/support/memory.js';
 import { applyDesired } from '../../agent/apply.js';
 import { plan } from '../../agent/plan.js';
 import { LocalSystemd } from '../../agent/systemd.js';

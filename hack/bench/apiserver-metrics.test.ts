@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { diffHistograms, histogramQuantile, requestLatencies } from './apiserver-metrics.js';
+import {
+  diffHistograms,
+  histogramQuantile,
+  requestLatencies,
+  writesByResource,
+  writesIn,
+  writeCounts,
+} from './apiserver-metrics.js';
 
 const scrape = (n1: number, n2: number, sum: number): string =>
   [
@@ -34,5 +41,39 @@ describe('apiserver metrics', () => {
   it('drops series with no requests in the phase', () => {
     const s = requestLatencies(scrape(1, 2, 0.3), ['operatingsystemconfigs']);
     expect(diffHistograms(s, s).size).toBe(0);
+  });
+
+  it('counts mutating requests of every client, and nothing else', () => {
+    const text = [
+      '# HELP apiserver_request_total x',
+      'apiserver_request_total{code="201",resource="nodes",verb="POST"} 3',
+      'apiserver_request_total{code="200",resource="nodes",verb="PATCH"} 10',
+      'apiserver_request_total{code="200",resource="leases",verb="PUT"} 7',
+      'apiserver_request_total{code="200",resource="secrets",verb="APPLY"} 2',
+      'apiserver_request_total{code="200",resource="nodes",verb="DELETE"} 1',
+      'apiserver_request_total{code="200",resource="nodes",verb="GET"} 99',
+      'apiserver_request_total{code="200",resource="nodes",verb="WATCH"} 5',
+      'apiserver_request_duration_seconds_count{verb="PATCH"} 50',
+    ].join('\n');
+    expect(writesIn(text)).toBe(23);
+    expect(writesByResource(text)).toEqual(
+      new Map([
+        ['nodes', 14],
+        ['leases', 7],
+        ['secrets', 2],
+      ]),
+    );
+    expect(
+      writesByResource(
+        'apiserver_request_total{resource="nodes",subresource="status",verb="PATCH"} 4',
+      ),
+    ).toEqual(new Map([['nodes/status', 4]]));
+  });
+
+  it('counts write requests only, by verb and resource', () => {
+    const set = requestLatencies(scrape(1, 2, 0.3), ['operatingsystemconfigs', 'pods']);
+    const w = writeCounts(set);
+    expect(w.total).toBe(2);
+    expect([...w.byKey]).toEqual([['APPLY operatingsystemconfigs', 2]]);
   });
 });

@@ -169,3 +169,41 @@ export function formatLatencies(set: HistogramSet, indent = '    '): string[] {
   }
   return lines;
 }
+
+/**
+ * Mutating requests the API server served, by every client, from its apiserver_request_total:
+ * per "resource[/subresource]".
+ */
+export function writesByResource(metrics: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of metrics.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    if (!/verb="(POST|PUT|PATCH|DELETE|DELETECOLLECTION|APPLY)"/.test(line)) continue;
+    const resource = /[{,]resource="([^"]*)"/.exec(line)?.[1] ?? '';
+    const sub = /[{,]subresource="([^"]*)"/.exec(line)?.[1] ?? '';
+    const key = sub ? `${resource}/${sub}` : resource;
+    out.set(key, (out.get(key) ?? 0) + Number(line.split(' ').pop()));
+  }
+  return out;
+}
+
+/** Mutating requests the API server served, by every client. */
+export function writesIn(metrics: string): number {
+  let n = 0;
+  for (const v of writesByResource(metrics).values()) n += v;
+  return n;
+}
+
+const WRITE_VERBS = new Set(['APPLY', 'POST', 'PUT', 'PATCH', 'DELETE', 'DELETECOLLECTION']);
+
+/** Write requests in a set from requestLatencies, in all and per "VERB resource" key. */
+export function writeCounts(set: HistogramSet): { total: number; byKey: Map<string, number> } {
+  const byKey = new Map<string, number>();
+  let total = 0;
+  for (const [key, h] of set) {
+    if (!WRITE_VERBS.has(key.slice(0, key.indexOf(' ')))) continue;
+    byKey.set(key, h.count);
+    total += h.count;
+  }
+  return { total, byKey };
+}

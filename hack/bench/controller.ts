@@ -8,6 +8,8 @@
 //   phase 2, the controller's own throughput: N more OSCs created in a second namespace with no
 //     controller watching it, then a fresh controller starts; time from its start until all are
 //     Ready (so the clients' create rate is not part of it);
+//   the headline, from the same run: phase 2's creates alone (no controller) against the controller
+//     converging them (time, API-server CPU, writes per OSC) and against phase 1's clients' view;
 //   per phase, the controller's peak RSS (VmHWM) and its V8 heap at the highest RSS sample, and
 //   the API server's own request latency per verb and resource (apiserver_request_duration_seconds
 //   from its /metrics, the phase's requests only).
@@ -38,6 +40,7 @@ import {
   formatLatencies,
   getRaw,
   requestLatencies,
+  writeCounts,
   type HistogramSet,
 } from './apiserver-metrics.js';
 
@@ -321,6 +324,8 @@ class ControllerProcess {
 }
 
 let kubeconfigPath = '';
+/** kube-apiserver CPU seconds per second with nothing to do (measured at the start). */
+let idleCpuPerSecond = 0;
 
 /** utime + stime of a process, in seconds (NaN when it is gone). */
 async function cpuOf(pid: number | undefined): Promise<number> {
@@ -331,6 +336,52 @@ async function cpuOf(pid: number | undefined): Promise<number> {
     return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks (USER_HZ 100)
   } catch {
     return NaN;
+  }
+}
+
+/** One stretch of the run: wall time, kube-apiserver CPU, API-server write requests. */
+interface SpanFigures {
+  ms: number;
+  cpu: number;
+  writes: number;
+  byKey: Map<string, number>;
+}
+
+/**
+ * The issue's goal in one block: the controller's cost next to the cost of the creates it reacts
+ * to, both measured in this run (all Ready within 1.5x the creates' time; oscar's API-server CPU
+ * per OSC at most the create's own).
+ */
+function headline(spans: {
+  clients?: SpanFigures;
+  createsAlone?: SpanFigures;
+  controller?: SpanFigures;
+}): void {
+  const base = spans.createsAlone;
+  if (!base) return;
+  const perOsc = (cpu: number): string => `${((1000 * cpu) / N).toFixed(1)} ms`;
+  // CPU beyond what the idle API server would have used in the same wall time
+  const net = (s: SpanFigures): number => s.cpu - idleCpuPerSecond * (s.ms / 1000);
+  const x = (a: number, b: number): string => `${(a / b).toFixed(2)}×`;
+  const writes = (s: SpanFigures): string =>
+    `${(s.writes / N).toFixed(2)} writes per OSC (${[...s.byKey].map(([k, n]) => `${k} ${String(n)}`).join(', ')})`;
+  say();
+  say(`headline — ${String(N)} OSCs, every figure from this run (kube-apiserver CPU from /proc)`);
+  say(
+    `  creates alone, no controller:            ${sec(base.ms)}, kube-apiserver CPU ${net(base).toFixed(1)} s (${perOsc(net(base))} per OSC), ${writes(base)}`,
+  );
+  const c = spans.controller;
+  if (c) {
+    say(
+      `  fresh controller → all Ready:            ${sec(c.ms)} = ${x(c.ms, base.ms)} the creates' time; kube-apiserver CPU ${net(c).toFixed(1)} s (${perOsc(net(c))} per OSC) = ${x(net(c), net(base))} the creates' own (goal ≤ 1×); ${writes(c)}`,
+    );
+  }
+  const v = spans.clients;
+  if (v) {
+    const own = net(v) - net(base);
+    say(
+      `  clients' view, first create → all Ready: ${sec(v.ms)} = ${x(v.ms, base.ms)} the creates alone (goal ≤ 1.5×); kube-apiserver CPU ${net(v).toFixed(1)} s, less the creates' ${net(base).toFixed(1)} s: oscar's ${own.toFixed(1)} s (${perOsc(own)} per OSC) = ${x(own, net(base))} the creates' own`,
+    );
   }
 }
 
@@ -399,6 +450,20 @@ async function main(): Promise<void> {
       await apply(ns, name, spec(names.indexOf(name)));
     });
 
+  const span = (
+    a: Awaited<ReturnType<typeof scrape>>,
+    b: Awaited<ReturnType<typeof scrape>>,
+    ms: number,
+  ): SpanFigures => ({ ms, cpu: b.cpu.apiserver - a.cpu.apiserver, ...spanWrites(a, b) });
+  const spanWrites = (
+    a: Awaited<ReturnType<typeof scrape>>,
+    b: Awaited<ReturnType<typeof scrape>>,
+  ): { writes: number; byKey: Map<string, number> } => {
+    const w = writeCounts(diffHistograms(a.req, b.req));
+    return { writes: w.total, byKey: w.byKey };
+  };
+  const spans: { clients?: SpanFigures; createsAlone?: SpanFigures; controller?: SpanFigures } = {};
+
   try {
     const objSize = Buffer.byteLength(JSON.stringify(spec(0)));
     say(
@@ -407,6 +472,17 @@ async function main(): Promise<void> {
     if (process.env.OSCAR_BENCH_CONTROLLER_NODE_ARGS) {
       say(`  controller node flags: ${process.env.OSCAR_BENCH_CONTROLLER_NODE_ARGS}`);
     }
+
+    // The API server's CPU when nobody writes (its own housekeeping, the test cluster's
+    // kube-controller-manager): taken out of the headline's figures, pro rata of their wall time,
+    // so a stretch made slow by other jobs on the machine is not charged for that time.
+    const i0 = await scrape();
+    await new Promise((r) => setTimeout(r, 10_000));
+    const i1 = await scrape();
+    idleCpuPerSecond = (i1.cpu.apiserver - i0.cpu.apiserver) / ((i1.at - i0.at) / 1000);
+    say(
+      `  kube-apiserver CPU with nothing to do: ${(idleCpuPerSecond * 1000).toFixed(1)} ms a second (10 s sample), taken out of the headline's CPU figures`,
+    );
 
     if (PHASES.has('1')) {
       // Phase 1: the controller runs while the clients create.
@@ -428,6 +504,7 @@ async function main(): Promise<void> {
       await t1.allReady();
       const convergeMs = performance.now() - t0;
       const m2 = await scrape();
+      spans.clients = span(m0, m2, convergeMs);
 
       say();
       say(
@@ -485,10 +562,12 @@ async function main(): Promise<void> {
       const t2 = new Tracker(http, ns2);
       trackers.push(t2);
       log(`phase 2: creating ${String(N)} OSCs with no controller watching`);
+      const mc = await scrape();
       const c0 = performance.now();
       await createAll(ns2);
       const created2Ms = performance.now() - c0;
       const m4 = await scrape();
+      spans.createsAlone = span(mc, m4, created2Ms);
       log(`created in ${sec(created2Ms)}; starting a fresh controller`);
       const s0 = performance.now();
       const c2 = await ControllerProcess.start(ns2);
@@ -496,6 +575,7 @@ async function main(): Promise<void> {
       await t2.allReady();
       const ownMs = performance.now() - s0;
       const m5 = await scrape();
+      spans.controller = span(m4, m5, ownMs);
       say();
       say(
         `phase 2 — ${String(N)} OSCs already exist (created in ${sec(created2Ms)} with no controller), then a fresh controller starts`,
@@ -503,11 +583,13 @@ async function main(): Promise<void> {
       say(
         `  controller start → all Secrets exist and all Ready:    ${sec(ownMs)}   (${(N / (ownMs / 1000)).toFixed(0)} OSCs/s; process start and initial list included)`,
       );
+      apiReport('the creates alone (no controller)', mc, m4);
       apiReport('controller start until all Ready', m4, m5);
       await c2.report('controller (phase 2: fresh start on existing OSCs)');
       await c2.stop();
       await t2.stop();
     }
+    headline(spans);
     console.log(['', ...out].join('\n'));
   } catch (error) {
     console.log(['', ...out].join('\n'));

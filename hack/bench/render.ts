@@ -20,7 +20,7 @@
 // the 4 KiB up to which text is written readable: the scanning, indenting and quoting path),
 // random bytes, and half text, half random.
 //
-// --heap controller runs it under the controller's heap settings (cli/memory.ts), where renders
+// --heap controller runs it under the controller's heap settings (cli/support/memory.ts), where renders
 // run for real: a small young generation, and full collections as for a small device.
 //
 //   node --import tsx hack/bench/render.ts [--seconds 1] [--mix text|small-text|binary|mixed]
@@ -30,7 +30,7 @@ import { API_VERSION, OSC_KIND } from '../../api/constants.js';
 import { NO_REFERENCES } from '../../api/resolve.js';
 import type { ResolvedConfig, ResolvedFile } from '../../api/resolved.js';
 import { validateAndResolve } from '../../api/validated.js';
-import { tuneHeapForLongRunning } from '../../cli/memory.js';
+import { tuneHeapForLongRunning } from '../../cli/support/memory.js';
 import type { File, Format, Unit } from '../../api/schema.js';
 import { contentField } from '../../renderers/cloud-config.js';
 import { dataUrl } from '../../renderers/ignition.js';

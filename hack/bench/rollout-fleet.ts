@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ApplyResult } from '../../agent/apply.js';
 import { followGrants, type GrantWiring } from '../../agent/rollout/follow-grants.js';
-import type { Applier } from '../../agent/rollout/granted-agent.js';
+import type { Applier } from '../../agent/applier.js';
 import { LOCAL_UNIT_PROBE } from '../../agent/rollout/health.js';
 import { TryState } from '../../agent/rollout/try-state.js';
 import type { Desired } from '../../agent/state.js';

@@ -7,7 +7,8 @@
 //   grant → apply start p50/p99 (the grant's own timestamp to the agent starting the apply);
 //   API requests and HTTP bytes (headers and bodies) per node per rollout (the agents' own; and everything the API
 //   server served in the window, per node);
-//   the API server's (and etcd's) CPU seconds per node update; the controller's CPU and peak RSS.
+//   the API server's (and etcd's) CPU seconds per node update; the controller's CPU and peak RSS;
+//   the OSC's status writes during the rollout (status.nodes and status.rollout together).
 //
 //   npm run build && flock /tmp/oscar-heavy.lock nice -n 10 npx node --import tsx hack/bench/rollout.ts \
 //     [--nodes 2000] [--workers 4] [--max-unavailable 10%] [--apply-ms 2000] [--soak 10]
@@ -406,6 +407,15 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'oscar:benc
       String(after.fleet.errors - before.fleet.errors),
     );
     line('waves (status)', `${String(done.wave)} of ${String(done.waves)}`);
+    // status.nodes (OSC controller) and status.rollout (rollout controller), every writer's
+    const statusWrites = [...after.requests]
+      .filter(([k]) => /^\S+ operatingsystemconfigs\/status$/.test(k))
+      .reduce((n, [k, v]) => n + v - (before.requests.get(k) ?? 0), 0);
+    line(
+      'OSC status writes during the rollout',
+      `${String(statusWrites)} (${(statusWrites / total).toFixed(2)} a second)`,
+      '≤ ~1 a second, flat in N',
+    );
     process.stdout.write(
       `\noscar's requests during the rollout, as the API server counted them:\n  ${byKind.slice(0, 12).join('\n  ')}\n`,
     );

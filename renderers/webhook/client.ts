@@ -92,7 +92,7 @@ export interface WebhookRendererOptions {
   maxResponseBytes?: number;
   /** PEM CA bundle that signs the renderer's certificate (instead of the system's CAs). */
   ca?: string | Buffer;
-  /** The User-Agent header (the controller's, cli/version.ts userAgent); none by default. */
+  /** The User-Agent header (the controller's, cli/support/version.ts userAgent); none by default. */
   userAgent?: string;
   /** Test seam: how to wait between attempts. */
   sleep?: (ms: number) => Promise<void>;

@@ -2,7 +2,8 @@
 // systemd service, follows its reconcile Secret on a real API server (the node shares the host's
 // network, so it reaches the test cluster on loopback) as its own least-privilege identity, and
 // reports to its OperatingSystemConfigNode. Someone edits a file, replaces one by rename, deletes
-// one, chmods one, stops a declared unit, kills one, masks one:
+// one, chmods one, edits one through a hard link or a bind mount, stops a declared unit, kills
+// one, masks one:
 // - Report: each is reported (Drifted=True, status.drift names it) and nothing is changed;
 // - Revert: each is put back, and only the unit concerned restarts (MainPIDs of the others stay);
 // - Ignore: an edit of an Ignore file does nothing;
@@ -29,6 +30,7 @@ import { bootNode, nodeRuntimeBind, uniqueNodeName, type Node } from '../support
 import { isCI, nodeRoot, repoRoot, requireTools } from '../support/tools.js';
 import { spawn } from 'node:child_process';
 import { sleep } from '../../api/util.js';
+import { buildAptRepo } from './apt-repo.js';
 
 const REPO_IN_NODE = '/opt/oscar';
 const CONFIG_IN_NODE = '/etc/oscar-e2e';
@@ -142,7 +144,7 @@ const appliedIs = (checksum: string) =>
 const driftIs = (want: string[]) =>
   waitFor(`drift ${JSON.stringify(want)}`, async () => {
     const st = await status();
-    const got = (st?.drift?.items ?? []).map((i) => i.path ?? i.unit ?? '').sort();
+    const got = (st?.drift?.items ?? []).map((i) => i.path ?? i.unit ?? i.package ?? '').sort();
     return JSON.stringify(got) === JSON.stringify([...want].sort()) ? st : undefined;
   });
 
@@ -367,6 +369,29 @@ describe('drift on real systemd (nspawn), reported to a real API server', () => 
     });
   });
 
+  it('an edit through a hard link and through a bind mount is seen by the watch (the audit is 600 s away)', async (ctx) => {
+    if (!node) return ctx.skip(skipReason);
+    // driftIs waits at most 60 s and the next audit is 600 s away: only the watch can see these
+    const t0 = Date.now();
+    await sh('ln /etc/e2e/b.conf /var/tmp/b-link && echo "through a link" >> /var/tmp/b-link');
+    await driftIs(['/etc/e2e/b.conf']);
+    const linkMs = Date.now() - t0;
+    const t1 = Date.now();
+    await sh('mkdir -p /mnt/e2e && mount --bind /etc/e2e /mnt/e2e && chmod 0600 /mnt/e2e/c.conf');
+    const st = await driftIs(['/etc/e2e/b.conf', '/etc/e2e/c.conf']);
+    const bindMs = Date.now() - t1;
+    process.stderr.write(
+      `[drift e2e] hard link edit → reported ${String(linkMs)} ms, bind mount chmod → ${String(bindMs)} ms\n`,
+    );
+    const by = new Map((st.drift?.items ?? []).map((i) => [i.path, i]));
+    expect(by.get('/etc/e2e/b.conf')).toMatchObject({ reason: 'content', policy: 'Report' });
+    expect(by.get('/etc/e2e/c.conf')).toMatchObject({ reason: 'mode' });
+    await sh(
+      "umount /mnt/e2e && printf 'b=1\\n' > /var/tmp/b-link && rm /var/tmp/b-link && chmod 0644 /etc/e2e/c.conf",
+    );
+    await driftIs([]);
+  });
+
   it("the agent's own applies are never drift", async (ctx) => {
     if (!node) return ctx.skip(skipReason);
     const journalBefore = (await node.journal('oscar-agent.service')).match(
@@ -473,6 +498,81 @@ describe('drift on real systemd (nspawn), reported to a real API server', () => 
       expect(await sh('cat /etc/e2e/b.conf')).toBe('b=1\ntuned\n');
       const st = await status();
       expect((st?.drift?.items ?? []).map((i) => i.path)).not.toContain('/etc/e2e/b.conf');
+    });
+  });
+
+  describe("packages: seen from dpkg's database changing", () => {
+    const PKG = 'oscar-e2e-drift';
+    const withPackage = (c: ResolvedConfig): ResolvedConfig => ({
+      ...c,
+      packages: [{ name: PKG, version: '1.0' }],
+    });
+    const dpkgState = async (): Promise<string> =>
+      (
+        await sh(`dpkg-query -W -f '\${db:Status-Status} \${Version}' ${PKG} 2>/dev/null || true`)
+      ).trim();
+
+    it('Report: a removed package is reported and stays removed', async (ctx) => {
+      if (!node) return ctx.skip(skipReason);
+      // a package of our own in a file repository inside the node, in two versions
+      const pkg = (version: string) => ({
+        name: PKG,
+        version,
+        description: 'a package the oscar drift e2e test installs',
+        files: { [`usr/share/${PKG}/version`]: { content: `${version}\n`, mode: 0o644 } },
+      });
+      await buildAptRepo(join(hostConfigDir, 'repo'), [pkg('1.0'), pkg('2.0')]);
+      await sh(
+        `rm -f /etc/apt/sources.list /etc/apt/sources.list.d/*; echo 'deb [trusted=yes] file:${CONFIG_IN_NODE}/repo ./' > /etc/apt/sources.list.d/oscar-e2e.list`,
+      );
+      await appliedIs(await putSecret(withPackage(state(undefined, undefined, 'a=2\n'))));
+      expect(await dpkgState()).toBe('installed 1.0');
+      await driftIs([]);
+      await sh(`DEBIAN_FRONTEND=noninteractive apt-get remove -y -q ${PKG} >/dev/null`);
+      const st = await driftIs([PKG]);
+      expect(st.drift?.items?.[0]).toMatchObject({
+        package: PKG,
+        reason: 'missing',
+        expected: 'installed 1.0',
+        policy: 'Report',
+      });
+      expect(st.conditions?.find((c) => c.type === 'Drifted')).toMatchObject({
+        status: 'True',
+        reason: 'DriftDetected',
+      });
+      await sleep(1_000);
+      expect(await dpkgState()).toBe(''); // not installed: Report changes nothing
+    });
+
+    it('Revert: a removed package is reinstalled, one moved to another version put back, through the planner', async (ctx) => {
+      if (!node) return ctx.skip(skipReason);
+      // the apply of the new state installs it again (an apply makes the node carry it)
+      await appliedIs(await putSecret(withPackage(state('Revert', 'Ignore', 'a=2\n'))));
+      await driftIs([]);
+      expect(await dpkgState()).toBe('installed 1.0');
+      const t0 = Date.now();
+      await sh(`DEBIAN_FRONTEND=noninteractive apt-get remove -y -q ${PKG} >/dev/null`);
+      await waitFor('reinstalled', async () =>
+        (await dpkgState()) === 'installed 1.0' ? true : undefined,
+      );
+      const st = await driftIs([]);
+      expect(st.conditions?.find((c) => c.type === 'Drifted')).toMatchObject({
+        status: 'False',
+        reason: 'Reverted',
+      });
+      const reinstallMs = Date.now() - t0;
+      const t1 = Date.now();
+      await sh(`DEBIAN_FRONTEND=noninteractive apt-get install -y -q ${PKG}=2.0 >/dev/null`);
+      await waitFor('put back to 1.0', async () =>
+        (await dpkgState()) === 'installed 1.0' ? true : undefined,
+      );
+      await driftIs([]);
+      process.stderr.write(
+        `[drift e2e] apt-get remove → reinstalled ${String(reinstallMs)} ms, apt-get install =2.0 → back to 1.0 ${String(Date.now() - t1)} ms\n`,
+      );
+      const journal = await node.journal('oscar-agent.service');
+      expect(journal).toMatch(/"package":"oscar-e2e-drift".*"reason":"version"/);
+      expect(journal).toMatch(/drift reverted/);
     });
   });
 });

@@ -313,7 +313,7 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
     expect(first.status?.source).toBe('Grant');
     expect(
       await readFile(node.hostPath('/etc/systemd/system/oscar-agent.service'), 'utf8'),
-    ).toContain(` --namespace ${ns} --osc rec --node ${machine}\n`);
+    ).toContain(` --namespace ${ns} --osc rec --node ${machine} --config-uid `);
 
     // its identity: the token is gone, the config says so, the agent runs on its certificate
     const config = await get<{

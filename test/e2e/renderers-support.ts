@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type { ResolvedConfig } from '../../api/resolved.js';
 import { parseUnitFile, valuesAfterReset } from '../../api/systemd/unit-file.js';
 import type { Format } from '../../api/schema.js';
-import { expectedOutcome } from '../../renderers/decode.js';
+import { expectedOutcome } from '../../renderers/formats.js';
 import { run } from '../support/exec.js';
 import type { Tree, TreeEntry } from '../support/overlay.js';
 import { systemPython } from '../support/validators.js';

@@ -12,7 +12,8 @@ import type { DriftPolicy } from '../../api/constants.js';
 import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../../api/secret.js';
 import type { OperatingSystemConfigNode } from '../../api/schema.js';
 import { memoryLogger } from '../../log/memory.js';
-import { Agent, logReporter } from '../../agent/agent.js';
+import { type Agent, logReporter } from '../../agent/agent.js';
+import { immediateAgent } from '../../agent/immediate.js';
 import { DriftMonitor } from '../../agent/drift/monitor.js';
 import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
@@ -125,7 +126,7 @@ async function setup() {
     requestRevert: () => late.agent?.revert(),
     log,
   });
-  const agent = new Agent({
+  const agent = immediateAgent({
     source,
     deps: {
       root,

@@ -13,7 +13,8 @@ import {
 } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../log/memory.js';
-import { Agent, logReporter } from '../../agent/agent.js';
+import { type Agent, logReporter } from '../../agent/agent.js';
+import { immediateAgent } from '../../agent/immediate.js';
 import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
@@ -137,7 +138,7 @@ async function setup(pollIntervalMs = 60_000): Promise<Setup> {
       onRequest,
       backoffMaxMs: 2_000,
     });
-    const a = new Agent({
+    const a = immediateAgent({
       source,
       deps: {
         root,

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../log/memory.js';
-import { Agent, logReporter } from '../../agent/agent.js';
+import { logReporter } from '../../agent/agent.js';
+import { immediateAgent } from '../../agent/immediate.js';
 import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { secretNameFor } from '../../api/secret.js';
@@ -98,7 +99,7 @@ describe('controller and agent (real API server)', () => {
       log,
       backoffMaxMs: 2_000,
     });
-    const agent = new Agent({
+    const agent = immediateAgent({
       source,
       deps: {
         root,

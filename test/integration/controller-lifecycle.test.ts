@@ -280,6 +280,48 @@ describe('controller lifecycle (real API server)', () => {
     expect(await api.getSecret(ns, secretNameFor('big', 'reconcile'))).toBeUndefined();
   });
 
+  it('a new OSC costs two writes, its Secret and its status; the Rendered Event only when asked for', async () => {
+    const api = new Api();
+    const writesOf = async (handle: { metrics: { writes: { get(): Promise<unknown> } } }) => {
+      const m = (await handle.metrics.writes.get()) as {
+        values: { labels: Record<string, string | number>; value: number }[];
+      };
+      return Object.fromEntries(
+        m.values
+          .filter((v) => v.value > 0)
+          .map((v) => [`${String(v.labels.verb)} ${String(v.labels.resource)}`, v.value]),
+      );
+    };
+    const normalEvents = async (ns: string) =>
+      (await api.listEvents(ns))
+        .filter((e) => e.type === 'Normal')
+        .map((e) => `${e.reason} ${e.involvedObject.name}`);
+
+    const ns = await createTestNamespace('ctl');
+    const { handle } = await withController(ns);
+    await api.applyOsc(ns, 'two', demoSpec('reconcile', 'w\n'));
+    await api.waitReady(ns, 'two');
+    await waitFor('the Secret', () => api.getSecret(ns, secretNameFor('two', 'reconcile')));
+    await sleep(1000); // a late third write would show here
+    expect(await writesOf(handle)).toEqual({
+      'apply secrets': 1,
+      'apply operatingsystemconfigs/status': 1,
+    });
+    expect(await normalEvents(ns)).toEqual([]);
+
+    const ns2 = await createTestNamespace('ctl');
+    const c = await startController([ns2], { oscRenderedEvents: true });
+    stops.push(c.stop);
+    await api.applyOsc(ns2, 'three', demoSpec('reconcile', 'w\n'));
+    await api.waitReady(ns2, 'three');
+    expect(
+      await waitFor('the Rendered Event', async () => {
+        const e = await normalEvents(ns2);
+        return e.length > 0 ? e : undefined;
+      }),
+    ).toEqual(['Rendered three']);
+  });
+
   it('writes nothing at steady state (a node report that moves no count included): a watch sees no events for 10 s', async () => {
     const ns = await createTestNamespace('ctl');
     const api = new Api();

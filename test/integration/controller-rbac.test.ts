@@ -133,6 +133,9 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['patch', 'secrets', 'kube-system'],
       ['delete', 'secrets', 'kube-system'],
       ['patch', 'operatingsystemconfignodes.oscar.dev', undefined],
+      // The identity approver labels a node's object with its config's UID before it approves
+      // the node's identity, creating it when the node has not reported yet (docs/identity.md).
+      ['create', 'operatingsystemconfignodes.oscar.dev', undefined],
       // The machines' Roles: written on approval, watched and rewritten when a config's
       // reconcileRef changes.
       ['patch', 'roles.rbac.authorization.k8s.io', watched],
@@ -168,7 +171,6 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
       // Reads the nodes' reports and grants (spec); writes no report (only each node's agent does).
       ['get', 'operatingsystemconfignodes.oscar.dev', undefined],
-      ['create', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['update', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['delete', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['patch', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],

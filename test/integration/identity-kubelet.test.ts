@@ -277,6 +277,7 @@ describe.skipIf(clusterUnavailable !== null)(
     it('the agent’s certificate ends the token: deleted, nobody needs it', async () => {
       const identity = new NodeIdentity({
         machine: m1(),
+        configUid: (await config(m1()))?.metadata.uid ?? '',
         store: new CertificateStore(join(dir, 'm1-pki')),
         bootstrap: await loadKubeCredentials(t1.path),
         httpFor: (c) => kubeHttp(c),

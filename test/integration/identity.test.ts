@@ -1,6 +1,7 @@
 // The node's own identity against the real API server and kube-controller-manager's signer:
 // oscar's controller (the approver in it) and the agent's identity module, in this process. A
-// machine's bootstrap token buys one certificate, CN=oscar:node:<machine>, O=oscar:nodes; the
+// machine's bootstrap token buys one certificate, CN=oscar:node:<machine>, O=oscar:nodes,
+// O=oscar:config:<its config's UID>; the
 // token is gone afterwards; the certificate (the agent's own key, signed by the test CA) can do
 // exactly what docs/identity.md says and nothing else — shown with real requests made with it;
 // each refusal of the approver that a client can provoke here is a Denied CSR and an Event.
@@ -23,7 +24,7 @@ import type { DataObject, KubeObject } from '../../controller/kube/types.js';
 import type { ConfigObject } from '../../controller/bootstrap/types.js';
 import { NodeIdentity } from '../../agent/identity/identity.js';
 import { certificateRequest, newNodeKey } from '../../agent/identity/csr.js';
-import { CertificateStore } from '../../agent/identity/store.js';
+import { CertificateStore, subjectAttributes } from '../../agent/identity/store.js';
 import { createLogger } from '../../log/logger.js';
 import { Api, demoSpec, startController, waitFor } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
@@ -32,6 +33,7 @@ const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b
 const CSRS = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 const api = clusterUnavailable === null ? new Api() : undefined;
 let stopController: (() => Promise<void>) | undefined;
+let metricsAddress = '';
 let ns = '';
 let other = '';
 let dir = '';
@@ -58,22 +60,30 @@ async function apply(path: string, body: Record<string, unknown>): Promise<void>
   });
 }
 
-const configPath = (name: string): string =>
-  `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${name}`;
+const configPath = (name: string, namespace = ns): string =>
+  `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${namespace}/oscarconfigs/${name}`;
 
-async function createConfig(name: string): Promise<void> {
-  await apply(configPath(name), {
+async function createConfig(name: string, namespace = ns): Promise<void> {
+  await apply(configPath(name, namespace), {
     apiVersion: 'bootstrap.oscar.dev/v1alpha1',
     kind: 'OscarConfig',
-    metadata: { name, namespace: ns },
+    metadata: { name, namespace },
     spec: { provisionRef: { name: 'prov' }, reconcileRef: { name: 'rec' } },
   });
 }
 
 /** The machine's user data (cloud-config) → a bootstrap kubeconfig file with its token. */
-async function bootstrapKubeconfig(machine: string): Promise<{ path: string; tokenId: string }> {
-  const secret = await waitFor(`user data of ${machine}`, () =>
-    get<DataObject>(`/api/v1/namespaces/${ns}/secrets/${machine}`),
+async function bootstrapKubeconfig(
+  machine: string,
+  namespace = ns,
+): Promise<{ path: string; tokenId: string }> {
+  const secret = await waitFor(
+    `user data of ${machine}`,
+    () => get<DataObject>(`/api/v1/namespaces/${namespace}/secrets/${machine}`),
+    {
+      onTimeout: async () =>
+        `its OscarConfig's status: ${JSON.stringify((await get<ConfigObject>(configPath(machine, namespace)))?.status)}`,
+    },
   );
   const doc = parse(Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8')) as {
     write_files: { path: string; content: string }[];
@@ -110,10 +120,22 @@ function logger(lines: string[]) {
   });
 }
 
-async function identityFor(machine: string, bootstrapPath: string, lines: string[] = []) {
+/** The UID of the config named like the machine: what its certificate is bound to. */
+async function uidOf(machine: string, namespace = ns): Promise<string> {
+  return (await get<ConfigObject>(configPath(machine, namespace)))?.metadata.uid ?? '';
+}
+
+async function identityFor(
+  machine: string,
+  bootstrapPath: string,
+  lines: string[] = [],
+  pki = `${machine}-pki`,
+  namespace = ns,
+) {
   const identity = new NodeIdentity({
     machine,
-    store: new CertificateStore(join(dir, `${machine}-pki`)),
+    configUid: await uidOf(machine, namespace),
+    store: new CertificateStore(join(dir, pki)),
     bootstrap: await loadKubeCredentials(bootstrapPath),
     httpFor: (c: KubeCredentials) => kubeHttp(c),
     lifetimeSeconds: 600,
@@ -190,7 +212,9 @@ beforeAll(async () => {
   await api?.applyOsc(ns, 'prov', { ...demoSpec('provision'), type: 'ubuntu' });
   await api?.applyOsc(ns, 'rec', demoSpec('reconcile'));
   await api?.applyOsc(ns, 'other', demoSpec('reconcile'));
-  await api?.putSecret(other, 'oscar-rec-reconcile', { x: 'not yours' });
+  // a machine of namespace `other` bootstraps too (a name reused across namespaces)
+  await api?.applyOsc(other, 'prov', { ...demoSpec('provision'), type: 'ubuntu' });
+  await api?.applyOsc(other, 'rec', demoSpec('reconcile'));
   // `other` too: a config there naming one of this namespace's machines must be seen to matter
   const started = await startController([ns, other], {
     bootstrap: {
@@ -201,8 +225,10 @@ beforeAll(async () => {
     },
   });
   stopController = started.stop;
+  metricsAddress = started.handle.metricsAddress ?? '';
   await api?.waitReady(ns, 'rec');
   await api?.waitReady(ns, 'other');
+  await api?.waitReady(other, 'rec');
 }, 300_000);
 
 afterAll(async () => {
@@ -214,6 +240,7 @@ afterAll(async () => {
       'operatingsystemconfignode',
       `${ns}-m1`,
       `${ns}-m2`,
+      `${ns}-m5`,
       '--ignore-not-found',
     ]);
   }
@@ -233,8 +260,9 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
     const lines: string[] = [];
     m1 = await identityFor(machine(), m1Bootstrap.path, lines);
     const cert = await m1.ensure();
-    expect(cert.cert.subject.split('\n').sort()).toEqual([
+    expect(subjectAttributes(cert.cert.subject)).toEqual([
       `CN=oscar:node:${machine()}`,
+      `O=oscar:config:${await uidOf(machine())}`,
       'O=oscar:nodes',
     ]);
     expect(cert.cert.issuer).toBe(
@@ -340,7 +368,17 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
           }),
         ),
       ],
-      ['create its node object', await status(h, 'POST', nodes, nodeBody(me))],
+      [
+        'create its node object without its config UID label',
+        await status(h, 'POST', nodes, nodeBody(me)),
+      ],
+      [
+        'create its node object with its label (it exists)',
+        await status(h, 'POST', nodes, {
+          ...nodeBody(me),
+          metadata: { name: me, labels: { 'oscar.dev/config-uid': await uidOf(me) } },
+        }),
+      ],
       ['create another node’s object', await status(h, 'POST', nodes, nodeBody(`${ns}-m3`))],
       ['get its node object', await status(h, 'GET', `${nodes}/${me}`)],
       [
@@ -399,7 +437,9 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       'get the same name in another namespace': 403,
       'update its reconcile Secret': 403,
       'create its node object with spec.revision (grant itself)': 403,
-      'create its node object': 200,
+      // the approver made it, labelled with its config's UID, before it approved
+      'create its node object without its config UID label': 403,
+      'create its node object with its label (it exists)': 409,
       'create another node’s object': 403,
       'get its node object': 200,
       'patch its node status': 200,
@@ -485,9 +525,14 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
   it('refuses a renewal that names another machine, with a reason', async () => {
     const c = await csrAs(m1Http, uniqueName('renew-other'), {
       commonName: `oscar:node:${ns}-m2`,
-      organizations: ['oscar:nodes'],
+      organizations: ['oscar:nodes', `oscar:config:${await uidOf(machine())}`],
     });
     expect(c).toMatchObject({ type: 'Denied', reason: 'RenewalSubjectMismatch' });
+    // what OscarIdentityRequestsDenied reads
+    const text = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+    expect(text).toMatch(
+      /^oscar_controller_identity_denials_total\{reason="RenewalSubjectMismatch"\} [1-9]/m,
+    );
   }, 60_000);
 
   it('adversarial: a renewal whose request the API server (Go) reads as a kube-system service account, and oscar’s old reader as the node, is denied', async () => {
@@ -495,7 +540,7 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
     // signs the second; the API server accepts the CSR as valid.
     const own = certificateRequest(newNodeKey(), {
       commonName: `oscar:node:${machine()}`,
-      organizations: ['oscar:nodes'],
+      organizations: ['oscar:nodes', `oscar:config:${await uidOf(machine())}`],
     }).replace('\n', '\n.');
     const sa = certificateRequest(newNodeKey(), {
       commonName: 'system:serviceaccount:kube-system:generic-garbage-collector',
@@ -529,7 +574,7 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       );
       const renewed = await csrAs(m1Http, uniqueName('renew-held'), {
         commonName: `oscar:node:${machine()}`,
-        organizations: ['oscar:nodes'],
+        organizations: ['oscar:nodes', `oscar:config:${await uidOf(machine())}`],
       });
       expect(renewed).toMatchObject({ type: 'Approved', reason: 'OscarNodeRenewal' });
     } finally {
@@ -539,6 +584,68 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       );
     }
   }, 60_000);
+
+  it('adversarial: a machine name reused in another namespace while the old certificate is valid — the old certificate reads, renews and writes nothing of the new machine (the new one does)', async () => {
+    const m5 = `${ns}-m5`;
+    const oldSecret = `/api/v1/namespaces/${ns}/secrets/oscar-rec-reconcile`;
+    const newSecret = `/api/v1/namespaces/${other}/secrets/oscar-rec-reconcile`;
+    const nodeStatus = `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${m5}/status`;
+    const patch = (h: KubeHttp, gen: number) =>
+      status(
+        h,
+        'PATCH',
+        nodeStatus,
+        { status: { observedGeneration: gen } },
+        { contentType: CONTENT_MERGE_PATCH },
+      );
+    await createConfig(m5);
+    const oldUid = await uidOf(m5);
+    const old = await identityFor(m5, (await bootstrapKubeconfig(m5)).path, [], 'm5-old-pki');
+    await old.ensure();
+    const oldHttp = kubeHttp(old);
+    expect(await status(oldHttp, 'GET', oldSecret)).toBe(200);
+    expect(await patch(oldHttp, 1)).toBe(200);
+    // the machine is deleted; its Role and RoleBinding go with its config (garbage collector)
+    await http().request('DELETE', configPath(m5));
+    const binding = `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/oscar-node-${m5}`;
+    await waitFor(
+      'the old config and its RoleBinding gone',
+      async () =>
+        (await get(configPath(m5))) === undefined && (await get(binding)) === undefined
+          ? true
+          : undefined,
+      60_000,
+    );
+    expect(await status(oldHttp, 'GET', oldSecret)).toBe(403);
+    // a new machine of the same name bootstraps in another namespace
+    await createConfig(m5, other);
+    const newUid = await uidOf(m5, other);
+    expect(newUid).not.toBe(oldUid);
+    const fresh = await identityFor(
+      m5,
+      (await bootstrapKubeconfig(m5, other)).path,
+      [],
+      'm5-new-pki',
+      other,
+    );
+    const cert = await fresh.ensure();
+    expect(subjectAttributes(cert.cert.subject)).toContain(`O=oscar:config:${newUid}`);
+    const newHttp = kubeHttp(fresh);
+    // positive control: the new certificate reads its Secret and writes its node object
+    expect(await status(newHttp, 'GET', newSecret)).toBe(200);
+    expect(await patch(newHttp, 2)).toBe(200);
+    // the old one, still valid, does neither
+    expect(await status(oldHttp, 'GET', newSecret)).toBe(403);
+    expect(await patch(oldHttp, 3)).toBe(403);
+    // …and is not renewed: the renewal is denied with its reason
+    await expect(old.renewNow()).rejects.toThrow(/IdentityNotCurrent/);
+    // while the new one renews and keeps its UID
+    const renewed = await fresh.renewNow();
+    expect(subjectAttributes(renewed.cert.subject)).toContain(`O=oscar:config:${newUid}`);
+    expect(await status(newHttp, 'GET', newSecret)).toBe(200);
+    old.stop();
+    fresh.stop();
+  }, 180_000);
 
   describe('with an unused token of machine m2', () => {
     let h: KubeHttp;
@@ -551,7 +658,7 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
     it("refuses a CSR for another machine's name, with a reason and an Event", async () => {
       const c = await csrAs(h, uniqueName('m2-as-m1'), {
         commonName: `oscar:node:${machine()}`,
-        organizations: ['oscar:nodes'],
+        organizations: ['oscar:nodes', `oscar:config:${await uidOf(m2())}`],
       });
       expect(c).toMatchObject({ type: 'Denied', reason: 'WrongSubject' });
       expect(c.message).toContain(`oscar:node:${machine()}`);
@@ -574,7 +681,7 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
     it('refuses an extra organisation', async () => {
       const c = await csrAs(h, uniqueName('m2-extra-o'), {
         commonName: `oscar:node:${m2()}`,
-        organizations: ['oscar:nodes', 'ops'],
+        organizations: ['oscar:nodes', `oscar:config:${await uidOf(m2())}`, 'ops'],
       });
       expect(c).toMatchObject({ type: 'Denied', reason: 'WrongSubject' });
     }, 60_000);

@@ -8,7 +8,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { GrantedAgent } from '../../agent/rollout/granted-agent.js';
+import type { GrantWiring } from '../../agent/rollout/follow-grants.js';
 import { followGrants } from '../../agent/rollout/follow-grants.js';
 import type { KubeReporter } from '../../agent/report.js';
 import { LocalSystemd } from '../../agent/systemd.js';
@@ -61,7 +61,7 @@ function spec(version: string, rollout: RolloutPolicy): OperatingSystemConfigSpe
 interface Node {
   name: string;
   root: string;
-  agent: GrantedAgent;
+  agent: GrantWiring['agent'];
   reporter: KubeReporter;
 }
 
@@ -288,6 +288,18 @@ describe('rollouts with the real API server', () => {
     expect(granted3()).toBe(atPause);
     expect(atPause).toBeLessThan(20);
     expect((await rolloutOf(api, ns))?.pauseReason).toBe('FailureThreshold');
+    // what OscarRolloutPausedOnFailures reads: the controller counts it from its caches
+    const pausedSeries = async (): Promise<string | undefined> => {
+      const text = await (
+        await fetch(`http://${controller.handle.metricsAddress ?? ''}/metrics`)
+      ).text();
+      return /^oscar_controller_rollouts_paused\{reason="FailureThreshold"\} (\d+)$/m.exec(
+        text,
+      )?.[1];
+    };
+    await waitFor('the paused rollout in /metrics', async () =>
+      (await pausedSeries()) === '1' ? true : undefined,
+    );
 
     // fixed, then resumed: failed nodes are retried, the rollout completes
     for (const x of sick) await rm(join(x.root, 'unhealthy'), { force: true });
@@ -300,6 +312,9 @@ describe('rollouts with the real API server', () => {
       (r) => r.revision === 3 && r.phase === 'Complete',
     );
     expect(done3.nodes).toMatchObject({ updated: 20, failed: 0 });
+    await waitFor('no paused rollout in /metrics', async () =>
+      (await pausedSeries()) === undefined ? true : undefined,
+    );
     expect(watch.maxInFlight).toBeLessThanOrEqual(5);
 
     // undo: every node back to revision 2, files and all

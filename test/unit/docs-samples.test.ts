@@ -1,13 +1,13 @@
 /**
  * The sample `kubectl get osc` / `kubectl get oscnode` outputs in the docs have the columns the
- * CRDs print (api/crd.ts, default priority), in their order, and checksums as long as the ones
+ * CRDs print (api/crd/crd.ts, default priority), in their order, and checksums as long as the ones
  * the controller and the agent write (12 hex characters): a new column or a longer checksum
  * fails here until the samples follow.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { operatingSystemConfigCrd, operatingSystemConfigNodeCrd } from '../../api/crd.js';
+import { operatingSystemConfigCrd, operatingSystemConfigNodeCrd } from '../../api/crd/crd.js';
 
 const repoRoot = join(import.meta.dirname, '..', '..');
 const files = [

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import type { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { AgentMetrics } from '../../agent/metrics.js';
-import { createMetrics } from '../../controller/metrics.js';
+import { createMetrics } from '../../controller/runtime/metrics.js';
+import { createExtensionMetrics } from '../../controller/extension/metrics.js';
 
 interface Described {
   name: string;
@@ -54,6 +55,13 @@ async function everyMetric(): Promise<Described[]> {
   controller.writes.inc({ resource: 'secrets', verb: 'apply' });
   controller.watchErrors.inc({ informer: 'configmaps', namespace: '' });
   controller.rolloutReconciles.inc({ result: 'ok' });
+  controller.identityDenials.inc({ reason: 'WrongSubject' });
+  controller.sources.oscs = () => [
+    { status: { rollout: { phase: 'Paused', pauseReason: 'FailureThreshold' } } },
+  ];
+  const extension = createExtensionMetrics({ version: '0.0.0', defaultMetrics: false });
+  extension.requests.inc({ hook: 'Discovery', status: 'Success' });
+  extension.requestDuration.observe({ hook: 'Discovery' }, 0.01);
   const agent = new AgentMetrics('0.0.0');
   agent.collectProcessMetrics();
   agent.applies.inc({ result: 'success' });
@@ -62,7 +70,11 @@ async function everyMetric(): Promise<Described[]> {
   agent.driftDetected.inc({ kind: 'path', trigger: 'watch' });
   agent.driftReverts.inc({ result: 'success' });
   agent.driftChecked('audit', 3);
-  return [...(await described(controller.registry)), ...(await described(agent.registry))];
+  return [
+    ...(await described(controller.registry)),
+    ...(await described(agent.registry)),
+    ...(await described(extension.registry)),
+  ];
 }
 
 describe('metrics', () => {
@@ -70,7 +82,7 @@ describe('metrics', () => {
     for (const m of await everyMetric()) {
       expect(m.name, m.name).toMatch(/^[a-z][a-z0-9_]*$/);
       expect(m.name, `${m.name}: oscar's own or the standard process/nodejs ones`).toMatch(
-        /^(oscar_(controller|agent)_|process_|nodejs_)/,
+        /^(oscar_(controller|agent|extension)_|process_|nodejs_)/,
       );
       if (!m.name.startsWith('oscar_')) continue; // prom-client's standard set, as it names them
       if (m.type === 'counter') expect(m.name, m.name).toMatch(/_total$/);
@@ -94,5 +106,44 @@ describe('metrics', () => {
       expect(doc?.labels, `${m.name}'s labels`).toEqual(m.labels);
     }
     expect([...docs.keys()].sort()).toEqual(ours.map((m) => m.name).sort());
+  });
+});
+
+describe('the controller’s gauges read from its caches at scrape time', () => {
+  it('count paused rollouts by pauseReason and OscarConfigs waiting at NotRequested', async () => {
+    const m = createMetrics({ defaultMetrics: false });
+    const text = async (): Promise<string> => m.registry.metrics();
+    // no sources yet (a standby's caches do not run): nothing paused, nothing waiting
+    expect(await text()).toContain('oscar_controller_oscarconfigs_identity_not_requested 0');
+    expect(await text()).not.toMatch(/oscar_controller_rollouts_paused\{/);
+    const paused = (reason?: string) => ({
+      status: { rollout: { phase: 'Paused', ...(reason ? { pauseReason: reason } : {}) } },
+    });
+    let oscs = [
+      paused('FailureThreshold'),
+      paused('FailureThreshold'),
+      paused('Manual'),
+      { status: { rollout: { phase: 'Progressing' } } },
+      {},
+    ];
+    m.sources.oscs = () => oscs;
+    const identity = (status: string, reason: string) => ({
+      status: { conditions: [{ type: 'NodeIdentity', status, reason }] },
+    });
+    m.sources.configs = () => [
+      identity('False', 'NotRequested'),
+      identity('False', 'Awaiting'),
+      identity('True', 'Issued'),
+      { status: { conditions: [{ type: 'Ready', status: 'False', reason: 'NotRequested' }] } },
+    ];
+    const first = await text();
+    expect(first).toContain('oscar_controller_rollouts_paused{reason="FailureThreshold"} 2');
+    expect(first).toContain('oscar_controller_rollouts_paused{reason="Manual"} 1');
+    expect(first).toContain('oscar_controller_oscarconfigs_identity_not_requested 1');
+    // resumed: the series goes, it does not stay at its last value
+    oscs = [paused('Manual')];
+    const second = await text();
+    expect(second).not.toContain('reason="FailureThreshold"');
+    expect(second).toContain('oscar_controller_rollouts_paused{reason="Manual"} 1');
   });
 });

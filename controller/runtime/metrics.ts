@@ -18,6 +18,41 @@ export interface ControllerMetrics {
   watchErrors: Counter<'informer' | 'namespace'>;
   buildInfo: Gauge<'version' | 'nodejs'>;
   rolloutReconciles: Counter<'result'>;
+  rolloutsPaused: Gauge<'reason'>;
+  identityNotRequested: Gauge;
+  identityDenials: Counter<'reason'>;
+  /** What the gauges read from the caches at scrape time: set once the controllers exist. */
+  sources: MetricSources;
+}
+
+/** The cached objects the scrape-time gauges count (empty on a standby: its caches do not run). */
+export interface MetricSources {
+  oscs?: () => Iterable<{ status?: { rollout?: { phase?: string; pauseReason?: string } } }>;
+  configs?: () => Iterable<{
+    status?: { conditions?: { type: string; status: string; reason?: string }[] };
+  }>;
+}
+
+/** Paused rollouts by pauseReason (FailureThreshold, Manual, Canary). */
+export function pausedRollouts(oscs: NonNullable<MetricSources['oscs']>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const osc of oscs()) {
+    const r = osc.status?.rollout;
+    if (r?.phase !== 'Paused') continue;
+    const reason = r.pauseReason ?? 'Unknown';
+    out.set(reason, (out.get(reason) ?? 0) + 1);
+  }
+  return out;
+}
+
+/** OscarConfigs whose machine has not asked for its identity in time (NodeIdentity=False NotRequested). */
+export function notRequested(configs: NonNullable<MetricSources['configs']>): number {
+  let n = 0;
+  for (const c of configs()) {
+    const identity = c.status?.conditions?.find((x) => x.type === 'NodeIdentity');
+    if (identity?.status === 'False' && identity.reason === 'NotRequested') n += 1;
+  }
+  return n;
 }
 
 export function createMetrics(
@@ -25,6 +60,7 @@ export function createMetrics(
 ): ControllerMetrics {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  const sources: MetricSources = {};
   const metrics: ControllerMetrics = {
     registry,
     reconciles: new Counter({
@@ -79,6 +115,33 @@ export function createMetrics(
       labelNames: ['result'],
       registers: [registry],
     }),
+    rolloutsPaused: new Gauge({
+      name: 'oscar_controller_rollouts_paused',
+      help: 'Rollouts paused now, by pauseReason: FailureThreshold (failed or rolled-back nodes reached the threshold), Manual (spec.rollout.paused), Canary.',
+      labelNames: ['reason'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        const oscs = sources.oscs;
+        if (!oscs) return;
+        for (const [reason, n] of pausedRollouts(oscs)) this.set({ reason }, n);
+      },
+    }),
+    identityNotRequested: new Gauge({
+      name: 'oscar_controller_oscarconfigs_identity_not_requested',
+      help: 'OscarConfigs whose machine has not asked for its identity in time (NodeIdentity=False, NotRequested).',
+      registers: [registry],
+      collect() {
+        this.set(sources.configs ? notRequested(sources.configs) : 0);
+      },
+    }),
+    identityDenials: new Counter({
+      name: 'oscar_controller_identity_denials_total',
+      help: "Certificate requests the approver denied, by the Denied condition's reason.",
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+    sources,
   };
   metrics.buildInfo.set({ version: options.version ?? 'unknown', nodejs: process.version }, 1);
   return metrics;

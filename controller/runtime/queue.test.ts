@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from './clock.js';
+import { FakeClock } from '../kube/clock.js';
 import { WorkQueue } from './queue.js';
 
 /** A handler whose calls the test resolves or rejects by hand. */

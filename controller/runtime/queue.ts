@@ -9,7 +9,7 @@
  * - delayed re-add (requeueAfter), keeping only the earliest pending delay per key;
  * - bounded concurrency; shutdown() stops taking work and waits for the passes in flight.
  */
-import { realClock, type Clock, type Timer } from './clock.js';
+import { realClock, type Clock, type Timer } from '../kube/clock.js';
 
 export interface QueueOptions {
   concurrency: number;

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../log/memory.js';
+import { memoryLogger } from '../../log/memory.js';
 import { Deadline, onShutdownSignal, parseDuration, reserveFor } from './shutdown.js';
-import { sleep } from '../api/util.js';
+import { sleep } from '../../api/util.js';
 
 function harness(timeoutMs: number, stop: (deadline: Deadline) => Promise<unknown>) {
   const signals = new EventEmitter();

@@ -12,7 +12,14 @@ import type { ApplyResult } from '../apply.js';
 import type { Desired } from '../state.js';
 import type { Check, Grant } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
-import { GrantedAgent, nodeApplier, type GrantFeed, type GrantReporter } from './granted-agent.js';
+import type { Agent } from '../agent.js';
+import { nodeApplier } from '../applier.js';
+import {
+  grantedAgent,
+  type GrantAdmission,
+  type GrantFeed,
+  type GrantReporter,
+} from './grant-admission.js';
 import type { CheckResult, UnitState } from './health.js';
 import { TryState } from './try-state.js';
 import type { DriftPolicy } from '../../api/constants.js';
@@ -107,17 +114,17 @@ interface Setup {
   stateDir: string;
   feed: Feed;
   reporter: Reporter;
-  agent: GrantedAgent;
+  agent: Agent<GrantAdmission>;
   checkOk: { value: boolean };
   unitState: { value: Partial<UnitState> };
-  newAgent(): GrantedAgent;
+  newAgent(): Agent<GrantAdmission>;
   read(path: string): Promise<string>;
   /** With { drift: true }: what the drift monitor reported, items per report. */
   drifted: string[][];
   /** The reboots the agent asked for (issue 25), by why. */
   reboots: string[];
   /** What a reboot does to a directory root: /run empties, a new agent starts. */
-  reboot(): Promise<GrantedAgent>;
+  reboot(): Promise<Agent<GrantAdmission>>;
 }
 
 async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise<Setup> {
@@ -131,8 +138,8 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
   const unitState = { value: {} as Partial<UnitState> };
   const drifted: string[][] = [];
   const reboots: string[] = [];
-  const newAgent = (): GrantedAgent => {
-    const late: { agent?: GrantedAgent } = {};
+  const newAgent = (): Agent<GrantAdmission> => {
+    const late: { agent?: Agent<GrantAdmission> } = {};
     const drift = opts.drift
       ? new DriftMonitor({
           root,
@@ -140,32 +147,38 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
           auditIntervalMs: 0,
           debounceMs: 20,
           report: (r) => drifted.push(r.items.map((i) => `${i.path ?? i.unit ?? ''} ${i.reason}`)),
-          requestRevert: () => late.agent?.requestDriftRevert(),
+          requestRevert: () => late.agent?.revert(),
           log: silentLogger(),
           backoff: new RevertBackoff({ baseMs: 0, maxMs: 0 }),
         })
       : undefined;
-    const a = new GrantedAgent({
-      ...(drift ? { drift } : {}),
-      reboot: new RebootHooks({
-        root,
-        stateDir,
-        rebooter: {
-          reboot: (why) => {
-            reboots.push(why);
-            return Promise.resolve();
-          },
+    const applier = nodeApplier({
+      root,
+      stateDir,
+      systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+      owners: false,
+    });
+    const tryState = new TryState(stateDir, root);
+    const reboot = new RebootHooks({
+      root,
+      stateDir,
+      tryState,
+      applier,
+      rebooter: {
+        reboot: (why) => {
+          reboots.push(why);
+          return Promise.resolve();
         },
-      }),
+      },
+    });
+    const a = grantedAgent({
+      ...(drift ? { drift } : {}),
+      verifySteps: [reboot.step()],
+      lifecycle: reboot,
       source: feed,
       reporter,
-      applier: nodeApplier({
-        root,
-        stateDir,
-        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
-        owners: false,
-      }),
-      tryState: new TryState(stateDir, root),
+      applier,
+      tryState,
       health: {
         run: (c: Check): Promise<CheckResult> =>
           Promise.resolve({
@@ -266,7 +279,7 @@ async function onV1(s: Setup): Promise<void> {
   s.reporter.reports = [];
 }
 
-describe('GrantedAgent', () => {
+describe('the agent in grant mode', () => {
   it('a plain grant is applied and confirmed at once', async () => {
     const s = await setup();
     await s.agent.start();
@@ -484,7 +497,7 @@ describe('GrantedAgent', () => {
         ],
       ),
     );
-    const owners = new GrantedAgent({
+    const owners = grantedAgent({
       source: s.feed,
       reporter: s.reporter,
       applier: nodeApplier({
@@ -547,7 +560,7 @@ describe('GrantedAgent', () => {
   });
 });
 
-describe('GrantedAgent with drift detection', () => {
+describe('the agent in grant mode, with drift detection', () => {
   const until = async (what: string, ok: () => Promise<boolean> | boolean): Promise<void> => {
     const t = Date.now() + 5000;
     while (!(await ok())) {

@@ -3,10 +3,10 @@ import { readFileSync } from 'node:fs';
 /** Set by the bundler (hack/image/bundle.ts): a bundled oscar has no package.json beside it. */
 declare const __OSCAR_VERSION__: string | undefined;
 
-/** The package version, read once from package.json (two levels up from cli/ or dist/cli/). */
+/** The package version, read once from package.json (from cli/support/ or dist/cli/support/). */
 export const VERSION: string = (() => {
   if (typeof __OSCAR_VERSION__ === 'string') return __OSCAR_VERSION__;
-  for (const rel of ['../package.json', '../../package.json']) {
+  for (const rel of ['../../package.json', '../../../package.json']) {
     try {
       const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), 'utf8')) as {
         name?: string;

@@ -5,9 +5,9 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fieldError, type FieldError } from '../api/field-error.js';
-import { referencedObjects, type References } from '../api/resolve.js';
-import type { OperatingSystemConfig } from '../api/schema.js';
+import { fieldError, type FieldError } from '../../api/field-error.js';
+import { referencedObjects, type References } from '../../api/resolve.js';
+import type { OperatingSystemConfig } from '../../api/schema.js';
 
 /**
  * Reads the Secrets and ConfigMaps a spec references from DIR/secrets/<name>/<key> and

@@ -17,7 +17,7 @@ function* walk(node: Node, path: string): Generator<[string, Node]> {
 describe('the CRDs', () => {
   it('are all listed in deploy/crds/kustomization.yaml (run `npm run gen:crd`)', () => {
     const committed = readFileSync(
-      join(import.meta.dirname, '..', 'deploy', 'crds', 'kustomization.yaml'),
+      join(import.meta.dirname, '..', '..', 'deploy', 'crds', 'kustomization.yaml'),
       'utf8',
     );
     expect(committed).toBe(renderCrdKustomization());
@@ -27,7 +27,7 @@ describe('the CRDs', () => {
     describe(manifest.fileName, () => {
       it('match the committed files in deploy/crds (run `npm run gen:crd` after a schema change)', () => {
         const committed = readFileSync(
-          join(import.meta.dirname, '..', 'deploy', 'crds', manifest.fileName),
+          join(import.meta.dirname, '..', '..', 'deploy', 'crds', manifest.fileName),
           'utf8',
         );
         expect(committed).toBe(renderCrdYaml(manifest.object));

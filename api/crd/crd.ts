@@ -9,8 +9,12 @@ import {
   CAPI_CONTRACT_LABEL,
   OSCAR_CONFIG_KIND,
   OSCAR_CONFIG_TEMPLATE_KIND,
-} from './bootstrap/constants.js';
-import { OscarConfigSpec, OscarConfigStatus, OscarConfigTemplateSpec } from './bootstrap/schema.js';
+} from '../bootstrap/constants.js';
+import {
+  OscarConfigSpec,
+  OscarConfigStatus,
+  OscarConfigTemplateSpec,
+} from '../bootstrap/schema.js';
 import {
   GROUP,
   OSC_KIND,
@@ -20,7 +24,7 @@ import {
   OperatingSystemConfigSpec,
   OperatingSystemConfigStatus,
   VERSION,
-} from './schema.js';
+} from '../schema.js';
 
 type Json = Record<string, unknown>;
 

@@ -7,7 +7,7 @@
  * safe to cut: the agent journals each action and resumes on its next start; a reconcile is
  * redone by the next controller.
  */
-import type { Logger } from '../log/logger.js';
+import type { Logger } from '../../log/logger.js';
 
 /** What a stop may spend: the deadline, and bounded waits against it. */
 export class Deadline {

@@ -2,7 +2,7 @@
  * metav1.Condition bookkeeping: a condition's lastTransitionTime moves only when its status
  * changes, so an unchanged state produces an identical status and therefore no write.
  */
-import type { Condition } from '../api/schema.js';
+import type { Condition } from '../../api/schema.js';
 
 export type ConditionType =
   | 'Valid'

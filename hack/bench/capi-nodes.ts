@@ -1,0 +1,183 @@
+/**
+ * Kubernetes nodes through a Cluster API MachineDeployment (docs/performance.md, "Nodes through
+ * Cluster API"): the same stack as test/e2e/capi-machinedeployment.test.ts — Cluster API's core
+ * manager, oscar's controller and Runtime Extension, the test-only nspawn provider — with an
+ * OscarConfigTemplate from examples/kubelet-worker/. Scales the MachineDeployment 0 → N and prints
+ * per machine boot → Node registered → Ready (p50 / max) and Machine created → Running; then the
+ * template's move to a reconcile OSC with another maxPods → every Node Ready with it, in place
+ * (Cluster API updates one machine at a time; each waits out the OSC's soak); then API writes per
+ * machine, by every client and by oscar's controller, from the first Machine to the end.
+ *
+ *   flock /tmp/oscar-e2e.lock timeout 1800 nice -n 10 node --import tsx hack/bench/capi-nodes.ts [--nodes 2]
+ */
+import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
+import type { KubeHttp } from '../../kube/client.js';
+import { buildCapi } from '../../test/integration/support/capi.js';
+import { nodeRoot } from '../../test/support/tools.js';
+import { nodeBinaries, nodeReady, type NodeObject } from '../../test/e2e/kubelet-support.js';
+import {
+  applyObject,
+  getObject,
+  machineDeployment,
+} from '../../test/e2e/nspawn-provider/cluster.js';
+import {
+  applyTemplate,
+  applyWorkerOscs,
+  startCapiStack,
+  type CapiStack,
+} from '../../test/e2e/nspawn-provider/stack.js';
+import { getRaw, writesByResource } from './apiserver-metrics.js';
+
+const { values } = parseArgs({ options: { nodes: { type: 'string', default: '2' } } });
+const count = Number(values.nodes);
+const V2 = 'kubelet-worker-reconcile-v2';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+interface Timing {
+  name: string;
+  created: number;
+  boot?: number;
+  registered?: number;
+  ready?: number;
+  running?: number;
+}
+
+interface MachineItem {
+  metadata: { name: string; creationTimestamp: string };
+  status?: { phase?: string };
+}
+
+/** Polls until every machine of the deployment is Running with a Ready Node; their timings. */
+async function scaleUp(api: KubeHttp, stack: CapiStack, ns: string, md: string): Promise<Timing[]> {
+  const timings = new Map<string, Timing>();
+  const deadline = Date.now() + 20 * 60_000;
+  for (;;) {
+    const list = await api.request<{ items: MachineItem[] }>(
+      'GET',
+      `/apis/cluster.x-k8s.io/v1beta2/namespaces/${ns}/machines`,
+      { query: { labelSelector: `cluster.x-k8s.io/deployment-name=${md}` } },
+    );
+    for (const m of list.items) {
+      const name = m.metadata.name;
+      const t = timings.get(name) ?? { name, created: Date.parse(m.metadata.creationTimestamp) };
+      timings.set(name, t);
+      t.boot ??= stack.provider.running(name)?.bootedAt;
+      const node = await getObject<NodeObject>(api, `/api/v1/nodes/${name}`);
+      if (node && t.registered === undefined) t.registered = Date.now();
+      if (nodeReady(node) && t.ready === undefined) t.ready = Date.now();
+      if (m.status?.phase === 'Running' && t.running === undefined) t.running = Date.now();
+    }
+    const all = [...timings.values()];
+    if (all.length === count && all.every((t) => t.ready && t.running)) return all;
+    if (Date.now() > deadline) throw new Error(`not all Ready: ${JSON.stringify(all)}`);
+    await sleep(500);
+  }
+}
+
+function report(timings: Timing[]): void {
+  const since = (t: Timing, k: 'registered' | 'ready'): number => (t[k] ?? NaN) - (t.boot ?? NaN);
+  console.log(`${String(count)} machines, MachineDeployment 0 → ${String(count)} (2 shared cores)`);
+  for (const t of timings) {
+    console.log(
+      `  ${t.name}: boot → registered ${secs(since(t, 'registered'))}, → Ready ${secs(since(t, 'ready'))}; Machine created → Running ${secs((t.running ?? NaN) - t.created)}`,
+    );
+  }
+  const regs = timings.map((t) => since(t, 'registered'));
+  const readys = timings.map((t) => since(t, 'ready'));
+  const runs = timings.map((t) => (t.running ?? NaN) - t.created);
+  console.log(`  boot → registered     p50 ${secs(pct(regs, 50))}, max ${secs(Math.max(...regs))}`);
+  console.log(
+    `  boot → Ready          p50 ${secs(pct(readys, 50))}, max ${secs(Math.max(...readys))}`,
+  );
+  console.log(`  created → Running     p50 ${secs(pct(runs, 50))}, max ${secs(Math.max(...runs))}`);
+}
+
+async function inPlace(api: KubeHttp, names: string[]): Promise<number> {
+  const t0 = Date.now();
+  for (;;) {
+    const nodes = await Promise.all(
+      names.map((n) => getObject<NodeObject>(api, `/api/v1/nodes/${n}`)),
+    );
+    if (nodes.every((n) => nodeReady(n) && n?.status?.capacity?.pods === '42'))
+      return Date.now() - t0;
+    if (Date.now() - t0 > 20 * 60_000)
+      throw new Error('the in-place change did not reach every node');
+    await sleep(500);
+  }
+}
+
+async function main(): Promise<void> {
+  const lower = nodeRoot();
+  const bin = nodeBinaries();
+  const built = await buildCapi();
+  if (!lower || !bin || 'missing' in built) throw new Error('no node root, kubelet or Cluster API');
+  const attach = process.env.OSCAR_TESTENV_STATE;
+  const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({});
+  const api = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
+  const kc = new KubeConfig();
+  kc.loadFromFile(env.kubeconfigPath);
+  const suffix = process.pid.toString(36);
+  const ns = `bench-md-${suffix}`;
+  const md = `b${suffix}`;
+  const stack = await startCapiStack({
+    env,
+    api,
+    namespace: ns,
+    cluster: 'c1',
+    capiDir: built.dir,
+    lower,
+    bin,
+    suffix,
+  });
+  let names: string[] = [];
+  try {
+    await applyWorkerOscs(api, ns, V2);
+    await applyTemplate(api, ns, 'worker-v1');
+    await applyTemplate(api, ns, 'worker-v2', V2);
+    const deployment = (tpl: string, replicas: number) =>
+      machineDeployment({ ns, name: md, cluster: 'c1', tpl, replicas });
+    const writes0 = writesByResource(await getRaw(kc, '/metrics'));
+    await applyObject(api, deployment('worker-v1', count));
+    const timings = await scaleUp(api, stack, ns, md);
+    names = timings.map((t) => t.name);
+    report(timings);
+    await applyObject(api, deployment('worker-v2', count));
+    const took = await inPlace(api, names);
+    console.log(`  template → maxPods 42 in place → every Node Ready with it: ${secs(took)}`);
+    const byResource = [...writesByResource(await getRaw(kc, '/metrics'))]
+      .map(([k, v]) => [k, v - (writes0.get(k) ?? 0)] as const)
+      .filter(([, v]) => v > 0)
+      .sort((a, b) => b[1] - a[1]);
+    const writes = byResource.reduce((n, [, v]) => n + v, 0);
+    const own = (await stack.controller.metrics.writes.get()).values;
+    const ownTotal = own.reduce((n, v) => n + v.value, 0);
+    console.log(
+      `  API writes (all clients: Cluster API, oscar, kubelets, agents, kube-controller-manager) from the first Machine to the end: ${String(writes)}, ${(writes / count).toFixed(1)} per machine`,
+    );
+    console.log(
+      `    by resource: ${byResource
+        .slice(0, 10)
+        .map(([k, v]) => `${k} ${String(v)}`)
+        .join(', ')}`,
+    );
+    console.log(
+      `  oscar controller's own writes (whole run): ${String(ownTotal)}, ${(ownTotal / count).toFixed(1)} per machine`,
+    );
+  } finally {
+    await stack.stop();
+    for (const n of names) await api.request('DELETE', `/api/v1/nodes/${n}`).catch(() => undefined);
+    await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+    if (!attach) await env.stop();
+  }
+}
+
+await main();
