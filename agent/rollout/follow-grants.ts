@@ -23,7 +23,7 @@ import {
   type HealthProbe,
   type UnitProbe,
 } from './health.js';
-import { RebootHooks, SystemctlRebooter } from '../reboot/reboot.js';
+import { RebootHooks, SystemctlRebooter, type Rebooter } from '../reboot/reboot.js';
 import type { VerifyStep } from './soak.js';
 import { TryState } from './try-state.js';
 
@@ -46,6 +46,8 @@ export interface FollowGrantsOptions {
   units?: UnitProbe;
   tryState?: TryState;
   onApplyStart?: (grant: Grant) => void;
+  /** A simulated reboot (hack/bench/reboot-drain.ts); on a node, `systemctl reboot`. */
+  rebooter?: Rebooter;
   /** Steps after a tried revision's apply, before the soak (after the reboot step on a node). */
   verifySteps?: VerifyStep[];
   backoffMaxMs?: number;
@@ -99,11 +101,12 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
   const applier = o.applier ?? nodeApplier(o.deps, o.log);
   const tryState = o.tryState ?? new TryState(o.deps.stateDir, o.deps.root);
   // On a node, Reboot-level revisions reboot through systemd inside the try (agent/reboot/)
-  const reboot = onNode
+  const rebooter = o.rebooter ?? (onNode ? new SystemctlRebooter() : undefined);
+  const reboot = rebooter
     ? new RebootHooks({
         root: o.deps.root,
         stateDir: o.deps.stateDir,
-        rebooter: new SystemctlRebooter(),
+        rebooter,
         tryState,
         applier,
       })
