@@ -145,6 +145,27 @@ describe('disruption levels', () => {
     expect(levelBetween(d, d)).toBe('None');
   });
 
+  it('a revision an older oscar kept (its restart digest only): Reboot only for what the target declares, Drain only if units may have changed', () => {
+    const plain = config({
+      files: [file('/etc/app.conf', 'a')],
+      units: [unit('app.service', { filePaths: ['/etc/app.conf'] }), unit('containerd.service')],
+    });
+    const old = { restart: disruptionDigests(plain).restart };
+    // the same units, a file that only its own unit reads changed: nothing to drain or reboot for
+    const sameUnits = config({ ...plain, files: [file('/etc/other', 'b'), ...plain.files] });
+    expect(levelBetween(old, disruptionDigests(sameUnits))).toBe('None');
+    expect(levelBetween(old, disruptionDigests(plain))).toBe('None');
+    // the units changed: whether the runtime did is unknown, so Drain (not Reboot)
+    const edited = config({ ...plain, files: [file('/etc/app.conf', 'b')] });
+    expect(levelBetween(old, disruptionDigests(edited))).toBe('Drain');
+    // the target declares onChange: reboot, which the old oscar could not: Reboot
+    const reboot = config({
+      ...plain,
+      files: [...plain.files, file('/etc/default/grub.d/oscar.cfg', 'x', { onChange: 'reboot' })],
+    });
+    expect(levelBetween(old, disruptionDigests(reboot))).toBe('Reboot');
+  });
+
   it('orders levels', () => {
     expect(atLeast('Reboot', 'Drain')).toBe(true);
     expect(atLeast('Restart', 'Drain')).toBe(false);

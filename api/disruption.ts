@@ -147,14 +147,42 @@ const NOTHING: ResolvedConfig = {
   packages: [],
 };
 
+/** The reboot digest of a config that declares nothing onChange: reboot. */
+const NO_REBOOT_ITEMS = itemsDigest(new Map());
+
+/**
+ * A revision kept by an oscar without per-level digests carries only its restart digest. What
+ * the others were is still known in part, so it is not simply "unknown, Reboot" (which would
+ * drain and reboot every node on the first rollout after an upgrade): that oscar had no
+ * onChange: reboot, so it declared nothing to reboot for; and when the restart digests are equal
+ * no unit, package or spec.cri changed, so neither did anything a drain is for. An unequal
+ * restart digest leaves the drain unknown: Drain, conservatively.
+ */
+export function legacyDigests(
+  from: Partial<DisruptionDigests>,
+  to: Partial<DisruptionDigests>,
+): Partial<DisruptionDigests> {
+  if (from.restart === undefined || from.drain !== undefined || from.reboot !== undefined) {
+    return from;
+  }
+  const sameUnits = to.restart !== undefined && from.restart === to.restart;
+  return {
+    restart: from.restart,
+    reboot: NO_REBOOT_ITEMS,
+    ...(sameUnits && to.drain !== undefined ? { drain: to.drain } : {}),
+  };
+}
+
 /**
  * The level of moving from `from` to `to` by their digests (the controller's view: it keeps the
- * digests of every revision on its Secret). Unknown digests (`undefined`) count as changed.
+ * digests of every revision on its Secret). A `from` with only its restart digest was kept by an
+ * older oscar (legacyDigests); other unknown digests (`undefined`) count as changed.
  */
 export function levelBetween(
-  from: Partial<DisruptionDigests> | undefined,
+  fromDigests: Partial<DisruptionDigests> | undefined,
   to: Partial<DisruptionDigests>,
 ): DisruptionLevel {
+  const from = fromDigests && legacyDigests(fromDigests, to);
   const differs = (k: keyof DisruptionDigests): boolean =>
     from?.[k] === undefined || to[k] === undefined || from[k] !== to[k];
   if (differs('reboot')) return 'Reboot';

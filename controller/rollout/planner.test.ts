@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { disruptionDigests } from '../../api/disruption.js';
 import { resolvePolicy, scaledCount } from '../../api/rollout.js';
 import type { GrantPhase, RolloutPolicy, RolloutStatus } from '../../api/schema.js';
 import {
@@ -400,6 +401,44 @@ describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
     if (!entry) throw new Error(`${node} is not draining`);
     entry.phase = 'Drained';
   }
+
+  it('a stable revision an older oscar kept (no per-level digests): drains only when units changed, and says why', () => {
+    // what the target's reboot digest is when it declares nothing onChange: reboot
+    const none = disruptionDigests({
+      type: 'debian',
+      purpose: 'reconcile',
+      units: [],
+      files: [],
+      packages: [],
+    }).reboot;
+    const target: Revision = { ...T, rebootDigest: none };
+    const old: Revision = {
+      number: 1,
+      checksum: S.checksum,
+      secretName: S.secretName,
+      disruption: 'd1',
+    };
+    // same restart digest: nothing to drain or reboot for
+    const f = new Fleet(2, { maxUnavailable: 1 });
+    f.revisions = [old, { ...target, disruption: 'd1' }];
+    f.settle();
+    f.rendered = { ...target, disruption: 'd1' };
+    const quiet = f.plan();
+    expect(quiet.drains).toEqual([]);
+    expect(quiet.status?.disruption).toBeUndefined();
+    // units changed: Drain (not Reboot), with the reason in an event
+    const g = new Fleet(2, { maxUnavailable: 1 });
+    g.revisions = [old, target];
+    g.settle();
+    g.rendered = target;
+    const p = g.plan();
+    expect(p.status?.disruption).toBe('Drain');
+    expect(p.drains).toEqual(['node-000']);
+    const why = p.events.find((e) => e.reason === 'DisruptionFromOldRevision');
+    expect(why?.message).toMatch(
+      /Revision 1 was kept by an oscar without per-level disruption digests: revision 2 counts as Drain/,
+    );
+  });
 
   it('drains each node before its grant, one at a time, carrying the level; uncordons on confirm', () => {
     const f = new Fleet(2, { maxUnavailable: 1 });

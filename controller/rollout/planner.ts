@@ -347,6 +347,21 @@ function digestsOf(r: Revision): { restart?: string; drain?: string; reboot?: st
   return { restart: r.disruption, drain: r.drainDigest, reboot: r.rebootDigest };
 }
 
+/**
+ * A stable revision kept by an older oscar has no per-level digests: its level is worked out
+ * conservatively (api/disruption.ts legacyDigests). When that drains nodes, the rollout's start
+ * says why, so a drain after an upgrade is not a mystery.
+ */
+function sayWhyOldRevisionDrains(p: Pass): void {
+  const old = p.stable.drainDigest === undefined && p.stable.rebootDigest === undefined;
+  if (!p.fresh || !p.drainFirst || !old || p.stable.number === p.target.number) return;
+  p.plan.events.push({
+    type: 'Normal',
+    reason: 'DisruptionFromOldRevision',
+    message: `Revision ${String(p.stable.number)} was kept by an oscar without per-level disruption digests: revision ${String(p.target.number)} counts as ${p.level} against it (${p.level === 'Reboot' ? 'it declares onChange: reboot' : 'its units, packages or spec.cri changed, and whether the container runtime did cannot be told'}), so each node is drained first.`,
+  });
+}
+
 /** maxUnavailable, failureThreshold and the canary wave, scaled to the nodes there are. */
 const sizeTheRollout: Rule = (p) => {
   const { policy, nodes } = p.input;
@@ -356,6 +371,7 @@ const sizeTheRollout: Rule = (p) => {
   p.canarySize = policy.canary && p.tryMode ? scaledCount(policy.canary.nodes, p.total, 'up') : 0;
   p.level = p.tryMode ? levelBetween(digestsOf(p.stable), digestsOf(p.target)) : 'None';
   p.drainFirst = atLeast(p.level, 'Drain');
+  sayWhyOldRevisionDrains(p);
   // nonDisruptive: Immediate grants a revision that disturbs no unit to every node at once
   p.immediate =
     p.tryMode &&
