@@ -1075,6 +1075,12 @@ export const OperatingSystemConfigNodeStatus = Type.Object(
           'The desired change cannot be made in place (another OS type, a runtime switch): replace the machine.',
       }),
     ),
+    rebootRequired: Type.Optional(
+      Type.Boolean({
+        description:
+          "The node says it needs a reboot: /var/run/reboot-required, left by Debian's and Ubuntu's packages. The node's next revision is Reboot-level (drained, then rebooted inside try mode).",
+      }),
+    ),
   },
   { description: "What the node's agent observed and applied." },
 );

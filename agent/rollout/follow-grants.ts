@@ -6,7 +6,8 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { HttpKubeClient, type KubeHttp } from '../../kube/client.js';
-import type { Logger } from '../../log/logger.js';
+import { errorFields, type Logger } from '../../log/logger.js';
+import { rebootRequired } from '../reboot/required.js';
 import { fanOut, type Reporter } from '../loop.js';
 import type { ApplyDeps } from '../apply.js';
 import type { DriftHooks } from '../model/drift.js';
@@ -70,6 +71,31 @@ function withObservers(kube: KubeReporter, observers: readonly Reporter[]): Gran
   };
 }
 
+/**
+ * After every apply (and at start), whether the node asks for a reboot — a package may have left
+ * /var/run/reboot-required — into status.rebootRequired.
+ */
+function rebootRequiredObserver(o: FollowGrantsOptions, kube: KubeReporter): Reporter {
+  const look = (): void => {
+    rebootRequired(o.deps.root).then(
+      (required) => {
+        kube.setRebootRequired(required);
+      },
+      (error: unknown) => {
+        o.log.debug({ ...errorFields(error) }, 'cannot tell whether the node needs a reboot');
+      },
+    );
+  };
+  const nothing = (): void => undefined;
+  return {
+    restored: look,
+    applied: look,
+    desired: nothing,
+    failed: nothing,
+    sourceFailed: nothing,
+  };
+}
+
 export interface GrantWiring {
   agent: Agent<GrantAdmission>;
   reporter: KubeReporter;
@@ -113,7 +139,10 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     : undefined;
   const agent = grantedAgent({
     source,
-    reporter: withObservers(reporter, o.observers ?? []),
+    reporter: withObservers(reporter, [
+      ...(o.observers ?? []),
+      rebootRequiredObserver(o, reporter),
+    ]),
     applier,
     tryState,
     health: o.health ?? new NodeHealthProbe(o.deps.root),
