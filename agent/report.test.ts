@@ -188,6 +188,26 @@ describe('KubeReporter Degraded', () => {
   });
 });
 
+describe('KubeReporter rebootRequired', () => {
+  it('is written when it changes, and cleared (null) when the node no longer asks', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    r.setRebootRequired(false);
+    await r.flush();
+    expect(http.patches()).toHaveLength(0); // nothing new to say
+    r.setRebootRequired(true);
+    await r.flush();
+    expect(http.patches().at(-1)?.status.rebootRequired).toBe(true);
+    const writes = http.patches().length;
+    r.setRebootRequired(true);
+    await r.flush();
+    expect(http.patches()).toHaveLength(writes);
+    r.setRebootRequired(false);
+    await r.flush();
+    expect(http.patches().at(-1)?.status.rebootRequired).toBeNull();
+  });
+});
+
 describe('KubeReporter InvalidConfig', () => {
   it('a refused config is Degraded with reason InvalidConfig, from the source or from an apply', async () => {
     const c1 = '1'.repeat(64);

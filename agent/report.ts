@@ -150,6 +150,19 @@ export class KubeReporter implements Reporter {
     this.push();
   }
 
+  /** Whether the node asks for a reboot (agent/reboot/required.ts); written only when it changes. */
+  setRebootRequired(required: boolean): void {
+    if ((this.status.rebootRequired === true) === required) return;
+    if (required) {
+      this.status.rebootRequired = true;
+      this.cleared.delete('rebootRequired');
+    } else {
+      delete this.status.rebootRequired;
+      this.cleared.add('rebootRequired');
+    }
+    this.push();
+  }
+
   /** The agent's answer to its grant (grant mode, agent/rollout/). */
   setRevision(report: RevisionReport): void {
     this.status.revision = report;

@@ -6,7 +6,8 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { HttpKubeClient, type KubeHttp } from '../../kube/client.js';
-import type { Logger } from '../../log/logger.js';
+import { errorFields, type Logger } from '../../log/logger.js';
+import { rebootRequired } from '../reboot/required.js';
 import { fanOut, type Reporter } from '../loop.js';
 import type { ApplyDeps } from '../apply.js';
 import type { DriftHooks } from '../model/drift.js';
@@ -23,6 +24,8 @@ import {
   type HealthProbe,
   type UnitProbe,
 } from './health.js';
+import { RebootHooks, SystemctlRebooter, type Rebooter } from '../reboot/reboot.js';
+import type { VerifyStep } from './soak.js';
 import { TryState } from './try-state.js';
 
 export interface FollowGrantsOptions {
@@ -44,6 +47,10 @@ export interface FollowGrantsOptions {
   units?: UnitProbe;
   tryState?: TryState;
   onApplyStart?: (grant: Grant) => void;
+  /** A simulated reboot (hack/bench/reboot-drain.ts); on a node, `systemctl reboot`. */
+  rebooter?: Rebooter;
+  /** Steps after a tried revision's apply, before the soak (after the reboot step on a node). */
+  verifySteps?: VerifyStep[];
   backoffMaxMs?: number;
   tickMs?: number;
 }
@@ -61,6 +68,31 @@ function withObservers(kube: KubeReporter, observers: readonly Reporter[]): Gran
     mark: () => kube.mark(),
     writtenAfter: (m) => kube.writtenAfter(m),
     flush: () => kube.flush(),
+  };
+}
+
+/**
+ * After every apply (and at start), whether the node asks for a reboot — a package may have left
+ * /var/run/reboot-required — into status.rebootRequired.
+ */
+function rebootRequiredObserver(o: FollowGrantsOptions, kube: KubeReporter): Reporter {
+  const look = (): void => {
+    rebootRequired(o.deps.root).then(
+      (required) => {
+        kube.setRebootRequired(required);
+      },
+      (error: unknown) => {
+        o.log.debug({ ...errorFields(error) }, 'cannot tell whether the node needs a reboot');
+      },
+    );
+  };
+  const nothing = (): void => undefined;
+  return {
+    restored: look,
+    applied: look,
+    desired: nothing,
+    failed: nothing,
+    sourceFailed: nothing,
   };
 }
 
@@ -92,11 +124,27 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     pollIntervalMs: o.pollIntervalMs,
   });
   const onNode = o.deps.root === '/';
+  const applier = o.applier ?? nodeApplier(o.deps, o.log);
+  const tryState = o.tryState ?? new TryState(o.deps.stateDir, o.deps.root);
+  // On a node, Reboot-level revisions reboot through systemd inside the try (agent/reboot/)
+  const rebooter = o.rebooter ?? (onNode ? new SystemctlRebooter() : undefined);
+  const reboot = rebooter
+    ? new RebootHooks({
+        root: o.deps.root,
+        stateDir: o.deps.stateDir,
+        rebooter,
+        tryState,
+        applier,
+      })
+    : undefined;
   const agent = grantedAgent({
     source,
-    reporter: withObservers(reporter, o.observers ?? []),
-    applier: o.applier ?? nodeApplier(o.deps, o.log),
-    tryState: o.tryState ?? new TryState(o.deps.stateDir, o.deps.root),
+    reporter: withObservers(reporter, [
+      ...(o.observers ?? []),
+      rebootRequiredObserver(o, reporter),
+    ]),
+    applier,
+    tryState,
     health: o.health ?? new NodeHealthProbe(o.deps.root),
     units: o.units ?? (onNode ? new SystemctlUnitProbe() : LOCAL_UNIT_PROBE),
     scope: { namespace: o.namespace, osc: o.osc },
@@ -104,6 +152,8 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     owners: o.deps.owners,
     log: o.log,
     ...(o.drift ? { drift: o.drift } : {}),
+    verifySteps: [...(reboot ? [reboot.step()] : []), ...(o.verifySteps ?? [])],
+    ...(reboot ? { lifecycle: reboot } : {}),
     ...(o.onApplyStart ? { onApplyStart: o.onApplyStart } : {}),
     ...(o.tickMs !== undefined ? { tickMs: o.tickMs } : {}),
   });

@@ -63,6 +63,8 @@ const STORED = {
   '/apis/bootstrap.oscar.dev/v1alpha1/namespaces/pools/oscarconfigs/m-1': {
     spec: { reconcileRef: { name: 'v2' } },
   },
+  // no pods: a node whose start is unknown (no grant here) is drained first, and is empty
+  '/api/v1/pods': { items: [] },
 };
 
 const node = {

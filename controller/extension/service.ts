@@ -21,7 +21,9 @@ import {
   type KubeHttp,
 } from '../../kube/client.js';
 import type { OscNodeObject } from '../osc/node-index.js';
+import { HttpNodeDrainer, type NodeDrainer } from '../drain/drainer.js';
 import { canUpdateMachine, canUpdateMachineSet } from './can-update.js';
+import { inPlaceDisruption, nodeReady, withDrain } from './in-place-drain.js';
 import {
   HOOKS_API_VERSION,
   type CanUpdateMachineRequest,
@@ -91,6 +93,7 @@ export class InPlaceExtension {
     private readonly log: Logger,
     states?: ReconcileStates,
     private readonly now: () => Date = () => new Date(),
+    private readonly drainer: NodeDrainer = new HttpNodeDrainer(http),
   ) {
     this.states = states ?? new KubeReconcileStates(http);
   }
@@ -154,7 +157,7 @@ export class InPlaceExtension {
       this.states.get(namespace, reconcile),
       this.getNode(node),
     ]);
-    const d = await decideUpdate({
+    const decided = await decideUpdate({
       namespace,
       node,
       target,
@@ -162,6 +165,15 @@ export class InPlaceExtension {
       revision: (t) => this.revisionOf(namespace, t),
       policy: () => this.policyOf(namespace, reconcile),
       now: this.now(),
+    });
+    // Drain- and Reboot-level changes: drained before the grant, Ready and uncordoned before done
+    const d = await withDrain(decided, node, oscNode, {
+      drainer: this.drainer,
+      disruption: () =>
+        'missing' in target
+          ? Promise.resolve({ level: 'None', reasons: [] })
+          : inPlaceDisruption(this.http, namespace, oscNode, target),
+      nodeReady: () => nodeReady(this.http, node),
     });
     if (d.kind === 'grant') {
       await this.http.request('PATCH', `${NODES}/${encodeURIComponent(node)}`, {

@@ -72,8 +72,11 @@ async function kubectl(info: TestEnvInfo, args: string[], input?: string): Promi
   return (await child).stdout;
 }
 
-/** Applies Cluster API's and the test infrastructure's CRDs, then starts the manager. */
-export async function startCapi(info: TestEnvInfo, capiDir: string): Promise<CapiManager> {
+/**
+ * Cluster API's and the test infrastructure's CRDs, Established: enough for tests that drive the
+ * extension themselves (Machines as objects, no manager).
+ */
+export async function applyCapiCrds(info: TestEnvInfo, capiDir: string): Promise<void> {
   const crds = (await readdir(join(capiDir, 'crds'))).filter((f) => f.endsWith('.yaml'));
   await kubectl(info, [
     'apply',
@@ -98,7 +101,11 @@ export async function startCapi(info: TestEnvInfo, capiDir: string): Promise<Cap
     '-l',
     'cluster.x-k8s.io/v1beta2',
   ]);
+}
 
+/** Applies Cluster API's and the test infrastructure's CRDs, then starts the manager. */
+export async function startCapi(info: TestEnvInfo, capiDir: string): Promise<CapiManager> {
+  await applyCapiCrds(info, capiDir);
   const dir = await mkdtemp(join(tmpdir(), 'oscar-capi-'));
   await execFileP('openssl', [
     'req',
