@@ -33,7 +33,7 @@ import {
   testEnvInfo,
   uniqueName,
 } from './support/cluster.js';
-import { applyCapiCrds, buildCapi, INFRA_GROUP } from './support/capi.js';
+import { applyCapiCrds, buildCapi, INFRA_GROUP } from '../support/capi.js';
 import {
   createReadyPod,
   createWebBudget,
