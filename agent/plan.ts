@@ -422,6 +422,9 @@ function onChangeAction(u: ResolvedUnit, why: string): Action | undefined {
   switch (u.onChange) {
     case 'none':
       return undefined;
+    case 'reboot':
+      // the change takes effect at the boot the agent's reboot brings (agent/reboot/)
+      return undefined;
     case 'reload':
       return { kind: 'reload', unit: u.name, reason: `${why} (onChange: reload)` };
     case 'stopStart':

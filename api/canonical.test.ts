@@ -31,7 +31,12 @@ const unitArb = fc.record({
   enable: fc.boolean(),
   mask: fc.constant(false),
   command: fc.constantFrom('start' as const, 'restart' as const, 'stop' as const),
-  onChange: fc.constantFrom('restart' as const, 'none' as const, 'stopStart' as const),
+  onChange: fc.constantFrom(
+    'restart' as const,
+    'none' as const,
+    'stopStart' as const,
+    'reboot' as const,
+  ),
   content: fc.option(fc.string({ unit: 'binary' }), { nil: undefined }),
   dropIns: fc.uniqueArray(
     fc.record({
@@ -51,7 +56,16 @@ const fileArb = fc.record({
   group: fc.constantFrom('root', 'kube', '1000'),
   content: fc.uint8Array({ maxLength: 256 }).map((a) => Buffer.from(a)),
   driftPolicy: driftPolicyArb,
+  onChange: fc.option(fc.constant('reboot' as const), { nil: undefined }),
 });
+
+/** Drops an undefined file onChange, as resolve() leaves it out. */
+function withFileOnChange<T extends { onChange?: unknown }>(x: T): T {
+  if (x.onChange !== undefined) return x;
+  const rest = { ...x };
+  delete rest.onChange;
+  return rest;
+}
 
 /** Sorted like resolve() sorts, so the arbitrary is a legal ResolvedConfig. */
 const configArb: fc.Arbitrary<ResolvedConfig> = fc
@@ -90,7 +104,9 @@ const configArb: fc.Arbitrary<ResolvedConfig> = fc
         const { content, ...rest } = withPolicy(u);
         return content === undefined || content === '' ? rest : { ...rest, content };
       }),
-    files: [...c.files].sort((a, b) => (a.path < b.path ? -1 : 1)).map(withPolicy),
+    files: [...c.files]
+      .sort((a, b) => (a.path < b.path ? -1 : 1))
+      .map((f) => withFileOnChange(withPolicy(f))),
     packages: [...c.packages].sort((a, b) => (a.name < b.name ? -1 : 1)),
   }));
 

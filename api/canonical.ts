@@ -142,6 +142,7 @@ export function canonicalDocument(config: ResolvedConfig): Record<string, unknow
       group: f.group,
       content: new Base64Content(f.content),
       driftPolicy: f.driftPolicy,
+      onChange: f.onChange,
     })),
     packages: config.packages,
     cri: config.cri,
@@ -202,9 +203,9 @@ export function canonicalBytes(config: ResolvedConfig): Buffer {
     out.text(i === 0 ? '{"content":' : ',{"content":');
     out.base64(f.content);
     if (f.driftPolicy !== undefined) out.text(`,"driftPolicy":${JSON.stringify(f.driftPolicy)}`);
-    out.text(
-      `,"group":${JSON.stringify(f.group)},"mode":${String(f.mode)},"path":${JSON.stringify(f.path)},"user":${JSON.stringify(f.user)}}`,
-    );
+    out.text(`,"group":${JSON.stringify(f.group)},"mode":${String(f.mode)}`);
+    if (f.onChange !== undefined) out.text(`,"onChange":${JSON.stringify(f.onChange)}`);
+    out.text(`,"path":${JSON.stringify(f.path)},"user":${JSON.stringify(f.user)}}`);
   });
   out.text(']');
   if (config.format !== undefined) out.text(`,"format":${JSON.stringify(config.format)}`);
@@ -314,6 +315,8 @@ function parseFile(value: unknown, path: string): ResolvedFile {
   };
   if (f.driftPolicy !== undefined)
     file.driftPolicy = asEnum(f.driftPolicy, DRIFT_POLICIES, `${path}.driftPolicy`);
+  if (f.onChange !== undefined)
+    file.onChange = asEnum(f.onChange, ['reboot'] as const, `${path}.onChange`);
   return file;
 }
 

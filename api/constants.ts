@@ -67,7 +67,15 @@ export const UNIT_SUFFIXES = UNIT_TYPES;
 export const PURPOSES = ['provision', 'reconcile'] as const;
 export const FORMATS = ['cloud-config', 'ignition', 'script'] as const;
 export const UNIT_COMMANDS = ['start', 'restart', 'stop'] as const;
-export const ON_CHANGE = ['restart', 'reload', 'none', 'stopStart'] as const;
+export const ON_CHANGE = ['restart', 'reload', 'none', 'stopStart', 'reboot'] as const;
+/** A file's own reaction to a change: none (the units listing it in filePaths react) or a reboot. */
+export const FILE_ON_CHANGE = ['none', 'reboot'] as const;
+/**
+ * How much a change disturbs a node, least first (docs/rollouts.md#disruption-levels): None (files
+ * only), Restart (units restarted or reloaded, packages installed), Drain (the node must be emptied
+ * first: the container runtime restarts), Reboot.
+ */
+export const DISRUPTION_LEVELS = ['None', 'Restart', 'Drain', 'Reboot'] as const;
 export const ENCODINGS = ['', 'b64', 'gzip+b64'] as const;
 export const CRI_NAMES = ['containerd'] as const;
 export const CGROUP_DRIVERS = ['systemd', 'cgroupfs'] as const;
@@ -83,6 +91,11 @@ export const DRIFT_REPORT_ITEMS = 16;
 /** Rollouts (docs/rollouts.md). */
 export const NON_DISRUPTIVE = ['Gate', 'Immediate'] as const;
 export const HTTP_SCHEMES = ['HTTP', 'HTTPS'] as const;
+/** What the controller does when a node's drain outlasts spec.rollout.drain.timeoutSeconds. */
+export const DRAIN_TIMEOUT_ACTIONS = ['Wait', 'Skip'] as const;
+export const DEFAULT_DRAIN_TIMEOUT_SECONDS = 600;
+/** Where a node's drain stands (status.rollout.drains[].phase). */
+export const DRAIN_PHASES = ['Draining', 'Drained', 'Blocked', 'Skipped'] as const;
 /** What a node's agent answers to its grant (status.revision.phase). */
 export const GRANT_PHASES = ['Applying', 'Verifying', 'Confirmed', 'RolledBack', 'Failed'] as const;
 /** How the agent follows its configuration (status.source). */
@@ -100,8 +113,12 @@ export type Purpose = (typeof PURPOSES)[number];
 export type Format = (typeof FORMATS)[number];
 export type UnitCommand = (typeof UNIT_COMMANDS)[number];
 export type OnChange = (typeof ON_CHANGE)[number];
+export type FileOnChange = (typeof FILE_ON_CHANGE)[number];
+export type DisruptionLevel = (typeof DISRUPTION_LEVELS)[number];
 export type Encoding = (typeof ENCODINGS)[number];
 export type NonDisruptive = (typeof NON_DISRUPTIVE)[number];
+export type DrainTimeoutAction = (typeof DRAIN_TIMEOUT_ACTIONS)[number];
+export type DrainPhase = (typeof DRAIN_PHASES)[number];
 export type GrantPhase = (typeof GRANT_PHASES)[number];
 export type NodeSource = (typeof NODE_SOURCES)[number];
 export type RolloutPhase = (typeof ROLLOUT_PHASES)[number];

@@ -19,6 +19,7 @@ import { validateDropInName, validateUnitName } from './systemd/unit-name.js';
 import { formatBytes } from './bytes.js';
 import { validateRolloutPolicy } from './rollout.js';
 import { hasPackageManager, noPackageManager } from './os-facts.js';
+import { checkRebootDeclarations } from './reboot-rules.js';
 import { checkUnitRules } from './unit-rules.js';
 import { isObj, type Obj } from './util.js';
 
@@ -165,6 +166,7 @@ function checkUnits(spec: Obj, declaredFiles: Set<string>, out: FieldError[]): v
         mask: raw.mask === true,
         enable: raw.enable === true,
         hasContent,
+        hasDropIns: list(raw.dropIns).length > 0,
         hasReload,
       },
       base,
@@ -266,6 +268,14 @@ export function deepValidate(spec: Obj): FieldError[] {
   checkFiles(spec, out);
   checkUnits(spec, declaredFiles, out);
   checkPackages(spec, out);
+  checkRebootDeclarations(
+    {
+      purpose: spec.purpose,
+      units: list(spec.units).filter(isObj),
+      files: list(spec.files).filter(isObj),
+    },
+    out,
+  );
   out.push(...validateRolloutPolicy(spec));
   out.push(...pathConflicts(declaredPaths(spec)));
   return out;

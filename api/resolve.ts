@@ -225,6 +225,7 @@ function resolveFile(
     content,
   };
   if (file.driftPolicy !== undefined) resolved.driftPolicy = file.driftPolicy;
+  if (file.onChange === 'reboot') resolved.onChange = 'reboot';
   return resolved;
 }
 

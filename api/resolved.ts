@@ -15,6 +15,8 @@ export interface ResolvedFile {
   content: Buffer;
   /** Absent: the config's driftPolicy applies. */
   driftPolicy?: DriftPolicy;
+  /** Set only for "reboot" (absent is "none"), so configs without it keep their checksums. */
+  onChange?: 'reboot';
 }
 
 export interface ResolvedDropIn {

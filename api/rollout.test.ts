@@ -42,6 +42,7 @@ describe('resolvePolicy', () => {
       paused: false,
       nonDisruptive: 'Gate',
       healthChecks: [],
+      drain: { timeoutSeconds: 600, onTimeout: 'Wait' },
     });
   });
 

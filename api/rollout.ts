@@ -6,7 +6,11 @@
  */
 import { fieldError, type FieldError } from './field-error.js';
 import type { HealthCheck, RolloutPolicy } from './schema.js';
-import type { NonDisruptive } from './constants.js';
+import {
+  DEFAULT_DRAIN_TIMEOUT_SECONDS,
+  type DrainTimeoutAction,
+  type NonDisruptive,
+} from './constants.js';
 import { isObj, type Obj } from './util.js';
 
 /**
@@ -44,6 +48,7 @@ export interface ResolvedPolicy {
   nonDisruptive: NonDisruptive;
   healthChecks: HealthCheck[];
   rollback?: { fromRevision: number; toRevision: number };
+  drain: { timeoutSeconds: number; onTimeout: DrainTimeoutAction };
 }
 
 export function resolvePolicy(policy: RolloutPolicy | undefined): ResolvedPolicy {
@@ -56,6 +61,10 @@ export function resolvePolicy(policy: RolloutPolicy | undefined): ResolvedPolicy
     paused: p.paused ?? false,
     nonDisruptive: p.nonDisruptive ?? ROLLOUT_DEFAULTS.nonDisruptive,
     healthChecks: p.healthChecks ?? [],
+    drain: {
+      timeoutSeconds: p.drain?.timeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS,
+      onTimeout: p.drain?.onTimeout ?? 'Wait',
+    },
   };
   if (p.canary) {
     out.canary = { nodes: p.canary.nodes ?? ROLLOUT_DEFAULTS.canaryNodes };

@@ -23,6 +23,10 @@ import {
   FORMATS,
   UNIT_COMMANDS,
   ON_CHANGE,
+  FILE_ON_CHANGE,
+  DISRUPTION_LEVELS,
+  DRAIN_TIMEOUT_ACTIONS,
+  DRAIN_PHASES,
   ENCODINGS,
   CRI_NAMES,
   CGROUP_DRIVERS,
@@ -167,6 +171,12 @@ export const File = Type.Object(
     driftPolicy: Type.Optional(
       DriftPolicy('this file (content, mode, owner)', 'Default: spec.driftPolicy.'),
     ),
+    onChange: Type.Optional(
+      StringEnum(FILE_ON_CHANGE, {
+        description:
+          '"reboot": a change to this file takes effect only at boot (a kernel argument, a module option): the node is drained and rebooted inside try mode (reconcile configs only). Default "none": only the units that list it in filePaths react.',
+      }),
+    ),
   },
   { description: 'A file oscar writes on the node.' },
 );
@@ -242,7 +252,7 @@ export const Unit = Type.Object(
     onChange: Type.Optional(
       StringEnum(ON_CHANGE, {
         description:
-          'How the agent applies a change to this unit or its files in place: "restart" (default), "reload" (needs ExecReload=), "stopStart", or "none".',
+          'How the agent applies a change to this unit or its files in place: "restart" (default), "reload" (needs ExecReload=), "stopStart", "none", or "reboot" (the change takes effect at boot: the node is drained and rebooted inside try mode; reconcile configs only).',
       }),
     ),
     driftPolicy: Type.Optional(
@@ -258,6 +268,12 @@ export const Unit = Type.Object(
       {
         rule: '!has(self.mask) || !self.mask || !has(self.content) || size(self.content) == 0',
         message: 'a masked unit has no content: drop content or mask',
+      },
+      {
+        rule: "!has(self.onChange) || self.onChange != 'reboot' || ((!has(self.mask) || !self.mask) && ((has(self.content) && size(self.content) > 0) || (has(self.dropIns) && size(self.dropIns) > 0) || (has(self.filePaths) && size(self.filePaths) > 0)))",
+        message:
+          'onChange: reboot has nothing to reboot for: the unit is masked or has no content, dropIns or filePaths; declare what changes, or use another onChange',
+        fieldPath: '.onChange',
       },
     ],
   },
@@ -465,6 +481,30 @@ export const RolloutPolicy = Type.Object(
           '"Gate" (default): every revision goes through the waves. "Immediate": a revision that starts, restarts, reloads or stops no unit and installs no package, compared with the stable one, goes to every node at once.',
       }),
     ),
+    drain: Type.Optional(
+      Type.Object(
+        {
+          timeoutSeconds: Type.Optional(
+            Type.Integer({
+              description:
+                "How long the controller tries to evict a node's pods (PodDisruptionBudgets honoured) before a Drain- or Reboot-level revision; default 600.",
+              minimum: 1,
+              maximum: 24 * 3600,
+            }),
+          ),
+          onTimeout: Type.Optional(
+            StringEnum(DRAIN_TIMEOUT_ACTIONS, {
+              description:
+                '"Wait" (default): keep trying, the blocking pod and PodDisruptionBudget named in status.rollout.drain; "Skip": uncordon the node and go on with the next one (it stays on its revision).',
+            }),
+          ),
+        },
+        {
+          description:
+            'How nodes are emptied before a revision that restarts the container runtime or reboots (docs/rollouts.md#drain).',
+        },
+      ),
+    ),
     healthChecks: Type.Optional(
       Type.Array(HealthCheck, {
         description: 'What every node checks after applying a revision (try mode).',
@@ -574,6 +614,12 @@ export const OperatingSystemConfigSpec = Type.Object(
         fieldPath: '.rollout',
       },
       {
+        rule: "self.purpose == 'reconcile' || ((!has(self.units) || self.units.all(u, !has(u.onChange) || u.onChange != 'reboot')) && (!has(self.files) || self.files.all(f, !has(f.onChange) || f.onChange != 'reboot')))",
+        message:
+          'onChange: reboot applies to purpose reconcile only: a provision config runs once, at first boot; remove it from spec.units[].onChange and spec.files[].onChange',
+        fieldPath: '.purpose',
+      },
+      {
         rule: PACKAGES_CEL_RULE,
         message: noPackageManager(WITHOUT_PACKAGE_MANAGER.join(', ')),
         fieldPath: '.packages',
@@ -670,6 +716,45 @@ function RolloutStatus() {
         Type.String({
           description: 'The last oscar.dev/resume annotation value acted on.',
         }),
+      ),
+      disruption: Type.Optional(
+        StringEnum(DISRUPTION_LEVELS, {
+          description:
+            'How much the target disturbs a node against the stable revision: None, Restart, Drain or Reboot (Drain and Reboot: each node is cordoned and drained before its grant).',
+        }),
+      ),
+      drains: Type.Optional(
+        Type.Array(
+          Type.Object(
+            {
+              node: Type.String({ description: 'The node (cordoned by oscar).' }),
+              revision: Type.Integer({
+                description: 'The revision it is drained for.',
+                minimum: 1,
+              }),
+              phase: StringEnum(DRAIN_PHASES, {
+                description:
+                  'Draining (evicting its pods), Drained (granted the revision), Blocked (the drain timeout passed; still trying, spec.rollout.drain.onTimeout Wait), Skipped (onTimeout Skip: uncordoned, left on its revision until resumed).',
+              }),
+              startTime: time('When the node was cordoned.'),
+              message: Type.String({ description: 'What the drain is waiting for, for people.' }),
+              pod: Type.Optional(
+                Type.String({ description: 'A pod whose eviction was refused: namespace/name.' }),
+              ),
+              podDisruptionBudget: Type.Optional(
+                Type.String({
+                  description: 'The PodDisruptionBudget that refused it: namespace/name.',
+                }),
+              ),
+            },
+            { description: "One node's drain." },
+          ),
+          {
+            description:
+              'Nodes cordoned and drained for the target (Drain or Reboot level), until they confirm it.',
+            'x-kubernetes-list-type': 'atomic',
+          },
+        ),
       ),
       revisions: Type.Optional(
         Type.Array(
@@ -797,6 +882,12 @@ export const RevisionGrant = Type.Object(
     }),
     canary: Type.Optional(
       Type.Boolean({ description: 'This node is in the canary wave of the rollout.' }),
+    ),
+    disruption: Type.Optional(
+      StringEnum(DISRUPTION_LEVELS, {
+        description:
+          'How much the revision disturbs the node against its stable one: None, Restart, Drain (the controller drained the node before this grant) or Reboot (drained; the agent reboots inside try mode).',
+      }),
     ),
     try: Type.Optional(
       Type.Object(

@@ -18,6 +18,9 @@ export const LABEL_REVISION = `${GROUP}/revision`;
 export const PURPOSE_REVISION = 'revision';
 /** On revision Secrets: api/disruption.ts's digest of the config. */
 export const ANNOTATION_DISRUPTION = `${GROUP}/disruption`;
+/** On revision Secrets: api/disruption.ts's drain and reboot digests (disruption levels). */
+export const ANNOTATION_DISRUPTION_DRAIN = `${GROUP}/disruption-drain`;
+export const ANNOTATION_DISRUPTION_REBOOT = `${GROUP}/disruption-reboot`;
 /** On an OSC: `oscar rollout resume` writes a new value; the rollout controller acts on it once. */
 export const ANNOTATION_RESUME = `${GROUP}/resume`;
 

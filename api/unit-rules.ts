@@ -14,6 +14,8 @@ export interface UnitFacts {
   enable: boolean;
   /** oscar writes its unit file. */
   hasContent: boolean;
+  /** It has at least one drop-in. */
+  hasDropIns: boolean;
   /** Its unit file or a drop-in sets [Service] ExecReload=. */
   hasReload: boolean;
 }
@@ -21,7 +23,9 @@ export interface UnitFacts {
 /**
  * - every filePath is a declared file;
  * - onChange: reload needs ExecReload= (when oscar writes the unit);
- * - a masked unit is neither enabled nor has content.
+ * - a masked unit is neither enabled nor has content;
+ * - onChange: reboot needs something whose change the reboot is for (content, a drop-in or a
+ *   filePath) on a unit that is not masked.
  */
 export function checkUnitRules(
   u: UnitFacts,
@@ -50,6 +54,19 @@ export function checkUnitRules(
   if (u.mask && u.enable) {
     out.push(
       fieldError(`${base}.enable`, 'a masked unit cannot be enabled; remove enable or mask'),
+    );
+  }
+  if (
+    u.onChange === 'reboot' &&
+    (u.mask || (!u.hasContent && !u.hasDropIns && u.filePaths.length === 0))
+  ) {
+    out.push(
+      fieldError(
+        `${base}.onChange`,
+        u.mask
+          ? '"reboot" on a masked unit has nothing to reboot for; remove onChange or mask'
+          : '"reboot" has nothing to reboot for: the unit has no content, dropIns or filePaths; declare what changes, or remove onChange',
+      ),
     );
   }
   if (u.mask && u.hasContent) {

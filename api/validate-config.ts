@@ -10,6 +10,7 @@
  */
 import { formatBytes } from './bytes.js';
 import { hasPackageManager, noPackageManager } from './os-facts.js';
+import { checkRebootDeclarations } from './reboot-rules.js';
 import { checkUnitRules } from './unit-rules.js';
 import {
   CGROUP_DRIVERS,
@@ -114,6 +115,9 @@ function checkFiles(config: ResolvedConfig, out: FieldError[]): void {
           `"${owner}" must be "user:group" or "user" (names or numeric ids), such as "root:root" or "1000:1000"`,
         ),
       );
+    }
+    if (file.onChange !== undefined && (file.onChange as string) !== 'reboot') {
+      out.push(fieldError(`${base()}.onChange`, 'must be "reboot" when set (omit it for none)'));
     }
     if (!Buffer.isBuffer(file.content)) {
       out.push(fieldError(`${base()}.content`, 'must be bytes'));
@@ -225,6 +229,7 @@ function checkUnit(
       mask: unit.mask,
       enable: unit.enable,
       hasContent,
+      hasDropIns: unit.dropIns.length > 0,
       hasReload,
     },
     base,
@@ -356,6 +361,7 @@ export function validateConfig(
   checkFiles(config, out);
   checkUnits(config, facts, out);
   checkPackages(config, out);
+  checkRebootDeclarations(config, out);
   out.push(...pathConflicts(declaredPaths(config)));
   return out;
 }

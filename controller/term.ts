@@ -17,6 +17,7 @@ import {
   type BootstrapConfig,
   type ControllerConfig,
 } from './config.js';
+import { HttpNodeDrainer } from './drain/drainer.js';
 import { IdentityController } from './identity/controller.js';
 import { HttpIdentityWriter } from './identity/writer.js';
 import { OscController } from './osc/controller.js';
@@ -169,6 +170,8 @@ function rolloutController(
     osc: c,
     issuedNamespaces: (node) => b?.issuedNamespaces(node) ?? [],
     writer: countedRolloutWriter(new HttpRolloutWriter(ctx.http), metrics),
+    // Drain- and Reboot-level revisions are drained through the Eviction API before the grant
+    drainer: new HttpNodeDrainer(ctx.http),
     event: (osc, e) => ctx.writer.event(osc, e),
     log: ctx.log,
     onReconcile: (result) => {

@@ -23,6 +23,8 @@ import {
   type HealthProbe,
   type UnitProbe,
 } from './health.js';
+import { RebootHooks, SystemctlRebooter } from '../reboot/reboot.js';
+import type { VerifyStep } from './soak.js';
 import { TryState } from './try-state.js';
 
 export interface FollowGrantsOptions {
@@ -44,6 +46,8 @@ export interface FollowGrantsOptions {
   units?: UnitProbe;
   tryState?: TryState;
   onApplyStart?: (grant: Grant) => void;
+  /** Steps after a tried revision's apply, before the soak (after the reboot step on a node). */
+  verifySteps?: VerifyStep[];
   backoffMaxMs?: number;
   tickMs?: number;
 }
@@ -92,11 +96,23 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     pollIntervalMs: o.pollIntervalMs,
   });
   const onNode = o.deps.root === '/';
+  const applier = o.applier ?? nodeApplier(o.deps, o.log);
+  const tryState = o.tryState ?? new TryState(o.deps.stateDir, o.deps.root);
+  // On a node, Reboot-level revisions reboot through systemd inside the try (agent/reboot/)
+  const reboot = onNode
+    ? new RebootHooks({
+        root: o.deps.root,
+        stateDir: o.deps.stateDir,
+        rebooter: new SystemctlRebooter(),
+        tryState,
+        applier,
+      })
+    : undefined;
   const agent = grantedAgent({
     source,
     reporter: withObservers(reporter, o.observers ?? []),
-    applier: o.applier ?? nodeApplier(o.deps, o.log),
-    tryState: o.tryState ?? new TryState(o.deps.stateDir, o.deps.root),
+    applier,
+    tryState,
     health: o.health ?? new NodeHealthProbe(o.deps.root),
     units: o.units ?? (onNode ? new SystemctlUnitProbe() : LOCAL_UNIT_PROBE),
     scope: { namespace: o.namespace, osc: o.osc },
@@ -104,6 +120,8 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
     owners: o.deps.owners,
     log: o.log,
     ...(o.drift ? { drift: o.drift } : {}),
+    verifySteps: [...(reboot ? [reboot.step()] : []), ...(o.verifySteps ?? [])],
+    ...(reboot ? { lifecycle: reboot } : {}),
     ...(o.onApplyStart ? { onApplyStart: o.onApplyStart } : {}),
     ...(o.tickMs !== undefined ? { tickMs: o.tickMs } : {}),
   });

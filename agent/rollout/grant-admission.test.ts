@@ -25,6 +25,7 @@ import { TryState } from './try-state.js';
 import type { DriftPolicy } from '../../api/constants.js';
 import { DriftMonitor } from '../drift/monitor.js';
 import { RevertBackoff } from '../drift/policy.js';
+import { RebootHooks } from '../reboot/reboot.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -120,6 +121,10 @@ interface Setup {
   read(path: string): Promise<string>;
   /** With { drift: true }: what the drift monitor reported, items per report. */
   drifted: string[][];
+  /** The reboots the agent asked for (issue 25), by why. */
+  reboots: string[];
+  /** What a reboot does to a directory root: /run empties, a new agent starts. */
+  reboot(): Promise<Agent<GrantAdmission>>;
 }
 
 async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise<Setup> {
@@ -132,6 +137,7 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
   const checkOk = { value: true };
   const unitState = { value: {} as Partial<UnitState> };
   const drifted: string[][] = [];
+  const reboots: string[] = [];
   const newAgent = (): Agent<GrantAdmission> => {
     const late: { agent?: Agent<GrantAdmission> } = {};
     const drift = opts.drift
@@ -146,17 +152,33 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
           backoff: new RevertBackoff({ baseMs: 0, maxMs: 0 }),
         })
       : undefined;
+    const applier = nodeApplier({
+      root,
+      stateDir,
+      systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+      owners: false,
+    });
+    const tryState = new TryState(stateDir, root);
+    const reboot = new RebootHooks({
+      root,
+      stateDir,
+      tryState,
+      applier,
+      rebooter: {
+        reboot: (why) => {
+          reboots.push(why);
+          return Promise.resolve();
+        },
+      },
+    });
     const a = grantedAgent({
       ...(drift ? { drift } : {}),
+      verifySteps: [reboot.step()],
+      lifecycle: reboot,
       source: feed,
       reporter,
-      applier: nodeApplier({
-        root,
-        stateDir,
-        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
-        owners: false,
-      }),
-      tryState: new TryState(stateDir, root),
+      applier,
+      tryState,
       health: {
         run: (c: Check): Promise<CheckResult> =>
           Promise.resolve({
@@ -197,7 +219,23 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
     newAgent,
     read: (p) => readFile(join(root, p), 'utf8'),
     drifted,
+    reboots,
+    reboot: async () => {
+      await rm(join(root, 'run'), { recursive: true, force: true });
+      const next = newAgent();
+      await next.start();
+      return next;
+    },
   };
+}
+
+/** Polls `ok` until it holds (bounded): the agent works on its own loop. */
+async function waitUntil(ok: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 let generation = 0;
@@ -354,6 +392,65 @@ describe('the agent in grant mode', () => {
     const r = await s.reporter.until('RolledBack');
     expect(r.reason).toBe('UnitFailed');
     expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  it('issue 25: a Reboot-level revision reboots, is verified after the boot and confirmed', async () => {
+    const s = await setup();
+    await onV1(s);
+    const grub = file('/etc/default/grub.d/oscar.cfg', 'GRUB_CMDLINE_LINUX=x\n', {
+      onChange: 'reboot',
+    });
+    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 100, deadlineMs: 5_000 }));
+    const rebooting = await s.reporter.until('Verifying');
+    expect(rebooting.reason).toBe('Rebooting');
+    await waitUntil(() => s.reboots.length === 1);
+    expect(s.reboots).toEqual(['file /etc/default/grub.d/oscar.cfg (onChange: reboot)']);
+    expect(await s.read('var/lib/oscar/reboot.json')).toContain('"purpose":"apply"');
+    await s.agent.stop();
+    s.reporter.reports = [];
+    await s.reboot(); // not mistaken for a crash: verified on, then confirmed
+    const r = await s.reporter.until('Confirmed');
+    expect(r.reason).toBe('Healthy');
+    expect(await s.read('etc/default/grub.d/oscar.cfg')).toBe('GRUB_CMDLINE_LINUX=x\n');
+    expect(s.reporter.reports.map((x) => x.phase)).not.toContain('RolledBack');
+    await expect(s.read('var/lib/oscar/reboot.json')).rejects.toThrow();
+  });
+
+  it('issue 25: a failed check after the reboot rolls back and reboots into the old state', async () => {
+    const s = await setup();
+    await onV1(s);
+    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
+    s.feed.grant(
+      grantOf(version('2', [grub]), { soakMs: 60_000, deadlineMs: 120_000, failureThreshold: 2 }),
+    );
+    await waitUntil(() => s.reboots.length === 1);
+    await s.agent.stop();
+    s.checkOk.value = false; // the revision breaks the node once booted
+    s.reporter.reports = [];
+    await s.reboot();
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('HealthCheckFailed');
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    await expect(s.read('etc/default/grub.d/oscar.cfg')).rejects.toThrow();
+    await waitUntil(() => s.reboots.length === 2);
+    expect(s.reboots[1]).toBe('the revision was rolled back after its reboot');
+  });
+
+  it('issue 25: a crash during a Reboot-level try that never rebooted on purpose is a crash', async () => {
+    const s = await setup();
+    await onV1(s);
+    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
+    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 60_000, deadlineMs: 120_000 }));
+    await waitUntil(() => s.reboots.length === 1);
+    await s.agent.stop();
+    // the intent names another try: a stale or foreign intent never vouches for a boot
+    const intent = JSON.parse(await s.read('var/lib/oscar/reboot.json')) as { generation: number };
+    intent.generation += 100;
+    await writeFile(join(s.stateDir, 'reboot.json'), JSON.stringify(intent));
+    s.reporter.reports = [];
+    await s.reboot();
+    expect((await s.reporter.until('RolledBack')).reason).toBe('Reboot');
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
   });
 
   it('a try left by an earlier boot is reverted at start, before any grant arrives', async () => {

@@ -37,6 +37,21 @@ import type { HealthProbe, UnitProbe } from './health.js';
 import { Soak, type Verdict, type VerifyStep } from './soak.js';
 import type { TryRecord, TryState, WatchedUnit } from './try-state.js';
 
+/**
+ * A try's life beyond apply, verify and verdict, for a revision that reboots the node inside its
+ * try (agent/reboot/reboot.ts): a try from an earlier boot is not always a crash, and a revert
+ * may need a boot of its own.
+ */
+export interface TryLifecycle {
+  /**
+   * At start, with the open try (if any) and this boot's token: true when the machine restarted
+   * on purpose for that try (it is verified on), false when it is a crash (reverted).
+   */
+  resumes(record: TryRecord | undefined, bootNow: string): Promise<boolean>;
+  /** The try ended, confirmed or reverted. */
+  ended(record: TryRecord, outcome: 'confirmed' | 'reverted'): Promise<void>;
+}
+
 /** What the loop needs of the grant source. */
 export interface GrantFeed {
   start(events: GrantEvents): Promise<void>;
@@ -71,6 +86,8 @@ export interface GrantAdmissionOptions {
    * each may end the try with a verdict that is not 'confirmed'.
    */
   verifySteps?: VerifyStep[];
+  /** Told how each try ends and asked about a try from an earlier boot (agent/reboot/). */
+  lifecycle?: TryLifecycle;
   /** Called when an apply starts (the bench measures grant → apply start). */
   onApplyStart?: (grant: Grant) => void;
   tickMs?: number;
@@ -108,6 +125,16 @@ function failureReason(e: Error): string {
     InvalidConfigError: 'InvalidConfig',
   };
   return reasons[e.name] ?? 'Error';
+}
+
+/** `f` at most once (the applied report goes out with the first Verifying report). */
+function once(f: (() => void) | undefined): () => void {
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    f?.();
+  };
 }
 
 function rfc3339(ms: number): string {
@@ -160,8 +187,16 @@ export class GrantAdmission implements Admission {
   private async recoverTry(loop: AdmissionLoop): Promise<void> {
     const { tryState, log } = this.o;
     const record = await tryState.current();
+    const boot = await tryState.bootToken();
+    const rebootedFor = (await this.o.lifecycle?.resumes(record, boot)) === true;
     if (!record) return;
-    if (record.boot !== (await tryState.bootToken())) {
+    if (rebootedFor) {
+      const moved = await tryState.moveToBoot(record, boot);
+      log.info({ revision: moved.grant.number }, 'back from the reboot: verifying the revision');
+      loop.admit(this.admitted(moved.grant, (ctx) => this.verifyAndFinish(moved, ctx)));
+      return;
+    }
+    if (record.boot !== boot) {
       log.warn(
         { revision: record.grant.number },
         'the revision was not confirmed before the machine restarted: reverting it',
@@ -390,6 +425,7 @@ export class GrantAdmission implements Admission {
     const applied = await ctx.applier().lastApplied();
     if (applied?.checksum === grant.checksum) await this.o.tryState.setConfirmed(applied.bytes);
     await this.o.tryState.end();
+    await this.o.lifecycle?.ended(record, 'confirmed');
     this.report(grant, 'Confirmed', 'Healthy', verdict.message);
     this.o.log.info({ revision: grant.number, detail: verdict.message }, 'revision confirmed');
   }
@@ -406,8 +442,18 @@ export class GrantAdmission implements Admission {
   ): Promise<Verdict> {
     const policy = record.grant.try;
     if (!policy) return { kind: 'confirmed', message: 'no try policy' };
+    const applied = once(alsoReport);
+    const stepContext = {
+      report: (reason: string, message: string): void => {
+        applied();
+        this.report(record.grant, 'Verifying', reason, message, {
+          deadline: record.deadline,
+          ...(previous ? { previous } : {}),
+        });
+      },
+    };
     for (const step of this.o.verifySteps ?? []) {
-      const verdict = await step(record, signal);
+      const verdict = await step(record, signal, stepContext);
       if (verdict.kind !== 'confirmed') return verdict;
     }
     const soak = new Soak(
@@ -416,7 +462,7 @@ export class GrantAdmission implements Admission {
       {
         health: this.o.health,
         units: this.o.units,
-        proveApi: () => this.proveApi(record, previous, alsoReport),
+        proveApi: () => this.proveApi(record, previous, applied),
         tickMs: this.o.tickMs ?? 1000,
         now: () => this.now(),
       },
@@ -476,6 +522,7 @@ export class GrantAdmission implements Admission {
       reason,
       message,
     });
+    // reported before a reboot back into the old state (the lifecycle's), which may end the agent
     if (reportIt) {
       this.report(
         grant,
@@ -485,6 +532,7 @@ export class GrantAdmission implements Admission {
         target ? { previous: target.checksum } : {},
       );
     }
+    await this.o.lifecycle?.ended(record, 'reverted');
   }
 
   /** The revert's apply and restore, retried with backoff; false when the agent stopped first. */

@@ -16,9 +16,20 @@ export type Verdict =
 
 /**
  * A step between a tried revision's apply and its verdict (the soak is the last): 'confirmed'
- * lets the next step run, anything else ends the try.
+ * lets the next step run; 'failed' rolls the try back; 'interrupted' leaves it open (try.json
+ * stays: a reboot step ends the boot, and the try is verified on after it).
  */
-export type VerifyStep = (record: TryRecord, signal: AbortSignal) => Promise<Verdict>;
+export type VerifyStep = (
+  record: TryRecord,
+  signal: AbortSignal,
+  ctx: VerifyStepContext,
+) => Promise<Verdict>;
+
+/** What a verify step may do besides judging. */
+export interface VerifyStepContext {
+  /** Reports the revision Verifying with this reason and message (the apply's report with it). */
+  report(reason: string, message: string): void;
+}
 
 export interface SoakDeps {
   health: HealthProbe;

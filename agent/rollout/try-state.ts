@@ -313,6 +313,16 @@ export class TryState {
     return record;
   }
 
+  /**
+   * issue 25: the machine rebooted for this try on purpose (agent/reboot/): the try belongs to
+   * this boot now, and its units' restart counts start again from zero.
+   */
+  async moveToBoot(record: TryRecord, boot: string): Promise<TryRecord> {
+    const next = { ...record, boot, units: record.units.map((u) => ({ ...u, restarts: 0 })) };
+    await this.writeTry(next);
+    return next;
+  }
+
   /** The apply ended: the deadline runs from now, and these units are watched. */
   async applied(record: TryRecord, deadline: number, units: WatchedUnit[]): Promise<TryRecord> {
     const next = { ...record, deadline, units };

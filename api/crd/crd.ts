@@ -207,6 +207,8 @@ export function operatingSystemConfigNodeCrd(): Json {
       { name: 'Applied', type: 'string', jsonPath: '.status.appliedChecksumShort' },
       { name: 'Revision', type: 'integer', jsonPath: '.status.revision.number' },
       { name: 'Phase', type: 'string', jsonPath: '.status.revision.phase' },
+      // the level of the granted revision: Drain and Reboot mean the controller drained the node
+      { name: 'Disruption', type: 'string', jsonPath: '.spec.revision.disruption' },
       {
         name: 'Degraded',
         type: 'string',

@@ -155,6 +155,27 @@ describe('oscar plan', () => {
     expect((await plan('x', { output: 'xml' })).err).toContain('must be one of json, yaml');
   });
 
+  it("prints the disruption level: None for a plain file, Reboot for onChange: reboot or the node's flag", async () => {
+    await apply(osc(fileEntry('/etc/app.conf', 'one\n')));
+    expect((await plan(osc(fileEntry('/etc/app.conf', 'two\n')))).out).toContain(
+      'disruption: None\n',
+    );
+    const grub = `${fileEntry('/etc/default/grub.d/oscar.cfg', 'GRUB_CMDLINE_LINUX=x\n')}      onChange: reboot\n`;
+    const r = await plan(osc(`${fileEntry('/etc/app.conf', 'one\n')}${grub}`), { output: 'json' });
+    expect((JSON.parse(r.out) as { disruption: unknown }).disruption).toEqual({
+      level: 'Reboot',
+      reasons: ['file /etc/default/grub.d/oscar.cfg (onChange: reboot)'],
+    });
+    // nothing to do, but the node's packages asked for a reboot
+    await mkdir(join(root, 'run'));
+    await writeFile(join(root, 'run/reboot-required'), '');
+    const flagged = await plan(osc(fileEntry('/etc/app.conf', 'one\n')));
+    expect(flagged.out).toContain('nothing to do');
+    expect(flagged.out).toContain(
+      'disruption: Reboot (the node requires a reboot (/var/run/reboot-required))',
+    );
+  });
+
   it('writes nothing: the root, its state directory and the host are as they were', async () => {
     await mkdir(join(root, 'etc'), { recursive: true });
     await writeFile(join(root, 'etc/app.conf'), 'old\n');

@@ -17,6 +17,9 @@ import {
   type Action,
   type ObservedDisk,
 } from '../../agent/plan.js';
+import { formatDisruption, planDisruption } from '../../agent/reboot/level.js';
+import { rebootRequired } from '../../agent/reboot/required.js';
+import { readLastApplied } from '../../agent/state.js';
 import { formatMode, packageSpec } from '../../api/resolved.js';
 import { displayName, readInput } from '../support/input.js';
 import { parseOutputFormat, printStructured, type OutputFormat } from '../support/output.js';
@@ -191,12 +194,16 @@ export async function runPlan(opts: PlanOptions, io: PlanIo): Promise<number> {
     const deps = depsFor(opts);
     await assertRootExists(deps.root);
     const planned = await observeAndPlan(deps, desired);
-    result = { desired, deps, ...planned };
+    const last = await readLastApplied(deps.stateDir);
+    const disruption = planDisruption(planned.actions, last?.config, desired.config, {
+      rebootRequired: await rebootRequired(deps.root),
+    });
+    result = { desired, deps, disruption, ...planned };
   } catch (error) {
     io.stderr(`oscar plan: ${(error as Error).message}`);
     return EXIT_ERROR;
   }
-  const { desired, deps, actions, observed } = result;
+  const { desired, deps, actions, observed, disruption } = result;
   const diffOptions = {
     ...(opts.diff === false ? { diff: false } : {}),
     ...(opts.diffPrivate === true ? { diffPrivate: true } : {}),
@@ -213,6 +220,7 @@ export async function runPlan(opts: PlanOptions, io: PlanIo): Promise<number> {
           changes: actions.length > 0,
           actions: actions.map((a) => actionData(a, observed, diffOptions)),
           restarts: restartedUnits(actions),
+          disruption,
         },
         format,
       ),
@@ -221,6 +229,7 @@ export async function runPlan(opts: PlanOptions, io: PlanIo): Promise<number> {
     io.stdout(`plan for ${name} (${desired.checksum.slice(0, 12)}) on ${deps.root}:\n`);
     const text = formatPlanWithDiffs(actions, observed, diffOptions);
     io.stdout(text.endsWith('\n') ? text : `${text}\n`);
+    io.stdout(`${formatDisruption(disruption)}\n`);
   }
   if (opts.detailedExitcode === true && actions.length > 0) return EXIT_CHANGES;
   return EXIT_NO_CHANGES;

@@ -24,11 +24,14 @@ import { GrantNodeIndex, memberOf } from './node-index.js';
 import type { NodeState } from './planner.js';
 import { reconcileRollout, type RolloutCaches, type RolloutMemo } from './reconcile.js';
 import type { RolloutWriter } from './writer.js';
+import type { NodeDrainer } from '../drain/drainer.js';
 
 export interface RolloutControllerOptions {
   /** The OSC controller: its caches and informers. */
   osc: OscController;
   writer: RolloutWriter;
+  /** Drains nodes before Drain- and Reboot-level revisions (controller/drain/). */
+  drainer?: NodeDrainer;
   event(osc: OscObject, e: EventInput): Promise<void>;
   log: Logger;
   queue?: Partial<QueueOptions>;
@@ -181,6 +184,7 @@ export class RolloutController extends RuntimeController implements RolloutCache
     const out = await reconcileRollout(key, {
       caches: this,
       writer: this.o.writer,
+      ...(this.o.drainer ? { drainer: this.o.drainer } : {}),
       event: (osc, e) => this.o.event(osc, e),
       memo: this.memo,
       now: () => new Date(),

@@ -16,12 +16,16 @@ const S: Revision = {
   checksum: 'a'.repeat(64),
   secretName: 'oscar-w-rev-0',
   disruption: 'd1',
+  drainDigest: 'n1',
+  rebootDigest: 'r1',
 };
 const T: Revision = {
   number: 2,
   checksum: 'b'.repeat(64),
   secretName: 'oscar-w-rev-1',
   disruption: 'd2',
+  drainDigest: 'n1',
+  rebootDigest: 'r1',
 };
 const T0 = Date.parse('2026-12-03T10:00:00Z');
 
@@ -365,7 +369,13 @@ describe('planRollout: tables', () => {
   });
 
   it('a new rendering mid-rollout starts a new rollout from the same stable revision', () => {
-    const U: Revision = { number: 3, checksum: 'c'.repeat(64), secretName: 'oscar-w-rev-2' };
+    const U: Revision = {
+      number: 3,
+      checksum: 'c'.repeat(64),
+      secretName: 'oscar-w-rev-2',
+      drainDigest: 'n1',
+      rebootDigest: 'r1',
+    };
     const f = new Fleet(3, { maxUnavailable: 1 });
     f.revisions = [S, T, U];
     f.settle();
@@ -377,6 +387,120 @@ describe('planRollout: tables', () => {
     expect(p.status).toMatchObject({ revision: 3, stableRevision: 1 });
     expect(p.grants.map((g) => [g.node, g.grant.number])).toEqual([['node-000', 3]]);
     expect([...p.pinned].sort()).toEqual([1, 2, 3]);
+  });
+});
+
+describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
+  const R: Revision = { ...T, rebootDigest: 'r2' };
+  const D: Revision = { ...T, drainDigest: 'n2' };
+
+  /** What the drainer would report: the node's drain done. */
+  function drained(f: Fleet, node: string): void {
+    const entry = f.memory?.drains?.find((d) => d.node === node);
+    if (!entry) throw new Error(`${node} is not draining`);
+    entry.phase = 'Drained';
+  }
+
+  it('drains each node before its grant, one at a time, carrying the level; uncordons on confirm', () => {
+    const f = new Fleet(2, { maxUnavailable: 1 });
+    f.revisions = [S, R];
+    f.settle();
+    f.rendered = R;
+    const p1 = f.plan();
+    expect(p1.grants).toEqual([]);
+    expect(p1.drains).toEqual(['node-000']);
+    expect(p1.status).toMatchObject({ disruption: 'Reboot', nodes: { pending: 2 } });
+    expect(p1.status?.drains).toEqual([
+      expect.objectContaining({ node: 'node-000', revision: 2, phase: 'Draining' }),
+    ]);
+    // still draining: asked again, nobody else starts (it counts against maxUnavailable)
+    expect(f.plan().drains).toEqual(['node-000']);
+    drained(f, 'node-000');
+    const p2 = f.plan();
+    expect(p2.grants.map((g) => [g.node, g.grant.disruption, g.grant.try !== undefined])).toEqual([
+      ['node-000', 'Reboot', true],
+    ]);
+    expect(p2.drains).toEqual([]);
+    f.answer('node-000', 'Confirmed');
+    const p3 = f.plan();
+    expect(p3.uncordons).toEqual(['node-000']);
+    expect(p3.drains).toEqual(['node-001']);
+    drained(f, 'node-001');
+    f.plan();
+    f.answer('node-001', 'Confirmed');
+    const done = f.plan();
+    expect(done.uncordons).toEqual(['node-001']);
+    expect(done.status).toMatchObject({ phase: 'Complete' });
+    expect(done.status?.drains).toBeUndefined();
+  });
+
+  it('Drain level drains too; a Restart-level target grants at once, without drains', () => {
+    const f = new Fleet(1);
+    f.revisions = [S, D];
+    f.settle();
+    f.rendered = D;
+    expect(f.plan()).toMatchObject({ grants: [], drains: ['node-000'] });
+    expect(f.memory?.disruption).toBe('Drain');
+    const g = new Fleet(1);
+    g.settle();
+    g.rendered = T;
+    const p = g.plan();
+    expect(p.grants.map((x) => x.grant.disruption)).toEqual([undefined]);
+    expect(p.status?.disruption).toBe('Restart');
+  });
+
+  it('a node that rolls back is uncordoned; one that failed in place stays cordoned', () => {
+    const f = new Fleet(2, { maxUnavailable: 2, failureThreshold: 3 });
+    f.revisions = [S, R];
+    f.settle();
+    f.rendered = R;
+    f.plan();
+    drained(f, 'node-000');
+    drained(f, 'node-001');
+    f.plan();
+    f.answer('node-000', 'RolledBack');
+    f.answer('node-001', 'Failed');
+    const p = f.plan();
+    expect(p.uncordons).toEqual(['node-000']);
+    expect(p.status?.drains?.map((d) => d.node)).toEqual(['node-001']);
+  });
+
+  it('a drain past its timeout: Wait names it Blocked and goes on; Skip uncordons and moves on', () => {
+    const wait = new Fleet(2, { drain: { timeoutSeconds: 60 } });
+    wait.revisions = [S, R];
+    wait.settle();
+    wait.rendered = R;
+    const first = wait.plan();
+    expect(first.requeueAfterMs).toBeLessThanOrEqual(60_100);
+    wait.memory!.drains![0]!.message = 'the eviction of app/web-1 was refused by app/web';
+    wait.now += 61_000;
+    const blocked = wait.plan();
+    expect(blocked.drains).toEqual(['node-000']);
+    expect(blocked.status?.drains?.[0]?.phase).toBe('Blocked');
+    expect(blocked.events.map((e) => e.reason)).toContain('DrainBlocked');
+    expect(blocked.events.find((e) => e.reason === 'DrainBlocked')?.message).toContain(
+      'app/web-1 was refused by app/web',
+    );
+    expect(wait.plan().events.map((e) => e.reason)).not.toContain('DrainBlocked'); // once
+
+    const skip = new Fleet(2, { drain: { timeoutSeconds: 60, onTimeout: 'Skip' } });
+    skip.revisions = [S, R];
+    skip.settle();
+    skip.rendered = R;
+    skip.plan();
+    skip.now += 61_000;
+    const skipped = skip.plan();
+    expect(skipped.uncordons).toEqual(['node-000']);
+    expect(skipped.drains).toEqual(['node-001']);
+    expect(skipped.events.map((e) => e.reason)).toContain('DrainSkipped');
+    expect(skipped.status?.drains?.map((d) => [d.node, d.phase])).toEqual([
+      ['node-000', 'Skipped'],
+      ['node-001', 'Draining'],
+    ]);
+    // a resume retries the skipped node
+    skip.resumeToken = 'r1';
+    const resumed = skip.plan();
+    expect(resumed.status?.drains?.map((d) => d.node)).toEqual(['node-001']);
   });
 });
 
@@ -444,6 +568,50 @@ describe('planRollout: properties', () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it('a Reboot-level fleet: cordoned (draining or drained) plus in flight never exceed maxUnavailable; a healthy fleet completes with every node uncordoned', () => {
+    const R: Revision = { ...T, rebootDigest: 'r2' };
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.oneof(fc.integer({ min: 1, max: 5 }), fc.constantFrom('25%', '50%')),
+        fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+        (n, maxUnavailable, seed) => {
+          const f = new Fleet(n, { maxUnavailable });
+          f.revisions = [S, R];
+          f.settle();
+          f.rendered = R;
+          let rnd = seed;
+          const random = (): number => {
+            rnd = (rnd * 1103515245 + 12345) % 2 ** 31;
+            return rnd / 2 ** 31;
+          };
+          const maxU = scaledCount(maxUnavailable, n, 'down');
+          const cordoned = new Set<string>();
+          for (let step = 0; step < 600; step++) {
+            const p = f.plan();
+            for (const node of p.drains) cordoned.add(node);
+            for (const node of p.uncordons) cordoned.delete(node);
+            // every grant of the target went to a node drained for it
+            for (const g of p.grants) expect(g.grant.disruption).toBe('Reboot');
+            const busy = new Set([...cordoned, ...f.inFlight(R).map((x) => x.name)]);
+            expect(busy.size).toBeLessThanOrEqual(maxU);
+            if (p.status?.phase === 'Complete') break;
+            f.now += 1000;
+            // the drainer finishes some drains; agents answer some grants
+            for (const d of f.memory?.drains ?? []) {
+              if (d.phase === 'Draining' && random() < 0.5) d.phase = 'Drained';
+            }
+            for (const node of f.inFlight(R)) if (random() < 0.5) f.answer(node.name, 'Confirmed');
+          }
+          expect(f.memory?.phase).toBe('Complete');
+          expect(cordoned.size).toBe(0);
+          expect(f.granted(R)).toHaveLength(n);
+        },
+      ),
+      { numRuns: 200 },
     );
   });
 });

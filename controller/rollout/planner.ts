@@ -29,8 +29,19 @@
  * - grantWaves: new grants of the target go to pending nodes, by name, only while unavailable
  *   < maxUnavailable; countWaves: the canary is the first wave, then one per maxUnavailable;
  * - completeOrPause, finish: every node updated makes the target stable; the status's words.
+ * Disruption (docs/rollouts.md#disruption-levels), decided by levelOfTarget and trackDrains:
+ * - the target's level against the stable revision (api/disruption.ts digests on the revision
+ *   Secrets); at Drain or Reboot a pending node is first cordoned and drained (the drain itself
+ *   is controller/drain/, driven by reconcile.ts for every node in plan.drains) and granted only
+ *   once status.rollout.drains says Drained; a draining node counts against maxUnavailable;
+ * - a drain past spec.rollout.drain.timeoutSeconds is Blocked (onTimeout Wait: it goes on trying,
+ *   naming the pod and PodDisruptionBudget) or Skipped (uncordoned, left until a resume);
+ * - a node is uncordoned when it confirms the target or rolls back; one that failed in place
+ *   stays cordoned.
  */
+import { atLeast, levelBetween } from '../../api/disruption.js';
 import type {
+  DisruptionLevel,
   HealthCheck,
   PauseReason,
   RevisionGrant,
@@ -48,6 +59,9 @@ export interface Revision {
   secretName: string;
   /** api/disruption.ts digest of its config; undefined: unknown, counts as disruptive. */
   disruption?: string;
+  /** api/disruption.ts disruptionDigests().drain and .reboot; undefined: unknown (Reboot). */
+  drainDigest?: string;
+  rebootDigest?: string;
 }
 
 /** One node that follows grants for this OSC, as the caches show it. */
@@ -79,8 +93,15 @@ export interface RolloutInput {
   now: Date;
 }
 
+/** One entry of status.rollout.drains. */
+export type DrainEntry = NonNullable<RolloutStatus['drains']>[number];
+
 export interface RolloutPlan {
   grants: { node: string; grant: RevisionGrant }[];
+  /** Nodes to cordon and drain (again) this pass: their entries are in status.drains. */
+  drains: string[];
+  /** Nodes oscar cordoned that go back into service. */
+  uncordons: string[];
   status: RolloutStatus | undefined;
   events: EventInput[];
   /** Failures this pass recorded as Events ("node@generation"). */
@@ -153,6 +174,8 @@ function classify(
 export interface GrantOptions {
   tryMode: boolean;
   canary: boolean;
+  /** The target's level, carried in the grant at Drain and Reboot (the node was drained). */
+  disruption?: DisruptionLevel;
   policy: ResolvedPolicy;
   namespace: string;
   osc: string;
@@ -169,6 +192,7 @@ export function grantFor(rev: Revision, o: GrantOptions): RevisionGrant {
     grantedTime: o.now.toISOString(),
   };
   if (o.canary) grant.canary = true;
+  if (o.disruption !== undefined) grant.disruption = o.disruption;
   if (o.tryMode) {
     grant.try = {
       soakSeconds: o.policy.soakSeconds,
@@ -221,6 +245,12 @@ interface Pass {
   pauseReason: PauseReason | undefined;
   /** Nodes holding a grant of the target. */
   granted: number;
+  /** The target's disruption against the stable revision (None outside try mode). */
+  level: DisruptionLevel;
+  /** Nodes must be drained before their grant of the target. */
+  drainFirst: boolean;
+  /** status.rollout.drains as this pass leaves it, by node. */
+  drains: Map<string, DrainEntry>;
 }
 
 /** One rule of the file header: reads the pass, decides its part. */
@@ -313,6 +343,10 @@ const warnRollbackIgnored: Rule = (p) => {
   });
 };
 
+function digestsOf(r: Revision): { restart?: string; drain?: string; reboot?: string } {
+  return { restart: r.disruption, drain: r.drainDigest, reboot: r.rebootDigest };
+}
+
 /** maxUnavailable, failureThreshold and the canary wave, scaled to the nodes there are. */
 const sizeTheRollout: Rule = (p) => {
   const { policy, nodes } = p.input;
@@ -320,6 +354,8 @@ const sizeTheRollout: Rule = (p) => {
   p.maxUnavailable = scaledCount(policy.maxUnavailable, p.total, 'down');
   p.threshold = scaledCount(policy.failureThreshold, p.total, 'up');
   p.canarySize = policy.canary && p.tryMode ? scaledCount(policy.canary.nodes, p.total, 'up') : 0;
+  p.level = p.tryMode ? levelBetween(digestsOf(p.stable), digestsOf(p.target)) : 'None';
+  p.drainFirst = atLeast(p.level, 'Drain');
   // nonDisruptive: Immediate grants a revision that disturbs no unit to every node at once
   p.immediate =
     p.tryMode &&
@@ -489,21 +525,108 @@ const grantWaves: Rule = (p) => {
   let budget = p.immediate ? Infinity : p.maxUnavailable - p.unavailable;
   let canaryRoom = p.inCanary ? Math.max(0, p.canarySize - p.canaryNodes.length) : Infinity;
   for (const node of [...nodes].sort(byName)) {
-    if (budget <= 0 || canaryRoom <= 0) break;
     if (p.classes.get(node.name) !== 'pending' || p.regranted.has(node.name)) continue;
+    const drain = p.drains.get(node.name);
+    if (drain?.phase === 'Skipped') continue; // until a resume
+    // a node in its drain was counted unavailable already: its grant takes no new budget
+    const draining = drain !== undefined;
+    if (!draining && (budget <= 0 || canaryRoom <= 0)) continue;
+    if (p.drainFirst && drain?.phase !== 'Drained') {
+      if (!draining) startDrain(p, node.name);
+      if (!draining) {
+        budget--;
+        canaryRoom--;
+      }
+      continue;
+    }
     const grant = grantFor(p.target, {
       ...grantOptions(p),
       tryMode: p.tryMode,
       canary: p.inCanary,
+      ...(p.drainFirst ? { disruption: p.level } : {}),
     });
     p.plan.grants.push({ node: node.name, grant });
     const at = noReportAt({ ...node, grant }, policy.progressDeadlineSeconds);
     if (at !== undefined) due(p, at);
     p.plan.pinned.add(p.target.number);
     p.classes.set(node.name, 'updating');
-    budget--;
-    canaryRoom--;
+    if (!draining) {
+      budget--;
+      canaryRoom--;
+    }
     p.granted++;
+  }
+};
+
+/** A node about to take a Drain- or Reboot-level target is cordoned and drained first. */
+function startDrain(p: Pass, node: string): void {
+  p.drains.set(node, {
+    node,
+    revision: p.target.number,
+    phase: 'Draining',
+    startTime: rfc3339(p.input.now),
+    message: 'cordoned; evicting its pods',
+  });
+  p.plan.drains.push(node);
+  due(p, p.nowMs + p.input.policy.drain.timeoutSeconds * 1000);
+}
+
+/** Why a drain entry ends this pass, or undefined while it holds. */
+function drainEnds(p: Pass, entry: DrainEntry, present: boolean): string | undefined {
+  if (!present) return 'gone';
+  if (entry.revision !== p.target.number || !p.drainFirst) return 'stale';
+  const cls = p.classes.get(entry.node);
+  if (cls === 'updated') return 'confirmed';
+  if (cls === 'rolledBack') return 'rolledBack';
+  if (entry.phase === 'Skipped' && p.resumed) return 'resumed';
+  return undefined;
+}
+
+/**
+ * status.rollout.drains, carried over: a node that confirmed or rolled back is uncordoned (one
+ * that failed in place stays cordoned); a drain in progress goes on (it counts against
+ * maxUnavailable) and past spec.rollout.drain.timeoutSeconds is Blocked (Wait) or Skipped
+ * (Skip: uncordoned, not granted until a resume).
+ */
+const trackDrains: Rule = (p) => {
+  const present = new Set(p.input.nodes.map((n) => n.name));
+  const memory = p.input.memory?.drains ?? [];
+  const { timeoutSeconds, onTimeout } = p.input.policy.drain;
+  for (const old of memory) {
+    const entry = { ...old };
+    if (drainEnds(p, entry, present.has(entry.node)) !== undefined) {
+      if (entry.phase !== 'Skipped') p.plan.uncordons.push(entry.node);
+      continue;
+    }
+    p.drains.set(entry.node, entry);
+    if (p.classes.get(entry.node) !== 'pending') continue; // granted: in flight already
+    if (entry.phase === 'Skipped') continue;
+    p.unavailable++;
+    if (entry.phase === 'Drained') continue;
+    p.plan.drains.push(entry.node);
+    const endsAt = Date.parse(entry.startTime) + timeoutSeconds * 1000;
+    if (p.nowMs < endsAt) {
+      due(p, endsAt);
+      continue;
+    }
+    if (onTimeout === 'Skip') {
+      entry.phase = 'Skipped';
+      p.plan.drains.pop();
+      p.plan.uncordons.push(entry.node);
+      p.unavailable--;
+      p.plan.events.push({
+        type: 'Warning',
+        reason: 'DrainSkipped',
+        message: `Node ${entry.node} was not drained within ${String(timeoutSeconds)} s (${entry.message}); uncordoned and skipped (spec.rollout.drain.onTimeout: Skip) until \`oscar rollout resume\`.`,
+      });
+    } else if (entry.phase === 'Draining') {
+      entry.phase = 'Blocked';
+      p.plan.events.push({
+        type: 'Warning',
+        reason: 'DrainBlocked',
+        message: `Node ${entry.node} is not drained after ${String(timeoutSeconds)} s: ${entry.message}. Still trying (spec.rollout.drain.onTimeout: Wait).`,
+      });
+    }
   }
 };
 
@@ -596,6 +719,11 @@ const finish: Rule = (p) => {
   plan.pinned.add(p.target.number);
   plan.pinned.add(p.stable.number);
   plan.pinned.add(p.rendered.number);
+  if (p.level !== 'None') status.disruption = p.level;
+  else delete status.disruption;
+  const drains = [...p.drains.values()].sort((a, b) => (a.node < b.node ? -1 : 1));
+  if (drains.length > 0) status.drains = drains;
+  else delete status.drains;
   plan.status = status;
   if (p.nextDue !== undefined) plan.requeueAfterMs = Math.max(1000, p.nextDue - p.nowMs + 100);
 };
@@ -613,6 +741,7 @@ const RULES: readonly Rule[] = [
   pauseAfterCanary,
   announceResume,
   decidePause,
+  trackDrains,
   grantWaves,
   countWaves,
   completeOrPause,
@@ -622,6 +751,8 @@ const RULES: readonly Rule[] = [
 export function planRollout(input: RolloutInput): RolloutPlan {
   const plan: RolloutPlan = {
     grants: [],
+    drains: [],
+    uncordons: [],
     status: input.memory,
     events: [],
     newlyReported: [],
@@ -658,6 +789,9 @@ export function planRollout(input: RolloutInput): RolloutPlan {
     promotedByResume: false,
     pauseReason: undefined,
     granted: 0,
+    level: 'None',
+    drainFirst: false,
+    drains: new Map(),
   };
   for (const rule of RULES) rule(p);
   return plan;

@@ -5,14 +5,17 @@
  * 2. revision — the rendering in the reconcile Secret is kept as a revision (copied into a
  *    revision slot, verified by its checksum) if no slot holds it yet;
  * 3. plan — the pure planner decides the grants, the status and the Events;
- * 4. grants — each node granted something new gets it in its spec;
+ * 4. drains — nodes a Drain- or Reboot-level target needs empty are cordoned and drained one
+ *    step (controller/drain/), their progress written into status.rollout.drains; nodes done
+ *    with it are uncordoned;
+ *    grants — each node granted something new gets it in its spec;
  * 5. status — status.rollout, when it changed (counts at most every STATUS_INTERVAL_MS: a
  *    2,000-node rollout moves them thousands of times);
  * 6. events.
  * Reads come from the caches, writes go through RolloutWriter, so this runs against memory in
  * unit tests and against the real API server unchanged.
  */
-import { disruptionDigest } from '../../api/disruption.js';
+import { disruptionDigests } from '../../api/disruption.js';
 import { resolvePolicy } from '../../api/rollout.js';
 import type { RevisionGrant, RolloutStatus } from '../../api/schema.js';
 import {
@@ -36,9 +39,12 @@ import {
   type Slot,
 } from './revisions.js';
 import type { RolloutWriter } from './writer.js';
+import type { NodeDrainer } from '../drain/drainer.js';
 
 /** Counts and messages go out at most this often; a phase or pause change goes at once. */
 export const STATUS_INTERVAL_MS = 2_000;
+/** While a node drains, look again this often (evictions a budget refused are retried). */
+export const DRAIN_RETRY_MS = 2_000;
 
 export interface RolloutCaches {
   osc(namespace: string, name: string): OscObject | undefined;
@@ -70,6 +76,8 @@ export interface RolloutDeps {
   now: () => Date;
   /** Parallel grant writes. */
   concurrency?: number;
+  /** Cordons, drains and uncordons Nodes; without it a Drain-level target waits (and says so). */
+  drainer?: NodeDrainer;
 }
 
 export interface RolloutOutcome {
@@ -150,14 +158,19 @@ async function ensureRevision(
     const v = data[key];
     if (v) configData[key] = v;
   }
-  const disruption = disruptionDigest(decoded.config);
+  const digests = disruptionDigests(decoded.config);
+  const levels = {
+    disruption: digests.restart,
+    drainDigest: digests.drain,
+    rebootDigest: digests.reboot,
+  };
   const stored = await deps.writer.applyRevision(
     revisionSecretBody({
       owner: { name, namespace, uid: osc.metadata.uid ?? '' },
       secretName: slot.secretName,
       number,
       checksum: decoded.checksum,
-      disruption,
+      ...levels,
       data: configData,
     }),
   );
@@ -172,7 +185,7 @@ async function ensureRevision(
       number,
       checksum: decoded.checksum,
       secretName: slot.secretName,
-      disruption,
+      ...levels,
     },
     wrote: true,
   };
@@ -185,6 +198,34 @@ async function writeGrants(plan: RolloutPlan, deps: RolloutDeps): Promise<number
     deps.recorded?.grant(node, grant, stored);
   });
   return plan.grants.length;
+}
+
+/**
+ * Phase 4a: one drain step per node the plan wants empty, its outcome written into the plan's
+ * status.rollout.drains (the next pass grants a Drained node); then the uncordons.
+ */
+async function driveDrains(plan: RolloutPlan, deps: RolloutDeps): Promise<void> {
+  const entries = new Map((plan.status?.drains ?? []).map((d) => [d.node, d]));
+  for (const node of plan.drains) {
+    const entry = entries.get(node);
+    if (!entry) continue;
+    if (!deps.drainer) {
+      entry.message = 'waiting: this controller runs without a drainer';
+      continue;
+    }
+    try {
+      const r = await deps.drainer.drain(node);
+      if (r.drained) entry.phase = 'Drained';
+      entry.message = r.message;
+      if (r.pod !== undefined) entry.pod = r.pod;
+      else delete entry.pod;
+      if (r.podDisruptionBudget !== undefined) entry.podDisruptionBudget = r.podDisruptionBudget;
+      else delete entry.podDisruptionBudget;
+    } catch (error) {
+      entry.message = `drain step failed: ${(error as Error).message}`;
+    }
+  }
+  for (const node of plan.uncordons) await deps.drainer?.uncordon(node);
 }
 
 /** Fields whose change is written at once; the rest (counts, message, wave) waits its turn. */
@@ -201,6 +242,8 @@ function milestone(s: RolloutStatus | undefined): unknown {
     s.canaryPromoted,
     s.observedResume,
     s.revisions?.length,
+    s.disruption,
+    s.drains,
   ];
 }
 
@@ -270,15 +313,25 @@ export async function reconcileRollout(key: string, deps: RolloutDeps): Promise<
     reportedFailures: memo.reportedFailures,
     now: deps.now(),
   });
+  await driveDrains(plan, deps);
   const grants = await writeGrants(plan, deps);
   const status = await writeStatus(osc, key, plan, memory, memo, deps);
   if (plan.status && plan.status.revision !== memory?.revision) memo.reportedFailures.clear();
   for (const k of plan.newlyReported) memo.reportedFailures.add(k);
   for (const e of plan.events) await deps.event(osc, e);
 
-  const waits = [plan.requeueAfterMs, status.waitMs].filter((w): w is number => w !== undefined);
+  const drainWait = plan.drains.length > 0 ? DRAIN_RETRY_MS : undefined;
+  const waits = [plan.requeueAfterMs, status.waitMs, drainWait].filter(
+    (w): w is number => w !== undefined,
+  );
   const out: RolloutOutcome = {
-    writes: grants + (status.wrote ? 1 : 0) + (wrote ? 1 : 0) + plan.events.length,
+    writes:
+      grants +
+      (status.wrote ? 1 : 0) +
+      (wrote ? 1 : 0) +
+      plan.events.length +
+      plan.drains.length +
+      plan.uncordons.length,
     grants,
   };
   if (waits.length > 0) out.requeueAfterMs = Math.min(...waits);

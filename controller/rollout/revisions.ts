@@ -11,6 +11,8 @@ import { ROLLOUT_LIMITS } from '../../api/constants.js';
 import {
   ANNOTATION_CHECKSUM,
   ANNOTATION_DISRUPTION,
+  ANNOTATION_DISRUPTION_DRAIN,
+  ANNOTATION_DISRUPTION_REBOOT,
   LABEL_OSC,
   LABEL_PURPOSE,
   LABEL_REVISION,
@@ -44,11 +46,21 @@ export function readSlots(oscName: string, owned: readonly KubeObject[]): Slot[]
       checksum !== undefined &&
       /^[0-9a-f]{64}$/.test(checksum)
     ) {
-      const disruption = s.metadata.annotations?.[ANNOTATION_DISRUPTION];
+      const a = s.metadata.annotations ?? {};
+      const disruption = a[ANNOTATION_DISRUPTION];
+      const drainDigest = a[ANNOTATION_DISRUPTION_DRAIN];
+      const rebootDigest = a[ANNOTATION_DISRUPTION_REBOOT];
       slots.push({
         slot,
         secretName,
-        revision: { number, checksum, secretName, ...(disruption ? { disruption } : {}) },
+        revision: {
+          number,
+          checksum,
+          secretName,
+          ...(disruption ? { disruption } : {}),
+          ...(drainDigest ? { drainDigest } : {}),
+          ...(rebootDigest ? { rebootDigest } : {}),
+        },
       });
     } else {
       slots.push({ slot, secretName });
@@ -84,6 +96,8 @@ export interface NewRevision {
   number: number;
   checksum: string;
   disruption: string;
+  drainDigest: string;
+  rebootDigest: string;
   /** config.json or config.json.gz, as the reconcile Secret holds it (already verified). */
   data: Readonly<Record<string, Buffer>>;
 }
@@ -105,7 +119,12 @@ export function revisionSecretBody(r: NewRevision): Record<string, unknown> {
         [LABEL_PURPOSE]: PURPOSE_REVISION,
         [LABEL_REVISION]: String(r.number),
       },
-      annotations: { [ANNOTATION_CHECKSUM]: r.checksum, [ANNOTATION_DISRUPTION]: r.disruption },
+      annotations: {
+        [ANNOTATION_CHECKSUM]: r.checksum,
+        [ANNOTATION_DISRUPTION]: r.disruption,
+        [ANNOTATION_DISRUPTION_DRAIN]: r.drainDigest,
+        [ANNOTATION_DISRUPTION_REBOOT]: r.rebootDigest,
+      },
       ownerReferences: [ownerReference(r.owner)],
     },
     type: 'Opaque',

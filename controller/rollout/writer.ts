@@ -36,7 +36,12 @@ export interface RolloutWriter {
 export function grantPatch(grant: RevisionGrant): Record<string, unknown> {
   return {
     spec: {
-      revision: { ...grant, canary: grant.canary ?? null, try: grant.try ?? null },
+      revision: {
+        ...grant,
+        canary: grant.canary ?? null,
+        disruption: grant.disruption ?? null,
+        try: grant.try ?? null,
+      },
     },
   };
 }

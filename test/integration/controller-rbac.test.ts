@@ -141,6 +141,11 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['patch', 'roles.rbac.authorization.k8s.io', watched],
       ['list', 'roles.rbac.authorization.k8s.io', watched],
       ['watch', 'roles.rbac.authorization.k8s.io', watched],
+      // Drains (docs/rollouts.md#drain): cordon, evict through the Eviction API, name the PDB.
+      ['patch', 'nodes', undefined],
+      ['create', 'pods', other, ['--subresource=eviction']],
+      ['list', 'pods', undefined],
+      ['list', 'poddisruptionbudgets.policy', undefined],
     ];
     const denied: [string, string, string | undefined, string[]?][] = [
       // Secrets nowhere but in the watched namespace; never cluster-wide.
@@ -157,6 +162,9 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['update', 'operatingsystemconfigs.oscar.dev', watched],
       ['patch', 'configmaps', watched],
       ['create', 'pods', watched],
+      // an eviction is the only way it removes a pod: no budget is ever bypassed
+      ['delete', 'pods', other],
+      ['delete', 'nodes', undefined],
       ['list', 'events', watched],
       ['update', 'leases.coordination.k8s.io/someone-else', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', watched],

@@ -247,6 +247,27 @@ const invalidCases: InvalidCase[] = [
     field: 'spec.rollout.healthChecks[1]',
     message: /Duplicate value/,
   },
+  {
+    name: 'onChange: reboot on a provision OSC (CEL)',
+    mutate: (s) => {
+      s.purpose = 'provision';
+      file0(s).onChange = 'reboot';
+    },
+    field: 'spec.purpose',
+    message: /onChange: reboot applies to purpose reconcile only/,
+  },
+  {
+    name: 'onChange: reboot with nothing to reboot for (CEL)',
+    mutate: (s) => (s.units = [{ name: 'modules.service', onChange: 'reboot' }]),
+    field: 'spec.units[0].onChange',
+    message: /onChange: reboot has nothing to reboot for/,
+  },
+  {
+    name: 'a drain policy that waits for nothing',
+    mutate: (s) => (s.rollout = { drain: { timeoutSeconds: 0 } }),
+    field: 'spec.rollout.drain.timeoutSeconds',
+    message: /should be greater than or equal to 1/,
+  },
 ];
 
 describe('CRDs', () => {

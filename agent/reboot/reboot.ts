@@ -1,0 +1,215 @@
+/**
+ * A reboot inside try mode (docs/rollouts.md#reboot-inside-try-mode). A revision whose
+ * disruption is Reboot (api/disruption.ts: a file or unit declared onChange: reboot changed, or
+ * the node's packages left /var/run/reboot-required) is applied, then the agent journals its
+ * intent (reboot.json in its state directory: the try it reboots for and the boot it leaves) and
+ * reboots through systemd. After the boot the try is verified as any other (units, health checks,
+ * the fresh-connection proof) before it is confirmed; a failed verification is rolled back and
+ * the node reboots again, into the old state.
+ *
+ * What tells an intended reboot from a crash: try.json carries the boot it started in, and the
+ * intent names that same boot and that same try. A try from another boot without a matching
+ * intent is a crash (or a power cut) and is reverted, as before.
+ */
+import { spawn } from 'node:child_process';
+import { disruptionOf } from '../../api/disruption.js';
+import type { Applier } from '../applier.js';
+import type { TryLifecycle } from '../rollout/grant-admission.js';
+import type { VerifyStep } from '../rollout/soak.js';
+import type { TryRecord, TryState } from '../rollout/try-state.js';
+import { StateDir } from '../state-dir.js';
+import { rebootRequired } from './required.js';
+
+/** In the agent's state directory: the reboot the agent asked for and has not seen happen. */
+export const REBOOT_INTENT = 'reboot.json';
+
+export interface RebootIntent {
+  /** The try it reboots for (try.json's checksum and grant generation). */
+  checksum: string;
+  generation: number;
+  /** The boot token of the boot the reboot leaves. */
+  fromBoot: string;
+  /** "apply": into the new revision; "rollback": back into the confirmed one. */
+  purpose: 'apply' | 'rollback';
+  requestedAt: string;
+  /** Set once the agent is back, in this boot: the try is verified on, the intent kept until it ends. */
+  arrivedBoot?: string;
+}
+
+/** What the decision reads of the open try (try.json). */
+export interface TryFacts {
+  checksum: string;
+  grant: { generation: number };
+  boot: string;
+}
+
+/**
+ * At start, with an open try from another boot: was that boot left by the agent's own reboot
+ * for this very try? Pure.
+ */
+export function rebootedForTry(
+  record: TryFacts,
+  intent: RebootIntent | undefined,
+  bootNow: string,
+): boolean {
+  return (
+    intent !== undefined &&
+    intent.purpose === 'apply' &&
+    forTry(intent, record) &&
+    intent.fromBoot === record.boot &&
+    intent.arrivedBoot === undefined &&
+    record.boot !== bootNow
+  );
+}
+
+function parseIntent(bytes: Buffer): RebootIntent | undefined {
+  try {
+    const v = JSON.parse(bytes.toString('utf8')) as Partial<RebootIntent>;
+    if (
+      typeof v.checksum !== 'string' ||
+      typeof v.generation !== 'number' ||
+      typeof v.fromBoot !== 'string' ||
+      (v.purpose !== 'apply' && v.purpose !== 'rollback') ||
+      typeof v.requestedAt !== 'string'
+    ) {
+      return undefined;
+    }
+    return v as RebootIntent;
+  } catch {
+    return undefined; // a damaged intent is no intent: the try is then treated as a crash
+  }
+}
+
+/** Asks the init system for a reboot; on a node that is `systemctl reboot`. */
+export interface Rebooter {
+  reboot(why: string): Promise<void>;
+}
+
+/** `systemctl reboot`: systemd stops every unit (the agent too) and restarts the machine. */
+export class SystemctlRebooter implements Rebooter {
+  reboot(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = spawn('systemctl', ['reboot'], { stdio: 'ignore' });
+      child.on('error', reject);
+      child.on('exit', (code) => {
+        if (code === 0) resolve();
+        else reject(new Error(`systemctl reboot exited with ${String(code)}`));
+      });
+    });
+  }
+}
+
+export interface RebootHooksOptions {
+  root: string;
+  stateDir: string;
+  rebooter: Rebooter;
+  /** The try's own state: the boot token and the confirmed revision a reboot moves from. */
+  tryState: Pick<TryState, 'bootToken' | 'confirmed'>;
+  /** What the node carries: after the try's apply, the revision being tried. */
+  applier: Pick<Applier, 'lastApplied'>;
+  now?: () => Date;
+}
+
+/**
+ * The reboot inside try mode, on the grant admission's two extension points: a verify step
+ * (step(): after the apply, before the soak, reboot when the revision needs it) and the try's
+ * life cycle (TryLifecycle: tell an intended reboot from a crash at start; after a revert into a
+ * rebooted-for revision, reboot again).
+ */
+export class RebootHooks implements TryLifecycle {
+  constructor(private readonly o: RebootHooksOptions) {}
+
+  private state<T>(fn: (s: StateDir) => Promise<T>): Promise<T> {
+    return StateDir.with(this.o.stateDir, fn);
+  }
+
+  async intent(): Promise<RebootIntent | undefined> {
+    const bytes = await this.state((s) => s.read(REBOOT_INTENT));
+    return bytes ? parseIntent(bytes) : undefined;
+  }
+
+  async clear(): Promise<void> {
+    await this.state((s) => s.remove(REBOOT_INTENT));
+  }
+
+  /** Why the try's revision needs a reboot on this node (from the confirmed one), or undefined. */
+  async needed(): Promise<string | undefined> {
+    const desired = await this.o.applier.lastApplied();
+    if (!desired) return undefined;
+    const last = await this.o.tryState.confirmed();
+    const d = disruptionOf(last?.config, desired.config, {
+      rebootRequired: await rebootRequired(this.o.root),
+    });
+    return d.level === 'Reboot' ? d.reasons.join('; ') : undefined;
+  }
+
+  /** Journals the intent (fsynced by StateDir) before the reboot, so the next boot knows. */
+  async reboot(record: TryFacts, purpose: RebootIntent['purpose'], why: string): Promise<void> {
+    const intent: RebootIntent = {
+      checksum: record.checksum,
+      generation: record.grant.generation,
+      fromBoot: record.boot,
+      purpose,
+      requestedAt: (this.o.now?.() ?? new Date()).toISOString(),
+    };
+    await this.state((s) => s.write(REBOOT_INTENT, Buffer.from(JSON.stringify(intent))));
+    await this.o.rebooter.reboot(why);
+  }
+
+  /**
+   * The verify step: a revision that needs a reboot reports Verifying/Rebooting, journals the
+   * intent and reboots; the try stays open ('interrupted') and is verified on after the boot.
+   * Back in the boot the reboot brought, it lets the next steps (the soak) run.
+   */
+  step(): VerifyStep {
+    return async (record, signal, ctx) => {
+      const intent = await this.intent();
+      const boot = await this.o.tryState.bootToken();
+      if (intent && forTry(intent, record) && intent.arrivedBoot === boot) {
+        return { kind: 'confirmed', message: 'rebooted into the revision' };
+      }
+      const why = await this.needed();
+      if (why === undefined) return { kind: 'confirmed', message: 'no reboot needed' };
+      if (signal.aborted) return { kind: 'interrupted' };
+      ctx.report('Rebooting', `rebooting: ${why}`);
+      await this.reboot(record, 'apply', why);
+      return { kind: 'interrupted' };
+    };
+  }
+
+  /**
+   * At start: true when the open try's boot was left by the agent's own reboot for it (the
+   * intent is marked arrived and kept until the try ends; the admission verifies on), false for
+   * a crash (the admission reverts it). With no open try, an old intent is forgotten.
+   */
+  async resumes(record: TryRecord | undefined, bootNow: string): Promise<boolean> {
+    const intent = await this.intent();
+    if (!record) {
+      if (intent) await this.clear();
+      return false;
+    }
+    if (!intent || !rebootedForTry(record, intent, bootNow)) return false;
+    const arrived = { ...intent, arrivedBoot: bootNow };
+    await this.state((s) => s.write(REBOOT_INTENT, Buffer.from(JSON.stringify(arrived))));
+    return true;
+  }
+
+  /**
+   * The try ended. Confirmed: the intent has done its work. Reverted: when the agent had
+   * rebooted into the revision, the old state needs a boot too — reboot again, into it.
+   */
+  async ended(record: TryRecord, outcome: 'confirmed' | 'reverted'): Promise<void> {
+    const intent = await this.intent();
+    if (!intent) return;
+    if (outcome === 'confirmed' || intent.purpose === 'rollback' || !forTry(intent, record)) {
+      await this.clear(); // done, or a rollback reboot that happened, or another try's
+      return;
+    }
+    await this.reboot(record, 'rollback', 'the revision was rolled back after its reboot');
+  }
+}
+
+/** The intent was journaled for this try (same revision, same grant). */
+function forTry(intent: RebootIntent, record: TryFacts): boolean {
+  return intent.checksum === record.checksum && intent.generation === record.grant.generation;
+}

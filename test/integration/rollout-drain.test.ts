@@ -1,0 +1,210 @@
+// A Reboot-level rollout against the real API server (issue 25): the real controller (OSC and
+// rollout controllers, with its drainer) and two real grant-mode agents, each its own
+// least-privilege identity, on Nodes with pods under a PodDisruptionBudget (minAvailable 1) that
+// kube-controller-manager's disruption controller keeps and the Eviction API enforces. The first
+// node is cordoned, drained (its pod evicted: the budget allows one), granted the revision with
+// disruption Reboot, confirms it and is uncordoned; the second node's last pod is protected by the
+// budget, so the rollout waits and names the pod and the PDB. (The agents run on directory roots,
+// which never reboot: the reboot itself is the node e2e's and agent/rollout's tests'.)
+import { silentLogger } from '../../log/logger.js';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { followGrants } from '../../agent/rollout/follow-grants.js';
+import { LocalSystemd } from '../../agent/systemd.js';
+import type {
+  OperatingSystemConfigSpec,
+  RevisionGrant,
+  RolloutPolicy,
+  RolloutStatus,
+} from '../../api/schema.js';
+import { ANNOTATION_CORDONED } from '../../controller/drain/drainer.js';
+import { Api, startController, waitFor } from './controller-support.js';
+import {
+  createTestNamespace,
+  kubeConfigFor,
+  kubectl,
+  skipWithoutCluster,
+  uniqueName,
+} from './support/cluster.js';
+import {
+  createNode,
+  createReadyPod,
+  createWebBudget,
+  podsOn,
+  type WorkloadObject,
+} from './support/workloads.js';
+
+skipWithoutCluster();
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+});
+
+const OSC = 'w';
+
+function spec(kernelArgs: string, rollout: RolloutPolicy): OperatingSystemConfigSpec {
+  return {
+    type: 'debian',
+    purpose: 'reconcile',
+    files: [
+      {
+        path: '/etc/default/grub.d/50-oscar.cfg',
+        content: { inline: { data: `GRUB_CMDLINE_LINUX="${kernelArgs}"\n` } },
+        onChange: 'reboot',
+      },
+    ],
+    rollout,
+  };
+}
+
+/** Grant-mode agents for ns/OSC on directory roots, each with its own identity. */
+async function agents(ns: string, names: string[]): Promise<string[]> {
+  const template = await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8');
+  const rbac = names
+    .map((n) =>
+      template.replaceAll('NODE_NAME', n).replaceAll('NAMESPACE', ns).replaceAll('OSC_NAME', OSC),
+    )
+    .join('\n---\n');
+  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
+  expect(applied.code, applied.stderr).toBe(0);
+  cleanups.push(async () => {
+    await kubectl([
+      'delete',
+      'clusterrole,clusterrolebinding',
+      ...names.map((x) => `oscar-agent-${x}`),
+    ]);
+    await kubectl(['delete', 'oscnode', ...names, '--ignore-not-found']);
+  });
+  const roots: string[] = [];
+  for (const name of names) {
+    const kc = await kubeConfigFor({
+      user: `system:serviceaccount:${ns}:oscar-agent-${name}`,
+      groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
+    });
+    const root = await mkdtemp(join(tmpdir(), 'oscar-rollout-drain-'));
+    const stateDir = join(root, 'var/lib/oscar');
+    await mkdir(stateDir, { recursive: true });
+    const { agent, reporter } = followGrants(kc, {
+      namespace: ns,
+      osc: OSC,
+      node: name,
+      deps: {
+        root,
+        stateDir,
+        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+        owners: false,
+      },
+      pollIntervalMs: 60_000,
+      log: silentLogger(),
+      backoffMaxMs: 2_000,
+      tickMs: 200,
+    });
+    cleanups.push(async () => {
+      await agent.stop();
+      reporter.stop();
+      await rm(root, { recursive: true, force: true });
+    });
+    await agent.start();
+    roots.push(root);
+  }
+  return roots;
+}
+
+describe('a Reboot-level rollout drains each node first', () => {
+  it('cordons, evicts within the PDB, grants with disruption Reboot, uncordons on confirm; a PDB that cannot allow the last pod blocks the next node and is named', async () => {
+    const ns = await createTestNamespace('rodrain');
+    const api = new Api();
+    const admin = api.http;
+    const prefix = uniqueName('rd').slice(0, 7);
+    const names = [`${prefix}-0`, `${prefix}-1`];
+    for (const n of names) cleanups.push(await createNode(admin, n));
+    await createReadyPod(admin, ns, 'web-0', names[0]!);
+    await createReadyPod(admin, ns, 'web-1', names[1]!);
+    await createWebBudget(admin, ns, 1, 1);
+
+    const controller = await startController([ns]);
+    cleanups.push(controller.stop);
+    const roots = await agents(ns, names);
+    const policy: RolloutPolicy = {
+      maxUnavailable: 1,
+      soakSeconds: 1,
+      progressDeadlineSeconds: 30,
+      drain: { timeoutSeconds: 4 },
+    };
+    const rollout = async (): Promise<RolloutStatus | undefined> =>
+      (await api.getOsc(ns, OSC))?.status?.rollout;
+
+    // revision 1: the first, granted at once, no drain
+    await api.applyOsc(ns, OSC, spec('quiet', policy));
+    await waitFor(
+      'revision 1 complete',
+      async () => {
+        const r = await rollout();
+        return r?.phase === 'Complete' && r.nodes.total === 2 ? r : undefined;
+      },
+      90_000,
+    );
+    expect(await podsOn(admin, names[0]!)).toEqual(['web-0']);
+
+    // revision 2 changes a file declared onChange: reboot
+    await api.applyOsc(ns, OSC, spec('quiet mitigations=auto', policy));
+    const oscnode = (n: string) =>
+      admin.request<{ spec?: { revision?: RevisionGrant } }>(
+        'GET',
+        `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${n}`,
+      );
+    const node = (n: string) => admin.request<WorkloadObject>('GET', `/api/v1/nodes/${n}`);
+    const diagnose = async (): Promise<string> =>
+      JSON.stringify({
+        rollout: await rollout(),
+        nodes: await Promise.all(names.map(oscnode)),
+        logs: controller.logs.filter((l) => /drain|rollout|error/i.test(l)).slice(-20),
+      });
+    // node 0: drained (the budget allows one), granted with the level, confirmed, uncordoned
+    await waitFor(
+      'node 0 confirmed revision 2 and uncordoned',
+      async () => {
+        const r = await rollout();
+        const n0 = await node(names[0]!);
+        return r?.nodes.updated === 1 && n0.spec?.unschedulable !== true ? r : undefined;
+      },
+      { timeoutMs: 90_000, onTimeout: diagnose },
+    );
+    expect((await oscnode(names[0]!)).spec?.revision).toMatchObject({
+      number: 2,
+      disruption: 'Reboot',
+    });
+    expect(await podsOn(admin, names[0]!)).toEqual([]); // evicted
+    expect((await node(names[0]!)).metadata.annotations?.[ANNOTATION_CORDONED]).toBeUndefined();
+    expect(await readFile(join(roots[0]!, 'etc/default/grub.d/50-oscar.cfg'), 'utf8')).toContain(
+      'mitigations=auto',
+    );
+
+    // node 1: web-1 is the budget's last healthy pod — the eviction is refused, the drain blocks
+    const blocked = await waitFor(
+      'node 1 blocked by the PDB',
+      async () => {
+        const r = await rollout();
+        const d = r?.drains?.find((x) => x.node === names[1]);
+        return d?.phase === 'Blocked' ? { r, d } : undefined;
+      },
+      60_000,
+    );
+    expect(blocked.d).toMatchObject({
+      revision: 2,
+      pod: `${ns}/web-1`,
+      podDisruptionBudget: `${ns}/web`,
+    });
+    expect(blocked.r?.disruption).toBe('Reboot');
+    expect(blocked.r?.phase).toBe('Progressing');
+    expect(await podsOn(admin, names[1]!)).toEqual(['web-1']); // the PDB was never violated
+    expect((await node(names[1]!)).spec?.unschedulable).toBe(true);
+    expect((await oscnode(names[1]!)).spec?.revision?.number).toBe(1); // not granted
+    const events = await kubectl(['get', 'events', '-n', ns, '-o', 'json']);
+    expect(events.stdout).toContain('DrainBlocked');
+    expect(events.stdout).toContain(`PodDisruptionBudget ${ns}/web`);
+  });
+});
