@@ -65,10 +65,18 @@ export interface ExecOptions extends Pick<RunOptions, 'input' | 'timeoutMs'> {
 
 export interface Node {
   readonly name: string;
-  /** PID of systemd-nspawn on the host. */
+  /** PID of systemd-nspawn on the host (of the current boot). */
   readonly pid: number;
-  /** Host PID of the container's systemd (its PID 1). */
+  /** Host PID of the container's systemd (its PID 1), of the current boot. */
   readonly systemdPid: number;
+  /**
+   * Boots so far. A node whose systemd reboots (`systemctl reboot` inside) makes systemd-nspawn
+   * exit with 133; it is started again on the same root, as systemd-nspawn@.service does
+   * (RestartForceExitStatus=133): the files survive (on a persistent root), the boot id is new.
+   */
+  readonly boots: number;
+  /** Resolves once boot number `after + 1` (or later) has its systemd up; rejects if it fails. */
+  waitBoot(after: number, timeoutMs?: number): Promise<void>;
   /** nspawn's stdout+stderr, including the node's console. */
   readonly logPath: string;
   /** Host path through which a path inside the node can be read (/proc/<systemd pid>/root/...). */
@@ -265,6 +273,128 @@ function checkOptions(opts: BootOptions): void {
   }
 }
 
+/** systemd-nspawn's exit status when the machine's systemd rebooted (systemd-nspawn(1)). */
+export const NSPAWN_REBOOT_STATUS = 133;
+
+/** One run of systemd-nspawn: one boot of the machine. */
+interface Launch {
+  pid: number;
+  exited: Promise<number | null>;
+}
+
+interface Booted extends Launch {
+  systemdPid: number;
+  pidNs: string;
+}
+
+/**
+ * The runs of systemd-nspawn for one machine: the first boot, and a new run each time the
+ * machine reboots (exit 133) until stop().
+ */
+class Boots {
+  count = 0;
+  private booted: Booted | undefined;
+  private launched: Launch | undefined;
+  private restarting: Promise<void> | undefined;
+  private stopping = false;
+  private failure: Error | undefined;
+
+  constructor(
+    private readonly args: readonly string[],
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly logPath: string,
+    private readonly startTimeoutMs: number,
+  ) {}
+
+  current(): Booted {
+    if (this.booted) return this.booted;
+    throw new Error('the node has not booted');
+  }
+
+  async start(): Promise<void> {
+    const logFd = openSync(this.logPath, 'a');
+    // detached: setsid, so the node is its own process group (and never gets our tty's signals)
+    const child = spawn('systemd-nspawn', this.args, {
+      detached: true,
+      stdio: ['ignore', logFd, logFd],
+      env: this.env,
+    });
+    closeSync(logFd);
+    const pid = child.pid;
+    if (pid === undefined) {
+      throw new Error(
+        'bootNode: systemd-nspawn did not start (is systemd-container installed? run hack/deps.sh)',
+      );
+    }
+    live.add(pid);
+    installExitHook();
+    const exited = new Promise<number | null>((resolve) => {
+      child.once('exit', (code) => {
+        live.delete(pid);
+        resolve(code);
+      });
+    });
+    child.unref();
+    this.launched = { pid, exited };
+    const deadline = Date.now() + this.startTimeoutMs;
+    const systemdPid = await findContainerSystemd(pid, deadline, this.logPath);
+    this.booted = { pid, exited, systemdPid, pidNs: readlinkSync(`/proc/${systemdPid}/ns/pid`) };
+    this.count += 1;
+    void exited.then((code) => {
+      this.exitedWith(code);
+    });
+  }
+
+  /**
+   * A reboot starts the next run; any other exit (or one after stop()) ends the machine. The
+   * ended run stays current until the next is up: its PIDs are gone, so exec fails meanwhile.
+   */
+  private exitedWith(code: number | null): void {
+    if (this.stopping || code !== NSPAWN_REBOOT_STATUS) return;
+    this.restarting = this.start().catch((error: unknown) => {
+      this.failure = error instanceof Error ? error : new Error(String(error));
+    });
+  }
+
+  async waitBoot(after: number, timeoutMs = 120_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.count <= after) {
+      if (this.failure) throw this.failure;
+      if (this.stopping) throw new Error('the node was stopped');
+      if (Date.now() > deadline) {
+        throw new Error(
+          `no boot after boot ${String(after)} within ${String(timeoutMs)} ms; log ${this.logPath}:\n${tail(this.logPath)}`,
+        );
+      }
+      await sleep(50);
+    }
+  }
+
+  /** SIGTERM to nspawn (the node halts), wait; SIGKILL the group if it does not. */
+  async stop(timeoutMs: number): Promise<void> {
+    this.stopping = true;
+    await this.restarting;
+    const run = this.launched;
+    if (!run) return;
+    if (alive(run.pid)) {
+      try {
+        process.kill(run.pid, 'SIGTERM'); // nspawn forwards it: the node's systemd halts cleanly
+      } catch {
+        // already gone
+      }
+      const killed = await Promise.race([
+        run.exited.then(() => false),
+        sleep(timeoutMs).then(() => true),
+      ]);
+      if (killed) {
+        killTree(run.pid);
+        await run.exited;
+      }
+    }
+    live.delete(run.pid);
+  }
+}
+
 /** Boots a node and returns once its systemd answers on its bus (not yet fully booted). */
 export async function bootNode(opts: BootOptions): Promise<Node> {
   checkOptions(opts);
@@ -306,73 +436,29 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
   for (const b of opts.binds ?? [])
     args.push(`${b.ro === false ? '--bind' : '--bind-ro'}=${b.src}:${b.dst}`);
 
-  const logFd = openSync(logPath, 'w');
-  // detached: setsid, so the node is its own process group (and never gets our tty's signals)
-  const child = spawn('systemd-nspawn', args, {
-    detached: true,
-    stdio: ['ignore', logFd, logFd],
-    ...(opts.writableProcSys === true
-      ? { env: { ...process.env, SYSTEMD_NSPAWN_API_VFS_WRITABLE: '1' } }
-      : {}),
-  });
-  closeSync(logFd);
-  const pid = child.pid;
-  if (pid === undefined) {
-    await rm(work, { recursive: true, force: true });
-    throw new Error(
-      'bootNode: systemd-nspawn did not start (is systemd-container installed? run hack/deps.sh)',
-    );
-  }
-  live.add(pid);
-  installExitHook();
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', () => {
-      live.delete(pid);
-      resolve();
-    });
-  });
-  child.unref();
-
+  const env =
+    opts.writableProcSys === true
+      ? { ...process.env, SYSTEMD_NSPAWN_API_VFS_WRITABLE: '1' }
+      : process.env;
+  const boot = new Boots(args, env, logPath, opts.startTimeoutMs ?? 60_000);
   let stopped = false;
   const stop = async (timeoutMs = 30_000): Promise<void> => {
     if (stopped) return;
     stopped = true;
-    if (alive(pid)) {
-      try {
-        process.kill(pid, 'SIGTERM'); // nspawn forwards it: the node's systemd halts cleanly
-      } catch {
-        // already gone
-      }
-      const killed = await Promise.race([
-        exited.then(() => false),
-        sleep(timeoutMs).then(() => true),
-      ]);
-      if (killed) {
-        killTree(pid);
-        await exited;
-      }
-    }
-    live.delete(pid);
+    await boot.stop(timeoutMs);
     await rm(work, { recursive: true, force: true });
   };
-
-  let systemdPid: number;
-  let pidNs: string;
   try {
-    systemdPid = await findContainerSystemd(
-      pid,
-      Date.now() + (opts.startTimeoutMs ?? 60_000),
-      logPath,
-    );
-    pidNs = readlinkSync(`/proc/${systemdPid}/ns/pid`);
+    await boot.start();
   } catch (err) {
     await stop(2_000); // never leave a half-booted node behind (early boot ignores SIGTERM)
     throw err;
   }
+  const systemdPid = (): number => boot.current().systemdPid;
 
   const exec = (cmd: readonly string[], o: ExecOptions = {}): Promise<RunResult> => {
     if (cmd.length === 0) return Promise.reject(new Error('exec: empty command'));
-    return run('nsenter', ['-t', String(systemdPid), '-a', '--', ...cmd], {
+    return run('nsenter', ['-t', String(systemdPid()), '-a', '--', ...cmd], {
       env: { ...nodeEnv, ...o.env },
       input: o.input,
       timeoutMs: o.timeoutMs ?? 120_000,
@@ -413,10 +499,18 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
 
   return {
     name: opts.name,
-    pid,
-    systemdPid,
+    get pid() {
+      return boot.current().pid;
+    },
+    get systemdPid() {
+      return systemdPid();
+    },
+    get boots() {
+      return boot.count;
+    },
+    waitBoot: (after, timeoutMs) => boot.waitBoot(after, timeoutMs),
     logPath,
-    hostPath: (p) => `/proc/${systemdPid}/root${p.startsWith('/') ? p : `/${p}`}`,
+    hostPath: (p) => `/proc/${String(systemdPid())}/root${p.startsWith('/') ? p : `/${p}`}`,
     exec,
     execOk,
     systemctl,
@@ -450,7 +544,7 @@ export async function bootNode(opts: BootOptions): Promise<Node> {
           `--- /var/log/cloud-init.log (tail)\n${log.stdout.split('\n').slice(-60).join('\n')}`,
       );
     },
-    processes: () => pidsInNamespace(pidNs),
+    processes: () => pidsInNamespace(boot.current().pidNs),
     stop,
   };
 }
