@@ -230,6 +230,11 @@ afterAll(async () => {
   if (ownEnv) await env?.stop();
 }, 120_000);
 
+interface OscNodeStatus {
+  conditions?: { type: string; status: string }[];
+  drift?: { items?: { unit?: string; reason: string }[] };
+}
+
 interface ClusterInfo {
   data?: Record<string, string>;
 }
@@ -326,6 +331,35 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
     expect(await node.journal('kubeadm-join.service')).toContain(
       'This node has joined the cluster',
     );
+    // once joined it does nothing (a reboot or a restart starts it again), and stays active
+    await node.execOk(['systemctl', 'restart', 'kubeadm-join.service']);
+    expect(
+      await waitFor(
+        'kubeadm-join.service to exit again',
+        async () => {
+          const s = await node.show('kubeadm-join.service', ['SubState', 'Result']);
+          return s.SubState === 'running' ? undefined : s;
+        },
+        30_000,
+      ),
+    ).toEqual({ SubState: 'exited', Result: 'success' });
+    // the agent applied the worker's OSC and sees neither unit as drifted
+    const oscnode = await waitFor(
+      'the node to report its OSC applied',
+      async () => {
+        const o = await get<{ status?: OscNodeStatus }>(
+          `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${machine}`,
+        );
+        const applied = o?.status?.conditions?.find((c) => c.type === 'Applied');
+        return applied?.status === 'True' ? o : undefined;
+      },
+      60_000,
+    );
+    expect(
+      (oscnode.status?.drift?.items ?? []).filter((i) =>
+        ['kubelet.service', 'kubeadm-join.service'].includes(i.unit ?? ''),
+      ),
+    ).toEqual([]);
 
     // kubelet's certificate came from oscar's approver, for this machine's token, exactly once
     const csrs = await get<{
