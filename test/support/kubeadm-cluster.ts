@@ -11,9 +11,9 @@
 // nodeclient/selfnodeclient approval the docs say to leave unbound), so a kubelet certificate here
 // comes from oscar's approver or from nobody. deploy/kubeadm binds kubeadm's Roles to oscar's
 // token group. kube-controller-manager's bootstrap-signer (hack/testenv) signs cluster-info.
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LABEL_CONFIG_UID } from '../../api/bootstrap/constants.js';
 import { run } from './exec.js';
 import { repoRoot } from './tools.js';
 
@@ -30,10 +30,23 @@ export const KUBEADM_AUTO_APPROVAL = [
   'kubeadm:node-autoapprove-certificate-rotation',
 ];
 
-function kubeadmConfig(env: KubeadmClusterEnv): string {
+/** A random token for kubeadm's phase to create (it always creates one) and this helper to delete. */
+function throwAwayToken(): { id: string; token: string } {
+  const pick = (n: number) =>
+    Array.from(randomBytes(n), (b) => 'abcdefghijklmnopqrstuvwxyz0123456789'.charAt(b % 36)).join(
+      '',
+    );
+  const id = pick(6);
+  return { id, token: `${id}.${pick(16)}` };
+}
+
+function kubeadmConfig(env: KubeadmClusterEnv, token: string): string {
   const endpoint = new URL(env.server).host;
   return `apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
+bootstrapTokens:
+  - token: ${token}
+    ttl: 10m0s
 nodeRegistration:
   name: oscar-test-control-plane
 ---
@@ -64,9 +77,10 @@ export async function prepareKubeadmCluster(
   kubeadm: string,
 ): Promise<void> {
   const dir = await mkdtemp(join(env.runDir, 'kubeadm-'));
+  const own = throwAwayToken();
   try {
     const config = join(dir, 'kubeadm.yaml');
-    await writeFile(config, kubeadmConfig(env), { mode: 0o600 });
+    await writeFile(config, kubeadmConfig(env, own.token), { mode: 0o600 });
     const phase = (...p: string[]) =>
       must(`kubeadm init phase ${p.join(' ')}`, kubeadm, [
         'init',
@@ -97,9 +111,8 @@ export async function prepareKubeadmCluster(
     'secret',
     '-n',
     'kube-system',
-    '-l',
-    `!${LABEL_CONFIG_UID}`,
-    '--field-selector=type=bootstrap.kubernetes.io/token',
+    '--ignore-not-found',
+    `bootstrap-token-${own.id}`,
   );
   await kubectl(
     'kubectl apply -k deploy/identity',
