@@ -192,6 +192,74 @@ describe('substituteSpec', () => {
   });
 });
 
+describe('the kubeadm join placeholders', () => {
+  const kubeadm: PlaceholderContext = {
+    ...context,
+    apiServer: { url: 'https://10.0.0.1:6443', caCertHash: 'sha256:abc' },
+    bootstrap: { token: 'abcdef.0123456789abcdef' },
+  };
+
+  it('give the endpoint as host:port, the CA pin and the token', () => {
+    expect(text('{{ apiServer.endpoint }} {{ apiServer.caCertHash }}', kubeadm)).toBe(
+      '10.0.0.1:6443 sha256:abc',
+    );
+    const r = substituteText('token: {{ bootstrap.token }}', kubeadm, { private: true });
+    expect(r).toEqual({ ok: true, text: 'token: abcdef.0123456789abcdef' });
+  });
+
+  it('spell out the default port and brackets an IPv6 host; no https URL, no endpoint', () => {
+    const at = (url: string) => substituteText('{{ apiServer.endpoint }}', { apiServer: { url } });
+    expect(at('https://api.example.com')).toEqual({ ok: true, text: 'api.example.com:443' });
+    expect(at('https://[fd00::1]:6443/')).toEqual({ ok: true, text: '[fd00::1]:6443' });
+    expect(at('http://api:80').ok).toBe(false);
+  });
+
+  it('keep the token out of units and world-readable files, naming the fix', () => {
+    expect(failure('t={{ bootstrap.token }}', kubeadm)).toMatch(
+      /\{\{ bootstrap\.token \}\} is the machine's credential: put it only in a file that group and others cannot read \(permissions such as "0600"\)/,
+    );
+    expect(failure('t={{ bootstrap.token }}', kubeadm, true)).toMatch(/never in a unit/);
+  });
+
+  it('say who knows a value that is not given here', () => {
+    expect(failure('{{ bootstrap.token }}', context)).toMatch(
+      /only the bootstrap controller knows/,
+    );
+    expect(failure('{{ apiServer.caCertHash }}', context)).toMatch(/--bootstrap-ca/);
+  });
+
+  it('in a spec: the token only in a private file, and what was used is reported', () => {
+    const file = (permissions: string) => ({
+      type: 'ubuntu' as const,
+      purpose: 'provision' as const,
+      files: [
+        {
+          path: '/etc/kubernetes/join.yaml',
+          permissions,
+          content: { inline: { data: 'token: {{ bootstrap.token }}\n' } },
+        },
+      ],
+    });
+    const ok = substituteSpec(file('0600'), kubeadm);
+    if (!ok.ok) throw new Error(JSON.stringify(ok.errors));
+    expect(ok.spec.files?.[0]?.content.inline?.data).toBe('token: abcdef.0123456789abcdef\n');
+    expect([...ok.used]).toEqual(['bootstrap.token']);
+    const shared = substituteSpec(file('0640'), kubeadm);
+    expect(!shared.ok && shared.errors.map((e) => e.path)).toEqual([
+      'spec.files[0].content.inline.data',
+    ]);
+    const unit = substituteSpec(
+      {
+        type: 'ubuntu',
+        purpose: 'provision',
+        units: [{ name: 'a.service', content: 'X={{ machine.name }}{{ values.region }}' }],
+      },
+      context,
+    );
+    expect(unit.ok && [...unit.used].sort()).toEqual(['machine.name', 'values.region']);
+  });
+});
+
 describe('parseValuePairs', () => {
   it('reads KEY=VALUE pairs; the value may hold "=" and be empty', () => {
     expect(parseValuePairs(['region=eu-west-1', 'args=a=b', 'empty='])).toEqual({

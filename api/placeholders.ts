@@ -1,6 +1,7 @@
 /**
  * Per-machine placeholders in a provision OSC: `{{ machine.name }}`, `{{ machine.namespace }}`,
- * `{{ cluster.name }}`, `{{ apiServer.url }}` and `{{ values.KEY }}`, substituted into plain-text
+ * `{{ cluster.name }}`, `{{ apiServer.url }}`, `{{ apiServer.endpoint }}`,
+ * `{{ apiServer.caCertHash }}`, `{{ bootstrap.token }}` and `{{ values.KEY }}`, substituted into plain-text
  * inline file contents and unit contents (and drop-ins) of the spec *before* it is validated and
  * rendered, so every renderer encodes the result as it encodes any content.
  *
@@ -13,6 +14,10 @@
  *
  * Files given as base64 or gzip, and contents from secretRef / configMapRef, are bytes oscar does
  * not read as text: they are never substituted.
+ *
+ * `{{ bootstrap.token }}` is the machine's credential (for `kubeadm join`): it may only go into a
+ * file that group and others cannot read (permissions such as "0600"), never into a unit (unit
+ * files are world-readable) — so a placeholder cannot leak it.
  */
 import { fieldError, type FieldError } from './field-error.js';
 import type { OperatingSystemConfigSpec } from './schema.js';
@@ -20,7 +25,10 @@ import type { OperatingSystemConfigSpec } from './schema.js';
 export interface PlaceholderContext {
   machine?: { name: string; namespace: string };
   cluster?: { name: string };
-  apiServer?: { url: string };
+  /** caCertHash: "sha256:<hex>" of the CA's SubjectPublicKeyInfo (kubeadm's CA pin). */
+  apiServer?: { url: string; caCertHash?: string };
+  /** The machine's bootstrap token, "<id>.<secret>": only the bootstrap controller knows it. */
+  bootstrap?: { token: string };
   values?: Readonly<Record<string, string>>;
 }
 
@@ -30,7 +38,35 @@ export const PLACEHOLDER_NAMES = [
   'machine.namespace',
   'cluster.name',
   'apiServer.url',
+  'apiServer.endpoint',
+  'apiServer.caCertHash',
+  'bootstrap.token',
 ] as const;
+
+/** Placeholders whose value is a credential: only private files may hold them. */
+export const SECRET_PLACEHOLDERS: ReadonlySet<string> = new Set(['bootstrap.token']);
+
+const NO_VALUE_HINTS: Readonly<Record<string, string>> = {
+  'cluster.name': " (a Cluster API Machine's cluster, or the controller's --cluster-name)",
+  'apiServer.caCertHash': " (the bootstrap controller's --bootstrap-ca)",
+  'bootstrap.token':
+    " (only the bootstrap controller knows a machine's token: it is substituted in the user data of an OscarConfig, never by `oscar render`)",
+};
+
+/**
+ * "host:port" of an https URL, as `kubeadm join` takes it (the port spelled out even when it is
+ * the default); undefined for anything else.
+ */
+export function endpointOf(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'https:' || u.hostname === '') return undefined;
+  return `${u.hostname}:${u.port === '' ? '443' : u.port}`;
+}
 
 /** How a literal "{{" is written. */
 export const LITERAL_OPEN = '{{ "{{" }}';
@@ -50,6 +86,10 @@ export interface SubstituteOptions {
    * characters, so a value cannot add a directive ("\nExecStartPre=…") to the unit.
    */
   unit?: boolean;
+  /** The text lands where only root reads it (a file with no group/other bits): may hold a credential. */
+  private?: boolean;
+  /** Collects the names substituted (to know, say, whether the token left oscar's own files). */
+  used?: Set<string>;
 }
 
 function lineOf(text: string, offset: number): number {
@@ -71,27 +111,37 @@ function lookup(
       problem: `no value "${key}" is given; add it to the OscarConfig's spec.values (or --values ${key}=…)${known.length > 0 ? `; given: ${known.join(', ')}` : ''}`,
     };
   }
-  const value =
-    name === 'machine.name'
-      ? context.machine?.name
-      : name === 'machine.namespace'
-        ? context.machine?.namespace
-        : name === 'cluster.name'
-          ? context.cluster?.name
-          : name === 'apiServer.url'
-            ? context.apiServer?.url
-            : undefined;
   if (!(PLACEHOLDER_NAMES as readonly string[]).includes(name)) {
     return {
       problem: `unknown placeholder; known: ${PLACEHOLDER_NAMES.join(', ')}, values.KEY`,
     };
   }
+  const value = namedValue(name, context);
   if (value === undefined || value === '') {
-    return {
-      problem: `has no value here${name === 'cluster.name' ? " (a Cluster API Machine's cluster, or the controller's --cluster-name)" : ''}`,
-    };
+    return { problem: `has no value here${NO_VALUE_HINTS[name] ?? ''}` };
   }
   return { value };
+}
+
+function namedValue(name: string, context: PlaceholderContext): string | undefined {
+  switch (name) {
+    case 'machine.name':
+      return context.machine?.name;
+    case 'machine.namespace':
+      return context.machine?.namespace;
+    case 'cluster.name':
+      return context.cluster?.name;
+    case 'apiServer.url':
+      return context.apiServer?.url;
+    case 'apiServer.endpoint':
+      return context.apiServer ? endpointOf(context.apiServer.url) : undefined;
+    case 'apiServer.caCertHash':
+      return context.apiServer?.caCertHash;
+    case 'bootstrap.token':
+      return context.bootstrap?.token;
+    default:
+      return undefined;
+  }
 }
 
 /** Control characters other than tab: what may not enter a unit file through a value. */
@@ -139,6 +189,12 @@ export function substituteText(
           message: `line ${String(lineOf(text, at))}: {{ ${name} }}: ${found.problem}`,
         };
       }
+      if (SECRET_PLACEHOLDERS.has(name) && options.private !== true) {
+        return {
+          ok: false,
+          message: `line ${String(lineOf(text, at))}: {{ ${name} }} is the machine's credential: put it only in a file that group and others cannot read (permissions such as "0600"), never in a unit or a world-readable file`,
+        };
+      }
       if (options.unit === true && UNIT_UNSAFE.test(found.value)) {
         return {
           ok: false,
@@ -146,6 +202,7 @@ export function substituteText(
         };
       }
       out += found.value;
+      options.used?.add(name);
     }
     from = end + CLOSE.length;
     at = text.indexOf(OPEN, from);
@@ -159,7 +216,19 @@ export function escapePlaceholders(text: string): string {
 }
 
 export type SubstituteSpecResult =
-  { ok: true; spec: OperatingSystemConfigSpec } | { ok: false; errors: FieldError[] };
+  | {
+      ok: true;
+      spec: OperatingSystemConfigSpec;
+      /** The placeholder names substituted anywhere in the spec. */
+      used: ReadonlySet<string>;
+    }
+  | { ok: false; errors: FieldError[] };
+
+/** A file mode that group and others cannot read ("0600", "0400", "0700"). */
+export function isPrivateMode(permissions: string | undefined): boolean {
+  const mode = Number.parseInt(permissions ?? '0644', 8);
+  return Number.isInteger(mode) && (mode & 0o077) === 0;
+}
 
 /**
  * Substitutes every placeholder of a provision spec. Returns the same spec object when nothing
@@ -171,8 +240,9 @@ export function substituteSpec(
 ): SubstituteSpecResult {
   const errors: FieldError[] = [];
   const seen = { changed: false };
-  const field = (path: string, text: string, options?: SubstituteOptions): string => {
-    const r = substituteText(text, context, options);
+  const used = new Set<string>();
+  const field = (path: string, text: string, options: SubstituteOptions = {}): string => {
+    const r = substituteText(text, context, { ...options, used });
     if (!r.ok) {
       errors.push(fieldError(path, r.message));
       return text;
@@ -183,7 +253,9 @@ export function substituteSpec(
   const files = (spec.files ?? []).map((file, i) => {
     const inline = file.content.inline;
     if (!inline || (inline.encoding ?? '') !== '') return file;
-    const data = field(`spec.files[${String(i)}].content.inline.data`, inline.data);
+    const data = field(`spec.files[${String(i)}].content.inline.data`, inline.data, {
+      private: isPrivateMode(file.permissions),
+    });
     return data === inline.data ? file : { ...file, content: { inline: { ...inline, data } } };
   });
   const units = (spec.units ?? []).map((unit, i) => {
@@ -204,11 +276,11 @@ export function substituteSpec(
     return copy;
   });
   if (errors.length > 0) return { ok: false, errors };
-  if (!seen.changed) return { ok: true, spec };
+  if (!seen.changed) return { ok: true, spec, used };
   const out: OperatingSystemConfigSpec = { ...spec };
   if (spec.files) out.files = files;
   if (spec.units) out.units = units;
-  return { ok: true, spec: out };
+  return { ok: true, spec: out, used };
 }
 
 /** Parses "k=v" pairs (the CLI's --values); a key must be a valid values key. */

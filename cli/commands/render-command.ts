@@ -45,7 +45,7 @@ export function registerRenderCommand(program: Command): void {
       )
       .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
       .option('--cluster <name>', 'substitute {{ cluster.name }}')
-      .option('--api-server <url>', 'substitute {{ apiServer.url }}')
+      .option('--api-server <url>', 'substitute {{ apiServer.url }} (and {{ apiServer.endpoint }})')
       .action(
         async (
           file: string | undefined,

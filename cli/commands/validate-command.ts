@@ -32,7 +32,7 @@ export function registerValidateCommand(program: Command): void {
       )
       .option('--machine <name>', 'substitute {{ machine.name }} (and {{ machine.namespace }})')
       .option('--cluster <name>', 'substitute {{ cluster.name }}')
-      .option('--api-server <url>', 'substitute {{ apiServer.url }}')
+      .option('--api-server <url>', 'substitute {{ apiServer.url }} (and {{ apiServer.endpoint }})')
       .action(async (args: string[], opts: ValidateOptions) => {
         await (await import('./validate.js')).validateCommand(program, args, opts);
       }),

@@ -25,6 +25,18 @@ const provision: OperatingSystemConfigSpec = {
   files: [{ path: '/etc/m', content: { inline: { data: '{{ machine.name }}\n' } } }],
 };
 const reconcileSpec: OperatingSystemConfigSpec = { type: 'ubuntu', purpose: 'reconcile' };
+/** A provision OSC that hands the token to kubeadm join (examples/kubeadm-worker/ in short). */
+const kubeadmProvision: OperatingSystemConfigSpec = {
+  type: 'ubuntu',
+  purpose: 'provision',
+  files: [
+    {
+      path: '/etc/kubernetes/kubeadm-join.yaml',
+      permissions: '0600',
+      content: { inline: { data: 'token: {{ bootstrap.token }}\n' } },
+    },
+  ],
+};
 
 function osc(name: string, spec: OperatingSystemConfigSpec): OscObject {
   return { metadata: { name, namespace: NS }, spec };
@@ -34,6 +46,7 @@ class World implements BootstrapCaches {
   configs = new Map<string, ConfigObject>();
   secrets = new Map<string, KubeObject>();
   tokens = new Set<string>();
+  tokenBodies = new Map<string, Record<string, unknown>>();
   nodes = new Set<string>();
   /** Node objects' oscar.dev/config-uid labels, by machine. */
   nodeLabels = new Map<string, string>();
@@ -50,7 +63,9 @@ class World implements BootstrapCaches {
       ? osc('prov', provision)
       : name === 'rec'
         ? osc('rec', reconcileSpec)
-        : undefined;
+        : name === 'kprov'
+          ? osc('kprov', kubeadmProvision)
+          : undefined;
   }
   references() {
     return { secrets: new Map(), configMaps: new Map() };
@@ -73,6 +88,7 @@ class World implements BootstrapCaches {
         const name = (body.metadata as { name: string }).name;
         this.calls.push(`applyToken ${name}`);
         this.tokens.add(name);
+        this.tokenBodies.set(name, body);
         return Promise.resolve();
       },
       refreshToken: (id) => {
@@ -153,6 +169,25 @@ function setup(now = new Date('2026-12-03T10:00:00Z')) {
 }
 
 describe('reconcileBootstrap', () => {
+  it('signs cluster-info for a token only when the user data hands it to kubeadm join', async () => {
+    const { world, deps, add } = setup();
+    add('plain');
+    const kubeadm = add('kubeadm');
+    kubeadm.spec = { ...kubeadm.spec, provisionRef: { name: 'kprov' } };
+    await reconcileBootstrap(`${NS}/plain`, deps);
+    await reconcileBootstrap(`${NS}/kubeadm`, deps);
+    const usages = (config: string) => {
+      const id = world.configs.get(config)?.status?.bootstrapTokenID ?? '';
+      const data = world.tokenBodies.get(`bootstrap-token-${id}`)?.data as Record<string, string>;
+      return Object.keys(data).filter((k) => k.startsWith('usage-'));
+    };
+    expect(usages('plain')).toEqual(['usage-bootstrap-authentication']);
+    expect(usages('kubeadm')).toEqual([
+      'usage-bootstrap-authentication',
+      'usage-bootstrap-signing',
+    ]);
+  });
+
   it('a machine that never asks for its identity: NodeIdentity=False and one Warning Event, once', async () => {
     const t0 = new Date('2026-12-03T10:00:00Z');
     let now = t0;

@@ -48,6 +48,7 @@ import {
   pendingConsumers,
   type TokenConsumer,
 } from './consumers.js';
+import { caCertHashOrNone } from './ca-hash.js';
 import { newTokenSecret, refreshDueAt, tokenIdFor, tokenSecretBody } from './token.js';
 import type { ClusterObject, ConfigObject, MachineObject } from './types.js';
 import { keyOf } from '../kube/informer.js';
@@ -273,6 +274,16 @@ interface Rendered {
   size: number;
   warnings: string[];
   token: { id: string; secret: string };
+  /** The provision OSC hands the token to kubeadm join: cluster-info must be signed for it. */
+  signing: boolean;
+}
+
+function withCaHash(apiServer: { url: string; caPem: string }): {
+  url: string;
+  caCertHash?: string;
+} {
+  const hash = caCertHashOrNone(apiServer.caPem);
+  return hash === undefined ? { url: apiServer.url } : { url: apiServer.url, caCertHash: hash };
 }
 
 // Phase: render — the provision OSC with the machine's values and the bootstrap additions.
@@ -323,7 +334,8 @@ async function render(
       ...((t.clusterName ?? settings.clusterName)
         ? { cluster: { name: t.clusterName ?? settings.clusterName ?? '' } }
         : {}),
-      apiServer: { url: settings.apiServer.url },
+      apiServer: withCaHash(settings.apiServer),
+      bootstrap: { token: `${token.id}.${token.secret}` },
       values: config.spec.values ?? {},
     },
     bootstrap: {
@@ -357,7 +369,14 @@ async function render(
       message: `The user data would be ${formatBytes(size)}, above the ${formatBytes(LIMITS.secretBytes)} a Secret holds.`,
     };
   }
-  return { data, format: rendered.format, size, warnings: rendered.warnings, token };
+  return {
+    data,
+    format: rendered.format,
+    size,
+    warnings: rendered.warnings,
+    token,
+    signing: rendered.placeholders.has('bootstrap.token'),
+  };
 }
 
 function dataSecretBody(
@@ -414,12 +433,17 @@ async function issue(
     const expiresAt = new Date(deps.now().getTime() + deps.settings.tokenTtlMs);
     try {
       await deps.writer.applyToken(
-        tokenSecretBody(rendered.token, expiresAt, {
-          configNamespace: config.metadata.namespace ?? '',
-          configName: config.metadata.name,
-          configUid: uid,
-          machineName: t.machineName,
-        }),
+        tokenSecretBody(
+          rendered.token,
+          expiresAt,
+          {
+            configNamespace: config.metadata.namespace ?? '',
+            configName: config.metadata.name,
+            configUid: uid,
+            machineName: t.machineName,
+          },
+          { signing: rendered.signing },
+        ),
       );
       writes++;
     } catch (error) {

@@ -30,7 +30,14 @@ export interface MachineRenderInput {
 }
 
 export type MachineRenderResult =
-  | { ok: true; userData: Buffer; format: Format; warnings: string[] }
+  | {
+      ok: true;
+      userData: Buffer;
+      format: Format;
+      warnings: string[];
+      /** The placeholder names the provision OSC used (bootstrap.token: the token leaves oscar's files). */
+      placeholders: ReadonlySet<string>;
+    }
   | {
       ok: false;
       /** Which step refused: the placeholders, the provision OSC, or the additions. */
@@ -88,7 +95,13 @@ export async function renderMachine(
         `the user data is ${formatBytes(result.userData.length)}, above the ${formatBytes(LIMITS.provisionUserDataBytes)} many clouds accept`,
       );
     }
-    return { ok: true, userData: result.userData, format: result.format, warnings };
+    return {
+      ok: true,
+      userData: result.userData,
+      format: result.format,
+      warnings,
+      placeholders: substituted.used,
+    };
   } catch (error) {
     if (error instanceof ValidationError)
       return { ok: false, stage: 'render', errors: error.errors };

@@ -65,11 +65,18 @@ function b64(s: string): string {
   return Buffer.from(s, 'utf8').toString('base64');
 }
 
-/** The token Secret's server-side apply body. */
+/**
+ * The token Secret's server-side apply body. `signing` (the provision OSC hands the token to
+ * `kubeadm join`, through {{ bootstrap.token }}) adds usage-bootstrap-signing: kube-controller-
+ * manager's bootstrap-signer then signs kube-public/cluster-info for this token, which kubeadm's
+ * discovery verifies. Only then: every signing token costs the signer a cluster-info write when
+ * it comes and when it goes, and publishes an HMAC keyed by the token's secret.
+ */
 export function tokenSecretBody(
   token: { id: string; secret: string },
   expiresAt: Date,
   binding: TokenBinding,
+  options: { signing?: boolean } = {},
 ): Record<string, unknown> {
   return {
     apiVersion: 'v1',
@@ -89,6 +96,7 @@ export function tokenSecretBody(
       'token-secret': b64(token.secret),
       expiration: b64(expirationText(expiresAt)),
       'usage-bootstrap-authentication': b64('true'),
+      ...(options.signing === true ? { 'usage-bootstrap-signing': b64('true') } : {}),
       'auth-extra-groups': b64(BOOTSTRAP_TOKEN_GROUP),
       description: b64(
         `oscar bootstrap token of machine ${binding.configNamespace}/${binding.machineName}`,

@@ -365,8 +365,11 @@ function controllerManagerArgs(runDir: string): string[] {
     // approved CSRs with the test CA (which the API server trusts for client certificates), so a
     // node's agent can trade its bootstrap token for a client certificate; clusterrole-aggregation
     // fills aggregated ClusterRoles (Cluster API's manager role gathers providers' rules so);
-    // disruption keeps PodDisruptionBudgets' status, which the Eviction API enforces (drains).
-    '--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,token-cleaner-controller,certificatesigningrequest-signing-controller,clusterrole-aggregation-controller,disruption-controller',
+    // disruption keeps PodDisruptionBudgets' status, which the Eviction API enforces (drains);
+    // bootstrap-signer signs kube-public/cluster-info for tokens with usage-bootstrap-signing, the
+    // discovery `kubeadm join` verifies (a no-op until kubeadm's cluster-info exists). The CSR
+    // approver (csrapproving) stays off: kubelet certificates are oscar's approver's alone.
+    '--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,token-cleaner-controller,bootstrap-signer-controller,certificatesigningrequest-signing-controller,clusterrole-aggregation-controller,disruption-controller',
     `--cluster-signing-cert-file=${join(runDir, 'pki', 'ca.crt')}`,
     `--cluster-signing-key-file=${join(runDir, 'pki', 'ca.key')}`,
     // Each controller gets its own ServiceAccount token (TokenRequest), as in kubeadm
