@@ -392,6 +392,24 @@ describe('reconcile', () => {
     });
   });
 
+  it('hands the Secret of an OSC deleted and created again under its name to the new one', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    const stored = world.secrets.get('ns/oscar-a-reconcile');
+    const foreign = { apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'other' };
+    stored?.metadata.ownerReferences?.push(foreign);
+    const again = world.osc('ns', 'a');
+    if (!again) throw new Error('no OSC');
+    again.metadata.uid = 'uid-2';
+    world.log = [];
+    await reconcile('ns/a', deps);
+    expect(world.log[0]).toBe('update oscar-a-reconcile');
+    const refs = world.secrets.get('ns/oscar-a-reconcile')?.metadata.ownerReferences ?? [];
+    expect(refs.filter((r) => r.controller === true).map((r) => r.uid)).toEqual(['uid-2']);
+    expect(refs.map((r) => r.uid)).toContain('other');
+  });
+
   it('rewrites a Secret someone deleted', async () => {
     const { world, deps } = setup();
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });

@@ -153,12 +153,12 @@ export function secretUpdatePatch(
     ...mapOps('/metadata/annotations', m.annotations, ours.annotations),
   ];
   const owner = ours.ownerReferences[0];
-  if (owner && !(m.ownerReferences ?? []).some((r) => r.uid === owner.uid)) {
-    ops.push(
-      m.ownerReferences?.length
-        ? { op: 'add', path: '/metadata/ownerReferences/-', value: owner }
-        : { op: 'add', path: '/metadata/ownerReferences', value: [owner] },
-    );
+  const refs = m.ownerReferences ?? [];
+  if (owner && !refs.some((r) => r.uid === owner.uid && r.controller === true)) {
+    // One controller per object: an OSC deleted and created again under the same name hands
+    // the Secret over (its old reference would make the API server refuse the new one).
+    const others = refs.filter((r) => r.uid !== owner.uid && r.controller !== true);
+    ops.push({ op: 'add', path: '/metadata/ownerReferences', value: [...others, owner] });
   }
   ops.push({ op: 'add', path: '/data', value: body.data });
   return ops;
