@@ -44,6 +44,7 @@ export interface RequestSpec {
 export const CONTENT_JSON = 'application/json';
 export const CONTENT_MERGE_PATCH = 'application/merge-patch+json';
 export const CONTENT_APPLY_PATCH = 'application/apply-patch+yaml';
+export const CONTENT_JSON_PATCH = 'application/json-patch+json';
 /**
  * Lists and watches that return only metadata (no Secret data crosses the wire). A watch must ask
  * for the item type: offered the list type too, the server picks it and ends the watch at once.

@@ -442,22 +442,30 @@ export class OscController extends RuntimeController implements Caches {
         this.ownOscs.forget(key);
       }
     };
+    const recordSecret = (stored: KubeObject): void => {
+      dropManagedFields(stored);
+      this.ownSecrets.record(
+        keyOf(stored),
+        { metadata: stored.metadata },
+        stored.metadata.resourceVersion,
+      );
+    };
     // every write request, by what it writes and how (oscar_controller_api_writes_total)
     const count = (resource: string, verb: string): void => {
       this.o.metrics.writes.inc({ resource, verb });
     };
     return {
-      applySecret: async (body) => {
-        count('secrets', 'apply');
-        const stored = await inner.applySecret(body);
-        if (stored) {
-          dropManagedFields(stored);
-          this.ownSecrets.record(
-            keyOf(stored),
-            { metadata: stored.metadata },
-            stored.metadata.resourceVersion,
-          );
-        }
+      createSecret: async (body) => {
+        count('secrets', 'create');
+        const stored = await inner.createSecret(body);
+        if (stored && stored !== 'exists') recordSecret(stored);
+        return stored;
+      },
+      secretMeta: (namespace, name) => inner.secretMeta(namespace, name),
+      updateSecret: async (existing, body) => {
+        count('secrets', 'patch');
+        const stored = await inner.updateSecret(existing, body);
+        if (stored) recordSecret(stored);
         return stored;
       },
       deleteSecret: async (namespace, name) => {

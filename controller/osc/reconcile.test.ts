@@ -10,6 +10,7 @@ import {
 import type { OperatingSystemConfigStatus } from '../../api/schema.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import type { NodeSummary } from './node-index.js';
+import { secretUpdatePatch, type JsonPatchOp } from './secret-object.js';
 import { registryPipeline } from './pipeline.js';
 import {
   FINALIZER,
@@ -19,6 +20,23 @@ import {
   type Memo,
   type Writer,
 } from './reconcile.js';
+
+/** RFC 6902 add/replace on a copy, as the API server applies the update patch. */
+function applyJsonPatch<T>(target: T, ops: JsonPatchOp[]): T {
+  const out = structuredClone(target) as Record<string, unknown>;
+  for (const { path, value } of ops) {
+    const keys = path
+      .split('/')
+      .slice(1)
+      .map((k) => k.replaceAll('~1', '/').replaceAll('~0', '~'));
+    const last = keys.pop() ?? '';
+    let node = out;
+    for (const k of keys) node = node[k] as Record<string, unknown>;
+    if (last === '-' && Array.isArray(node)) (node as unknown[]).push(value);
+    else node[last] = structuredClone(value);
+  }
+  return out as T;
+}
 
 /** The API server as far as reconcile can tell: caches that reflect every write at once. */
 class World implements Caches, Writer {
@@ -58,11 +76,30 @@ class World implements Caches, Writer {
   nodesOf(ns: string, name: string) {
     return this.nodes.get(`${ns}/${name}`) ?? [];
   }
-  applySecret(body: Record<string, unknown>) {
+  createSecret(body: Record<string, unknown>) {
     const s = structuredClone(body) as unknown as DataObject;
+    const key = `${s.metadata.namespace ?? ''}/${s.metadata.name}`;
+    if (this.secrets.has(key)) return Promise.resolve('exists' as const);
     s.metadata.resourceVersion = String(++this.rv);
-    this.secrets.set(`${s.metadata.namespace ?? ''}/${s.metadata.name}`, s);
-    this.log.push(`apply ${s.metadata.name}`);
+    this.secrets.set(key, s);
+    this.log.push(`create ${s.metadata.name}`);
+    return Promise.resolve(undefined);
+  }
+  secretMeta(ns: string, name: string) {
+    const s = this.secrets.get(`${ns}/${name}`);
+    if (!s) return Promise.reject(new Error(`secret ${name} not found`));
+    return Promise.resolve({ metadata: structuredClone(s.metadata) });
+  }
+  updateSecret(existing: KubeObject, body: Record<string, unknown>) {
+    const key = `${existing.metadata.namespace ?? ''}/${existing.metadata.name}`;
+    const s = this.secrets.get(key);
+    if (!s || s.metadata.resourceVersion !== existing.metadata.resourceVersion) {
+      return Promise.reject(new Error(`conflict on ${existing.metadata.name}`));
+    }
+    const patched = applyJsonPatch(s, secretUpdatePatch(existing, body));
+    patched.metadata.resourceVersion = String(++this.rv);
+    this.secrets.set(key, patched);
+    this.log.push(`update ${existing.metadata.name}`);
     return Promise.resolve(undefined);
   }
   deleteSecret(ns: string, name: string) {
@@ -135,7 +172,7 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     const first = await reconcile('ns/a', deps);
     expect(first.result).toBe('written');
-    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile', 'status a']);
+    expect(world.log).toEqual(['finalizer a true', 'create oscar-a-reconcile', 'status a']);
     const secret = world.secrets.get('ns/oscar-a-reconcile');
     const data = Object.fromEntries(
       Object.entries(secret?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')]),
@@ -169,7 +206,7 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     const first = await reconcile('ns/a', { ...deps, finalizer: false });
     expect(first).toMatchObject({ result: 'written', writes: 2 });
-    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a']);
+    expect(world.log).toEqual(['create oscar-a-reconcile', 'status a']);
     // What the Event said is in the status and in the outcome (the controller logs it).
     expect(first.checksum).toBe(world.osc('ns', 'a')?.status?.checksum);
   });
@@ -179,7 +216,7 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     const first = await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: true });
     expect(first).toMatchObject({ result: 'written', writes: 3 });
-    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a', 'event Rendered']);
+    expect(world.log).toEqual(['create oscar-a-reconcile', 'status a', 'event Rendered']);
     world.log = [];
     expect(
       (await reconcile('ns/a', { ...deps, finalizer: false, renderedEvents: true })).writes,
@@ -193,7 +230,7 @@ describe('reconcile', () => {
     world.seen = false;
     const first = await reconcile('ns/a', deps);
     expect(first).toMatchObject({ result: 'written', writes: 2, statusDeferred: true });
-    expect(world.log).toEqual(['finalizer a true', 'apply oscar-a-reconcile']);
+    expect(world.log).toEqual(['finalizer a true', 'create oscar-a-reconcile']);
     expect(world.osc('ns', 'a')?.status).toBeUndefined();
 
     // Only a pass that wrote the finalizer waits: the next one writes the status at once.
@@ -299,6 +336,78 @@ describe('reconcile', () => {
     expect(world.log).toEqual(['delete oscar-a-reconcile', 'finalizer a false']);
     expect(world.secrets.size).toBe(0);
     expect(world.oscs.size).toBe(0);
+  });
+
+  it("updates an existing Secret by a conditional patch: data replaced whole, others' metadata kept", async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    const stored = world.secrets.get('ns/oscar-a-reconcile');
+    if (!stored) throw new Error('no Secret');
+    stored.metadata.labels = { ...stored.metadata.labels, team: 'blue' };
+    stored.metadata.annotations = { ...stored.metadata.annotations, note: 'kept' };
+    stored.data = { ...stored.data, stale: Buffer.from('old').toString('base64') };
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec('v2\n') });
+    world.log = [];
+    expect(await reconcile('ns/a', deps)).toMatchObject({ result: 'written', writes: 2 });
+    expect(world.log).toEqual(['update oscar-a-reconcile', 'status a']);
+    const after = world.secrets.get('ns/oscar-a-reconcile');
+    expect(after?.metadata.labels).toMatchObject({ team: 'blue', [LABEL_OSC]: 'a' });
+    expect(after?.metadata.annotations?.note).toBe('kept');
+    expect(after?.metadata.annotations?.[ANNOTATION_CHECKSUM]).toBe(
+      world.osc('ns', 'a')?.status?.checksum,
+    );
+    expect(Object.keys(after?.data ?? {})).not.toContain('stale');
+    expect(after?.metadata.ownerReferences).toHaveLength(1);
+  });
+
+  it('a Secret of its name that the cache does not hold (no oscar labels) is found by the create and updated', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    world.secrets.set('ns/oscar-a-reconcile', {
+      metadata: {
+        name: 'oscar-a-reconcile',
+        namespace: 'ns',
+        resourceVersion: '7',
+        labels: { x: 'y' },
+      },
+      data: { old: 'b2xk' },
+    });
+    expect(await reconcile('ns/a', deps)).toMatchObject({ result: 'written', writes: 4 });
+    // finalizer, the create that found it, the update, the status
+    expect(world.log).toEqual(['finalizer a true', 'update oscar-a-reconcile', 'status a']);
+    const after = world.secrets.get('ns/oscar-a-reconcile');
+    expect(after?.metadata.labels).toMatchObject({ x: 'y', [LABEL_OSC]: 'a' });
+    expect(after?.data?.old).toBeUndefined();
+    expect(world.ownedSecret('ns', 'oscar-a-reconcile')).toBeDefined();
+    expect(
+      secretUpdatePatch(after!, {
+        metadata: { labels: {}, annotations: {}, ownerReferences: [] },
+        data: {},
+      })[0],
+    ).toEqual({
+      op: 'replace',
+      path: '/metadata/resourceVersion',
+      value: after?.metadata.resourceVersion,
+    });
+  });
+
+  it('hands the Secret of an OSC deleted and created again under its name to the new one', async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    await reconcile('ns/a', deps);
+    const stored = world.secrets.get('ns/oscar-a-reconcile');
+    const foreign = { apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'other' };
+    stored?.metadata.ownerReferences?.push(foreign);
+    const again = world.osc('ns', 'a');
+    if (!again) throw new Error('no OSC');
+    again.metadata.uid = 'uid-2';
+    world.log = [];
+    await reconcile('ns/a', deps);
+    expect(world.log[0]).toBe('update oscar-a-reconcile');
+    const refs = world.secrets.get('ns/oscar-a-reconcile')?.metadata.ownerReferences ?? [];
+    expect(refs.filter((r) => r.controller === true).map((r) => r.uid)).toEqual(['uid-2']);
+    expect(refs.map((r) => r.uid)).toContain('other');
   });
 
   it('rewrites a Secret someone deleted', async () => {
@@ -444,7 +553,7 @@ describe('reconcile', () => {
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec('v2\n') });
     world.log = [];
     await reconcile('ns/a', paced);
-    expect(world.log).toEqual(['apply oscar-a-reconcile', 'status a']);
+    expect(world.log).toEqual(['update oscar-a-reconcile', 'status a']);
     expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 1, updated: 0 });
   });
 });

@@ -34,7 +34,7 @@ import type { Pipeline } from './pipeline.js';
 import {
   dataChecksum,
   dataSize,
-  secretApplyBody,
+  secretBody,
   secretUpToDate,
   type DesiredSecret,
   type OwnerInfo,
@@ -73,7 +73,15 @@ export interface EventInput {
  * delivers them.
  */
 export interface Writer {
-  applySecret(body: Record<string, unknown>): Promise<KubeObject | undefined>;
+  /** POST: 'exists' when a Secret of that name is there (one oscar's cache has not seen). */
+  createSecret(body: Record<string, unknown>): Promise<KubeObject | 'exists' | undefined>;
+  /** GET, metadata only: for the update of a Secret the create found. */
+  secretMeta(namespace: string, name: string): Promise<KubeObject>;
+  /** The existing Secret made `body`, conditional on its resourceVersion. */
+  updateSecret(
+    existing: KubeObject,
+    body: Record<string, unknown>,
+  ): Promise<KubeObject | undefined>;
   deleteSecret(namespace: string, name: string): Promise<void>;
   patchStatus(
     namespace: string,
@@ -472,9 +480,30 @@ async function writeSecret(p: Pass, owner: OwnerInfo, outcome: Outcome): Promise
   const existing = p.deps.caches.ownedSecret(p.namespace, outcome.secret.name);
   if (secretUpToDate(existing, owner, outcome.secret)) return false;
   if (!outcome.data) throw new Error('internal: a Secret to write without data');
-  await p.deps.writer.applySecret(secretApplyBody(owner, outcome.secret, outcome.data));
-  p.writes++;
+  await putSecret(p, secretBody(owner, outcome.secret, outcome.data), existing);
   return true;
+}
+
+/**
+ * A Secret not in the cache is created; when one of its name is there after all (the watch has
+ * not delivered it yet, or it lacks oscar's labels), its metadata is read and it is updated.
+ */
+async function putSecret(
+  p: Pass,
+  body: Record<string, unknown>,
+  cached: KubeObject | undefined,
+): Promise<void> {
+  const { writer } = p.deps;
+  let existing = cached;
+  if (!existing) {
+    const created = await writer.createSecret(body);
+    p.writes++;
+    if (created !== 'exists') return;
+    const meta = body.metadata as { name: string };
+    existing = await writer.secretMeta(p.namespace, meta.name);
+  }
+  await writer.updateSecret(existing, body);
+  p.writes++;
 }
 
 /**

@@ -38,6 +38,19 @@ describe('the per-machine Role', () => {
     expect(nodeRoleCurrent(before, after)).toBe(false);
     expect(JSON.stringify(after.rules)).not.toContain('oscar-rec-');
     expect(nodeRoleCurrent(before, nodeRole(machineGrantFor(config('rec'), 'm1')))).toBe(true);
+    // as the API server stores it: each rule's keys in its own order, verbs first
+    const stored = {
+      rules: (before.rules as Record<string, unknown>[]).map(
+        ({ verbs, apiGroups, resources, resourceNames }) => ({
+          verbs,
+          apiGroups,
+          resources,
+          resourceNames,
+        }),
+      ),
+    };
+    expect(nodeRoleCurrent(stored, before)).toBe(true);
+    expect(nodeRoleCurrent(stored, after)).toBe(false);
     // the binding does not depend on the OSC
     expect(nodeRoleBinding(machineGrantFor(config('rec2'), 'm1'))).toEqual(
       nodeRoleBinding(machineGrantFor(config('rec'), 'm1')),

@@ -18,7 +18,8 @@
 //     [--oscs 1000] [--changes 100] [--concurrency 16] [--phases 1,2]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one;
 //      OSCAR_BENCH_CONTROLLER_NODE_ARGS adds node flags to the controller process (experiments);
-//      OSCAR_BENCH_CONTROLLER_ARGS adds controller flags (e.g. --osc-finalizer).
+//      OSCAR_BENCH_CONTROLLER_ARGS adds controller flags (e.g. --osc-finalizer);
+//      OSCAR_BENCH_CONTROLLER_ENTRY runs another build's oscar.js (before/after in one session).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { access, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -251,7 +252,8 @@ class ControllerProcess {
   }
 
   static async start(ns: string): Promise<ControllerProcess> {
-    const entry = join(repoRoot, 'dist', 'cli', 'oscar.js');
+    const entry =
+      process.env.OSCAR_BENCH_CONTROLLER_ENTRY ?? join(repoRoot, 'dist', 'cli', 'oscar.js');
     try {
       await access(entry);
     } catch {

@@ -8,6 +8,7 @@ import {
   ANNOTATION_CHECKSUM,
   decodeConfigData,
   KEY_CONFIG,
+  KEY_CONFIG_GZIP,
   KEY_FORMAT,
   KEY_VALUE,
   LABEL_OSC,
@@ -304,7 +305,7 @@ describe('controller lifecycle (real API server)', () => {
     await waitFor('the Secret', () => api.getSecret(ns, secretNameFor('two', 'reconcile')));
     await sleep(1000); // a late third write would show here
     expect(await writesOf(handle)).toEqual({
-      'apply secrets': 1,
+      'create secrets': 1,
       'apply operatingsystemconfigs/status': 1,
     });
     expect(await normalEvents(ns)).toEqual([]);
@@ -320,6 +321,41 @@ describe('controller lifecycle (real API server)', () => {
         return e.length > 0 ? e : undefined;
       }),
     ).toEqual(['Rendered three']);
+  });
+
+  it('an update patches the Secret: a key no longer rendered goes, labels others set stay', async () => {
+    const api = new Api();
+    const ns = await createTestNamespace('ctl');
+    const { handle } = await withController(ns);
+    const name = secretNameFor('big', 'reconcile');
+    await api.applyOsc(ns, 'big', demoSpec('reconcile', 'small\n'));
+    await api.waitReady(ns, 'big');
+    const first = await waitFor('the Secret', () => api.getSecret(ns, name));
+    expect(Object.keys(secretData(first))).toContain(KEY_CONFIG);
+    await api.http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${name}`, {
+      contentType: CONTENT_MERGE_PATCH,
+      body: { metadata: { labels: { team: 'blue' }, annotations: { note: 'kept' } } },
+    });
+
+    // Above 64 KiB the canonical config is gzipped: config.json.gz replaces config.json.
+    await api.applyOsc(ns, 'big', demoSpec('reconcile', `${'x'.repeat(70_000)}\n`));
+    const updated = await waitFor('the gzipped Secret', async () => {
+      const s = await api.getSecret(ns, name);
+      return s && Object.keys(secretData(s)).includes(KEY_CONFIG_GZIP) ? s : undefined;
+    });
+    expect(Object.keys(secretData(updated))).not.toContain(KEY_CONFIG);
+    expect(updated.metadata.labels).toMatchObject({ team: 'blue', [LABEL_OSC]: 'big' });
+    expect(updated.metadata.annotations?.note).toBe('kept');
+    const osc = await api.waitReady(ns, 'big');
+    expect(updated.metadata.annotations?.[ANNOTATION_CHECKSUM]).toBe(osc.status?.checksum);
+    expect(decodeConfigData(secretData(updated), osc.status?.checksum).checksum).toBe(
+      osc.status?.checksum,
+    );
+    const m = await handle.metrics.writes.get();
+    const secretWrites = m.values
+      .filter((v) => v.labels.resource === 'secrets' && v.value > 0)
+      .map((v) => `${String(v.labels.verb)} ${String(v.value)}`);
+    expect(secretWrites.sort()).toEqual(['create 1', 'patch 1']);
   });
 
   it('writes nothing at steady state (a node report that moves no count included): a watch sees no events for 10 s', async () => {

@@ -1,0 +1,319 @@
+// What each way of writing the controller's two objects per OSC costs the API server, in its own
+// CPU (utime + stime of kube-apiserver from /proc, less what it uses idle over the same wall time),
+// against the create of the OSC itself. In R interleaved rounds, each round:
+//   create      K bench OSCs (40 files, 10 units, as hack/bench/controller.ts) by server-side apply
+//               — the reference: "the create's own" cost;
+//   secret-*    K new Secrets holding a ~25 KiB rendering (labels, annotations, owner reference as
+//               controller/osc/secret-object.ts): by server-side apply (what the controller did)
+//               and by POST (a plain create, what it does now); then each updated with a new
+//               rendering, by server-side apply and by the controller's conditional JSON patch;
+//   status-*    K status writes of a new OSC, each on its own freshly created OSC: server-side
+//               apply (what the controller did), JSON merge patch with the resourceVersion as a
+//               precondition, and PUT of the status subresource (the whole object sent back);
+// 16 clients in parallel. A watcher of the namespace's OSCs (full objects, as the controller
+// watches them) runs throughout, so each write's watch event is part of its cost.
+//
+//   flock /tmp/oscar-bench.lock node --import tsx hack/bench/write-cost.ts [--count 200] [--rounds 3]
+// Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
+import { parseArgs } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
+import { API_VERSION, OSC_KIND } from '../../api/schema.js';
+import {
+  ACCEPT_METADATA,
+  CONTENT_APPLY_PATCH,
+  CONTENT_JSON_PATCH,
+  CONTENT_MERGE_PATCH,
+  HttpKubeClient,
+} from '../../kube/client.js';
+import { dropManagedFields, httpSource, Informer } from '../../controller/kube/informer.js';
+import type { KubeObject } from '../../controller/kube/types.js';
+import { oscPath } from '../../controller/osc/writer.js';
+import { secretUpdatePatch } from '../../controller/osc/secret-object.js';
+import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { readState } from '../testenv/state.js';
+
+const { values: opts } = parseArgs({
+  options: {
+    count: { type: 'string', default: '200' },
+    rounds: { type: 'string', default: '3' },
+    clients: { type: 'string', default: '16' },
+  },
+});
+const K = Number(opts.count);
+const ROUNDS = Number(opts.rounds);
+const CLIENTS = Number(opts.clients);
+const log = (m: string): void => {
+  process.stderr.write(`[write-cost] ${new Date().toISOString().slice(11, 19)} ${m}\n`);
+};
+type Json = Record<string, unknown>;
+
+function spec(i: number): Json {
+  const files = Array.from({ length: 40 }, (_, f) => ({
+    path: `/etc/bench/app-${String(f)}.conf`,
+    permissions: '0644',
+    content: {
+      inline: {
+        data: `# config ${String(f)} of node pool ${String(i)}\n${'key=value\n'.repeat(40)}gen=0\n`,
+      },
+    },
+  }));
+  const units = Array.from({ length: 10 }, (_, u) => ({
+    name: `bench-${String(u)}.service`,
+    content: `[Unit]\nDescription=bench ${String(u)}\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n`,
+    filePaths: [`/etc/bench/app-${String(u)}.conf`],
+  }));
+  return { type: 'ubuntu', purpose: 'reconcile', files, units };
+}
+
+function status(): Json {
+  const now = new Date().toISOString();
+  const cond = (type: string): Json => ({
+    type,
+    status: 'True',
+    reason: type,
+    message: `${type} message of some length, as the controller writes it.`,
+    lastTransitionTime: now,
+    observedGeneration: 1,
+  });
+  return {
+    observedGeneration: 1,
+    conditions: [cond('Valid'), cond('Rendered'), cond('Ready')],
+    secretRef: { name: 'oscar-x-reconcile' },
+    checksum: 'a'.repeat(64),
+    checksumShort: 'a'.repeat(12),
+    format: 'cloud-config',
+    size: 30000,
+    nodes: { total: 0, updated: 0, degraded: 0, drifted: 0 },
+  };
+}
+
+const rendering = (v: string): string =>
+  Buffer.from(
+    Array.from({ length: 600 }, (_, i) => `line ${String(i)} of rendered cloud-config ${v}\n`).join(
+      '',
+    ),
+  ).toString('base64');
+const RENDERING = rendering('v1');
+const RENDERING_2 = rendering('v2');
+
+function secret(
+  ns: string,
+  name: string,
+  owner: { name: string; uid: string },
+  data = RENDERING,
+): Json {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name,
+      namespace: ns,
+      labels: { 'oscar.dev/osc': owner.name, 'oscar.dev/purpose': 'reconcile' },
+      annotations: {
+        'oscar.dev/checksum': 'a'.repeat(64),
+        'oscar.dev/data-checksum': 'b'.repeat(64),
+      },
+      ownerReferences: [
+        {
+          apiVersion: API_VERSION,
+          kind: OSC_KIND,
+          ...owner,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+    },
+    type: 'Opaque',
+    data: { 'cloud-config': data },
+  };
+}
+
+async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
+}
+
+async function cpuOf(pid: number): Promise<number> {
+  const { readFile } = await import('node:fs/promises');
+  const stat = await readFile(`/proc/${String(pid)}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+interface Created {
+  name: string;
+  uid: string;
+  resourceVersion: string;
+  object: Json;
+}
+
+async function main(): Promise<void> {
+  const attach = process.env.OSCAR_TESTENV_STATE;
+  const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({ log });
+  const kc = new KubeConfig();
+  kc.loadFromFile(env.kubeconfigPath);
+  const http = new HttpKubeClient(kc);
+  const pid = (await readState(env.stateFile)).apiserver.ref?.pid;
+  if (pid === undefined) throw new Error('no kube-apiserver pid in the test cluster state');
+  const ns = `write-cost-${Date.now().toString(36)}`;
+  const samples = new Map<string, number[]>();
+  let idlePerSecond = 0;
+  let watcher: Informer<KubeObject> | undefined;
+  try {
+    await http.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
+    watcher = new Informer<KubeObject>(
+      httpSource(http, { path: `/apis/${API_VERSION}/namespaces/${ns}/operatingsystemconfigs` }),
+      {},
+      { name: 'osc-watch', transform: dropManagedFields },
+    );
+    watcher.start();
+    const c0 = await cpuOf(pid);
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, 10_000));
+    idlePerSecond = (await cpuOf(pid)) - c0;
+    idlePerSecond /= (performance.now() - t0) / 1000;
+    log(`idle kube-apiserver: ${(idlePerSecond * 1000).toFixed(1)} ms of CPU a second`);
+
+    const measure = async (label: string, fn: (i: number) => Promise<void>): Promise<void> => {
+      const c = await cpuOf(pid);
+      const t = performance.now();
+      await pool(K, fn);
+      const wall = (performance.now() - t) / 1000;
+      const used = (await cpuOf(pid)) - c - idlePerSecond * wall;
+      const perWrite = (1000 * used) / K;
+      samples.set(label, [...(samples.get(label) ?? []), perWrite]);
+      log(`${label.padEnd(24)} ${perWrite.toFixed(2)} ms CPU per write (${wall.toFixed(1)} s)`);
+    };
+    const createOscs = async (prefix: string, into: Created[], label?: string): Promise<void> => {
+      const create = async (i: number): Promise<void> => {
+        const name = `${prefix}-${String(i)}`;
+        const stored = await http.request<Json & { metadata: Json }>('PATCH', oscPath(ns, name), {
+          query: { fieldManager: 'bench', force: true },
+          contentType: CONTENT_APPLY_PATCH,
+          body: {
+            apiVersion: API_VERSION,
+            kind: OSC_KIND,
+            metadata: { name, namespace: ns },
+            spec: spec(i),
+          },
+        });
+        into[i] = {
+          name,
+          uid: String(stored.metadata.uid),
+          resourceVersion: String(stored.metadata.resourceVersion),
+          object: stored,
+        };
+      };
+      if (label) await measure(label, create);
+      else await pool(K, create);
+    };
+
+    for (let r = 0; r < ROUNDS; r++) {
+      const base: Created[] = [];
+      const forMerge: Created[] = [];
+      const forPut: Created[] = [];
+      await createOscs(`r${String(r)}-a`, base, 'create OSC (apply)');
+      await createOscs(`r${String(r)}-m`, forMerge);
+      await createOscs(`r${String(r)}-p`, forPut);
+      await measure('secret (apply)', async (i) => {
+        const o = base[i] as Created;
+        await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-sa`, {
+          query: { fieldManager: 'oscar-controller', force: true },
+          contentType: CONTENT_APPLY_PATCH,
+          accept: ACCEPT_METADATA,
+          body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }),
+        });
+      });
+      const posted: KubeObject[] = [];
+      await measure('secret (POST)', async (i) => {
+        const o = base[i] as Created;
+        posted[i] = await http.request<KubeObject>('POST', `/api/v1/namespaces/${ns}/secrets`, {
+          query: { fieldManager: 'oscar-controller' },
+          accept: ACCEPT_METADATA,
+          body: secret(ns, `${o.name}-post`, { name: o.name, uid: o.uid }),
+        });
+      });
+      await measure('secret update (apply)', async (i) => {
+        const o = base[i] as Created;
+        await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-sa`, {
+          query: { fieldManager: 'oscar-controller', force: true },
+          contentType: CONTENT_APPLY_PATCH,
+          accept: ACCEPT_METADATA,
+          body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }, RENDERING_2),
+        });
+      });
+      await measure('secret update (JSON patch)', async (i) => {
+        const o = base[i] as Created;
+        const existing = posted[i] as KubeObject;
+        await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-post`, {
+          query: { fieldManager: 'oscar-controller' },
+          contentType: CONTENT_JSON_PATCH,
+          accept: ACCEPT_METADATA,
+          body: secretUpdatePatch(
+            existing,
+            secret(ns, `${o.name}-post`, { name: o.name, uid: o.uid }, RENDERING_2),
+          ),
+        });
+      });
+      await measure('status (apply)', async (i) => {
+        const o = base[i] as Created;
+        await http.request('PATCH', `${oscPath(ns, o.name)}/status`, {
+          query: { fieldManager: 'oscar-controller', force: true },
+          contentType: CONTENT_APPLY_PATCH,
+          accept: ACCEPT_METADATA,
+          body: {
+            apiVersion: API_VERSION,
+            kind: OSC_KIND,
+            metadata: { name: o.name, namespace: ns },
+            status: status(),
+          },
+        });
+      });
+      await measure('status (merge patch)', async (i) => {
+        const o = forMerge[i] as Created;
+        await http.request('PATCH', `${oscPath(ns, o.name)}/status`, {
+          query: { fieldManager: 'oscar-controller' },
+          contentType: CONTENT_MERGE_PATCH,
+          accept: ACCEPT_METADATA,
+          body: { metadata: { resourceVersion: o.resourceVersion }, status: status() },
+        });
+      });
+      await measure('status (PUT)', async (i) => {
+        const o = forPut[i] as Created;
+        await http.request('PUT', `${oscPath(ns, o.name)}/status`, {
+          query: { fieldManager: 'oscar-controller' },
+          accept: ACCEPT_METADATA,
+          body: { ...o.object, status: status() },
+        });
+      });
+    }
+    const lines = [
+      '',
+      `API-server CPU per write, ${String(K)} writes × ${String(ROUNDS)} rounds, ${String(CLIENTS)} clients (idle ${(idlePerSecond * 1000).toFixed(1)} ms/s taken out)`,
+    ];
+    const ref = median(samples.get('create OSC (apply)') ?? []);
+    for (const [label, xs] of samples) {
+      const m = median(xs);
+      lines.push(
+        `  ${label.padEnd(24)} median ${m.toFixed(2).padStart(6)} ms (${xs.map((x) => x.toFixed(2)).join(', ')}) = ${(m / ref).toFixed(2)}× the create`,
+      );
+    }
+    console.log(lines.join('\n'));
+  } finally {
+    await watcher?.stop();
+    await http.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+    http.close();
+    if (!attach) await env.stop();
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? ((s[(s.length - 1) >> 1] ?? 0) + (s[s.length >> 1] ?? 0)) / 2 : NaN;
+}
+
+await main();
