@@ -382,6 +382,40 @@ describe('DriftMonitor on a real file system', () => {
     expect(h.drifted()).toEqual(['path:/opt/x/y/c.conf']);
   });
 
+  it('a file written in steps is checked once it is quiet: a restore in 60 small writes is no drift', async () => {
+    const h = harness({ debounceMs: 400, debounceMaxMs: 10_000 });
+    lay(applied);
+    await h.monitor.start(applied);
+    const path = join(root, '/etc/app/b.conf');
+    // ~600 ms of writes ~10 ms apart, ending with the applied bytes: a check that did not wait
+    // for quiet (as the fixed window from the first event did) would read a half-written file
+    writeFileSync(path, '');
+    for (let i = 0; i < 60; i++) {
+      appendFileSync(path, i === 59 ? 'b\n' : '');
+      chmodSync(path, i % 2 === 0 ? 0o600 : 0o644);
+      await sleep(10);
+    }
+    await settle(h.monitor);
+    await sleep(450);
+    await h.monitor.idle();
+    expect(h.reports.flatMap((r) => r.added.map((i) => i.key))).toEqual([]);
+  });
+
+  it('events that never stop are checked at the latest debounceMaxMs after the first', async () => {
+    const h = harness({ debounceMs: 50, debounceMaxMs: 100 });
+    lay(applied);
+    await h.monitor.start(applied);
+    const path = join(root, '/etc/app/b.conf');
+    let seenWhileWriting = false;
+    // writes every ~10 ms for 3 s: never 50 ms of quiet, so only the cap lets a check run
+    for (let i = 0; i < 300 && !seenWhileWriting; i++) {
+      appendFileSync(path, 'x');
+      await sleep(10);
+      seenWhileWriting = h.drifted().includes('path:/etc/app/b.conf');
+    }
+    expect(seenWhileWriting).toBe(true);
+  });
+
   it('finds at start what changed while the agent was down; the audit finds what no event told', async () => {
     lay(applied);
     writeFileSync(join(root, '/etc/app/a.conf'), 'changed while down\n');
