@@ -70,6 +70,7 @@ function harness(opts: Partial<ConstructorParameters<typeof DriftMonitor>[0]> = 
     owners: true,
     auditIntervalMs: 0,
     debounceMs: 20,
+    packageQuietMs: 50,
     report: (r) => reports.push(r),
     requestRevert: () => reverts.n++,
     log: silentLogger(),
@@ -350,6 +351,31 @@ describe('DriftMonitor on a real file system', () => {
     db({});
     await settle(ignoring.monitor);
     expect(ignoring.drifted()).toEqual([]);
+  });
+
+  it("packages: a dpkg run's steps are not read mid-run — only what it ends with is drift", async () => {
+    const c = { ...applied, packages: [{ name: 'jq', version: '1.6' }] };
+    lay(c);
+    const dpkg = join(root, 'var/lib/dpkg');
+    mkdirSync(dpkg, { recursive: true });
+    const db = (status: string): void => {
+      writeFileSync(join(dpkg, 'status-new'), `Package: jq\nStatus: ${status}\n`);
+      renameSync(join(dpkg, 'status-new'), join(dpkg, 'status'));
+    };
+    db('install ok installed\nVersion: 1.6');
+    const h = harness({ packageQuietMs: 400 });
+    await h.monitor.start(c);
+    // apt-get install jq=1.7 as dpkg writes it: unpacked, its scripts run, then installed
+    db('install ok half-installed\nVersion: 1.7');
+    await sleep(60);
+    db('install ok unpacked\nVersion: 1.7');
+    await sleep(120);
+    db('install ok installed\nVersion: 1.7');
+    await until(h, () => h.monitor.drifted.length === 1);
+    expect(h.monitor.drifted).toMatchObject([{ key: 'package:jq', reason: 'version' }]);
+    expect(h.reports.flatMap((r) => [...r.added, ...r.items].map((i) => i.reason))).not.toContain(
+      'broken',
+    );
   });
 
   it('inotify limits too low for every watch: one warning naming the sysctl and the number to set', async () => {

@@ -81,6 +81,12 @@ export interface DriftMonitorOptions {
   debounceMs?: number;
   /** The longest a check waits from the first event while events keep coming; default 100 ms. */
   debounceMaxMs?: number;
+  /**
+   * Quiet time after dpkg's status file last changed before the packages are checked; default
+   * 1 s. One dpkg run replaces it at every step (half-installed, unpacked, installed) with its
+   * maintainer scripts between: read mid-run it says `broken`, not what the run ends with.
+   */
+  packageQuietMs?: number;
   /** Watch with inotify (default true); false leaves only the audits. */
   watch?: boolean;
   report(report: DriftReport): void;
@@ -115,6 +121,7 @@ export class DriftMonitor implements DriftHooks {
   private stopped = false;
   private chain: Promise<void> = Promise.resolve();
   private debounceTimer: NodeJS.Timeout | undefined;
+  private packageTimer: NodeJS.Timeout | undefined;
   /** When the first and the last event of the batch waiting for its check came (performance.now). */
   private firstEventAt = 0;
   private lastEventAt = 0;
@@ -139,8 +146,7 @@ export class DriftMonitor implements DriftHooks {
             this.schedule();
           },
           packages: () => {
-            this.packagesSuspect = true;
-            this.schedule();
+            this.schedulePackages();
           },
           error: (e) => {
             opts.log.warn(
@@ -223,7 +229,7 @@ export class DriftMonitor implements DriftHooks {
     for (;;) {
       const c = this.chain;
       await c;
-      if (this.debounceTimer || this.watcher?.busy === true) {
+      if (this.debounceTimer || this.packageTimer || this.watcher?.busy === true) {
         await new Promise((r) => setTimeout(r, 10));
         continue;
       }
@@ -233,7 +239,8 @@ export class DriftMonitor implements DriftHooks {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const t of [this.debounceTimer, this.revertTimer]) if (t) clearTimeout(t);
+    for (const t of [this.debounceTimer, this.packageTimer, this.revertTimer])
+      if (t) clearTimeout(t);
     if (this.auditTimer) clearInterval(this.auditTimer);
     this.watcher?.close();
     await this.chain;
@@ -297,11 +304,23 @@ export class DriftMonitor implements DriftHooks {
       return;
     }
     const paths = new Set(this.suspects);
-    const also = { units: this.unitsSuspect, packages: this.packagesSuspect };
+    const also = { units: this.unitsSuspect, packages: false };
     this.suspects.clear();
     this.unitsSuspect = false;
-    this.packagesSuspect = false;
     void this.enqueue(() => this.check(paths, also, 'watch'));
+  }
+
+  /** dpkg's database changed: checked once it has been quiet for packageQuietMs (each change resets it). */
+  private schedulePackages(): void {
+    if (this.paused || this.stopped) return;
+    this.packagesSuspect = true;
+    if (this.packageTimer) clearTimeout(this.packageTimer);
+    this.packageTimer = setTimeout(() => {
+      this.packageTimer = undefined;
+      if (this.paused || this.stopped || !this.packagesSuspect) return;
+      this.packagesSuspect = false;
+      void this.enqueue(() => this.check(new Set(), { units: false, packages: true }, 'watch'));
+    }, this.opts.packageQuietMs ?? 1000);
   }
 
   private async audit(trigger: DriftTrigger): Promise<void> {
