@@ -1,10 +1,11 @@
 // Drift at scale, in process: the agent's drift monitor (agent/drift/, its real inotify watcher
-// and reader) over N files in a directory root, as many as one node's configs carry together
-// (one OSC holds at most LIMITS.files = 1,024 files, so 10,000 files on a node are several
-// configs: the shipped agent follows one, which hack/bench/drift.ts measures end to end on real
-// systemd). Figures per size: the start (first audit, every watch armed), the watches held, the
-// RSS they cost, write → drift found p50/p99 by name and through a hard link (the report the
-// agent would send; no API server), one audit, idle CPU.
+// and reader) over N files in a directory root (one OSC holds at most 1,024 files; a node's agent
+// takes up to NODE_LIMITS.files = 16,384 from its Secret, which hack/bench/drift.ts measures end
+// to end on real systemd). Figures per size: the start (first audit, every watch armed), the
+// watches held, the RSS they cost, write → drift found p50/p99 by name and through a hard link
+// (the report the agent would send; no API server), the process's CPU per detection (what a
+// detection costs whatever the machine's load), one watch-triggered check's own time, one audit,
+// idle CPU.
 //
 //   node --import tsx hack/bench/drift-scale.ts [--sizes 1000,10000] [--edits 100] [--idle 60]
 //       [--debounce MS]
