@@ -293,6 +293,8 @@ async function main(): Promise<void> {
       `${CONFIG_IN_NODE}/kubeconfig`,
       '--drift-revert-backoff',
       '0',
+      // the baseline: the agent itself without drift detection (no watches, no audits)
+      ...(noDrift ? ['--no-drift'] : []),
     ];
     log(`agent: node ${args.join(' ')}`);
     await node.execOk([
