@@ -306,7 +306,8 @@ async function main(): Promise<void> {
     ]);
     await watch.until(
       `applied ${v0.slice(0, 12)}`,
-      (s) => s.appliedChecksum === v0 && drifted(s)?.status === 'False',
+      // without drift detection there is no Drifted condition
+      (s) => s.appliedChecksum === v0 && (noDrift || drifted(s)?.status === 'False'),
       120_000,
     );
     const inNode = Number((await node.show('oscar-agent.service', ['MainPID'])).MainPID);
