@@ -7,7 +7,7 @@
  * - agent.lock: one agent per state directory (agent/lock.ts).
  */
 import { parseCanonical, sha256Hex } from '../api/canonical.js';
-import { AGENT_STATE_DIR } from '../api/constants.js';
+import { AGENT_STATE_DIR, NODE_LIMITS } from '../api/constants.js';
 import type { ResolvedConfig } from '../api/resolved.js';
 import { validateConfig } from '../api/validate-config.js';
 import { formatFieldError } from '../api/field-error.js';
@@ -53,7 +53,7 @@ async function lastAppliedIn(state: StateDir): Promise<Desired | undefined> {
     );
   }
   // it names the files the agent may remove: it must pass the same rules as a desired state
-  const errors = validateConfig(config);
+  const errors = validateConfig(config, { maxFiles: NODE_LIMITS.files });
   if (errors.length > 0) {
     throw new StateError(
       `${state.file(LAST_APPLIED)} holds a config oscar would refuse (${errors.slice(0, 3).map(formatFieldError).join('; ')}); ${fix}`,

@@ -33,6 +33,18 @@ export const LIMITS = {
 } as const;
 
 /**
+ * What one node's agent accepts in a desired state, above one OSC's LIMITS: a reconcile Secret is
+ * bounded by its bytes (1 MiB of gzip, 32 MiB decoded), not by the CRD's item counts, which exist
+ * to keep the CRD's CEL cost estimate in budget (the path rule over 10,240 files estimated 8.4×
+ * over it) and are the same for every OSC. 10,000 small files (kubelet, CNI, monitoring agents)
+ * fit a Secret (144 KiB of gzip in hack/bench/drift.ts) and are measured there
+ * (docs/performance.md, drift).
+ */
+export const NODE_LIMITS = {
+  files: 16 * 1024,
+} as const;
+
+/**
  * The agent's state directory on a node (journal, last-applied config, lock): the agent's own,
  * so no declared file may be written in it.
  */

@@ -6,7 +6,7 @@ import { documentOf, hostileConfigArb } from './testing/configs.js';
 import type { ResolvedConfig } from './resolved.js';
 import { assertValidConfig, InvalidConfigError, validateConfig } from './validate-config.js';
 import { validateOperatingSystemConfig } from './validate.js';
-import { OperatingSystemConfig } from './schema.js';
+import { LIMITS, NODE_LIMITS, OperatingSystemConfig } from './schema.js';
 
 const paths = (errors: readonly { path: string }[]): string[] =>
   [...new Set(errors.map((e) => e.path))].sort();
@@ -176,5 +176,21 @@ describe('validateConfig refuses hostile input (issue 13, class 2)', () => {
       /the config from Secret ns\/s is invalid.*\n {2}spec\.files\[0\]\.path: .*\n {2}spec\.files\[1\]\.path: /,
     );
     expect(assertValidConfig(config({ files: [file('/etc/ok')] }), 'x').files).toHaveLength(1);
+  });
+});
+
+describe('the file count: one OSC against a whole node', () => {
+  const many = (n: number): ResolvedConfig =>
+    config({ files: Array.from({ length: n }, (_, i) => file(`/etc/big/d${i % 10}/f${i}.conf`)) });
+
+  it('one OSC holds LIMITS.files (1,024); a node takes NODE_LIMITS.files (16,384)', () => {
+    expect(validateConfig(many(LIMITS.files))).toEqual([]);
+    expect(validateConfig(many(LIMITS.files + 1))).toEqual([
+      { path: 'spec.files', message: 'has 1025 items; at most 1024 are allowed' },
+    ]);
+    expect(validateConfig(many(10_000), { maxFiles: NODE_LIMITS.files })).toEqual([]);
+    expect(validateConfig(many(NODE_LIMITS.files + 1), { maxFiles: NODE_LIMITS.files })).toEqual([
+      { path: 'spec.files', message: 'has 16385 items; at most 16384 are allowed' },
+    ]);
   });
 });

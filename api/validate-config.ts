@@ -55,6 +55,11 @@ export function unitTextFacts(text: string): UnitTextFacts {
 export interface ValidateConfigOptions {
   /** How unit texts are parsed (the renderers pass a memo); parseUnitFile by default. */
   facts?: (text: string) => UnitTextFacts;
+  /**
+   * The most files: one OSC's (LIMITS.files, the default), or what a node's agent accepts from
+   * its Secret or its own records (NODE_LIMITS.files).
+   */
+  maxFiles?: number;
 }
 
 const TYPE = new RegExp(PATTERNS.type);
@@ -68,10 +73,9 @@ function tooMany(count: number, limit: number): string {
   return `has ${count} items; at most ${limit} are allowed`;
 }
 
-function checkFiles(config: ResolvedConfig, out: FieldError[]): void {
+function checkFiles(config: ResolvedConfig, maxFiles: number, out: FieldError[]): void {
   const files = config.files;
-  if (files.length > LIMITS.files)
-    out.push(fieldError('spec.files', tooMany(files.length, LIMITS.files)));
+  if (files.length > maxFiles) out.push(fieldError('spec.files', tooMany(files.length, maxFiles)));
   const first = new Map<string, number>();
   for (let i = 0; i < files.length; i++) {
     const file = files[i];
@@ -358,7 +362,7 @@ export function validateConfig(
       out.push(fieldError('spec.cri.cgroupDriver', `must be one of ${oneOf(CGROUP_DRIVERS)}`));
     }
   }
-  checkFiles(config, out);
+  checkFiles(config, opts.maxFiles ?? LIMITS.files, out);
   checkUnits(config, facts, out);
   checkPackages(config, out);
   checkRebootDeclarations(config, out);
@@ -386,8 +390,12 @@ export class InvalidConfigError extends Error {
 }
 
 /** Throws InvalidConfigError when `config` has any problem; returns it otherwise. */
-export function assertValidConfig(config: ResolvedConfig, origin: string): ResolvedConfig {
-  const errors = validateConfig(config);
+export function assertValidConfig(
+  config: ResolvedConfig,
+  origin: string,
+  opts: ValidateConfigOptions = {},
+): ResolvedConfig {
+  const errors = validateConfig(config, opts);
   if (errors.length > 0) throw new InvalidConfigError(origin, errors);
   return config;
 }

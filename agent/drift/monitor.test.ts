@@ -70,6 +70,7 @@ function harness(opts: Partial<ConstructorParameters<typeof DriftMonitor>[0]> = 
     owners: true,
     auditIntervalMs: 0,
     debounceMs: 20,
+    packageQuietMs: 50,
     report: (r) => reports.push(r),
     requestRevert: () => reverts.n++,
     log: silentLogger(),
@@ -88,6 +89,25 @@ function harness(opts: Partial<ConstructorParameters<typeof DriftMonitor>[0]> = 
 async function settle(m: DriftMonitor): Promise<void> {
   await sleep(30);
   await m.idle();
+}
+
+/**
+ * Settles, then waits (at most 10 s) until exactly `want` is drifted, and asserts it: on a loaded
+ * machine inotify's events may reach the process after settle's 30 ms (its timers run before
+ * its I/O), so a check of what they name may not have begun yet.
+ */
+async function drifts(h: Harness, want: readonly string[], why?: string): Promise<void> {
+  await until(h, () => JSON.stringify(h.drifted()) === JSON.stringify(want));
+  expect(h.drifted(), why).toEqual(want);
+}
+
+/** Settles, then waits (at most 10 s) until `test` holds; the caller asserts what it needs. */
+async function until(h: Harness, test: () => boolean): Promise<void> {
+  await settle(h.monitor);
+  for (let waited = 0; !test() && waited < 10_000; waited += 20) {
+    await sleep(20);
+    await h.monitor.idle();
+  }
 }
 
 const OWNED = ['/etc/app/a.conf', '/etc/app/b.conf', '/opt/x/y/c.conf'];
@@ -208,13 +228,11 @@ describe('DriftMonitor on a real file system', () => {
         await h.monitor.start(applied);
         expect(h.drifted()).toEqual([]);
         for (const op of ops) run(op);
-        await settle(h.monitor);
-        expect(h.drifted(), JSON.stringify(ops)).toEqual(expectedDrift());
+        await drifts(h, expectedDrift(), JSON.stringify(ops));
         for (const r of h.reports) for (const i of r.added) expect(OWNED).toContain(i.path);
         // and back: the applied state again resolves everything, as the watcher sees it
         lay(applied);
-        await settle(h.monitor);
-        expect(h.drifted()).toEqual([]);
+        await drifts(h, []);
         await h.monitor.stop();
         monitors.splice(monitors.indexOf(h.monitor), 1);
       }),
@@ -231,7 +249,7 @@ describe('DriftMonitor on a real file system', () => {
     writeFileSync(join(root, '/etc/app/a.conf'), 'tampered\n');
     chmodSync(join(root, '/opt/x/y/c.conf'), 0o644);
     rmSync(join(root, '/etc/app/b.conf'));
-    await settle(h.monitor);
+    await drifts(h, ['path:/etc/app/a.conf', 'path:/etc/app/b.conf', 'path:/opt/x/y/c.conf']);
     const byPath = new Map(h.monitor.drifted.map((i) => [i.path, i]));
     expect(byPath.get('/etc/app/a.conf')).toMatchObject({
       reason: 'content',
@@ -246,7 +264,7 @@ describe('DriftMonitor on a real file system', () => {
     // a symlink where the file was: reported as one, never followed
     rmSync(join(root, '/etc/app/a.conf'));
     symlinkSync('/etc/passwd', join(root, '/etc/app/a.conf'));
-    await settle(h.monitor);
+    await until(h, () => h.monitor.drifted.some((i) => i.found === 'symlink'));
     expect(h.monitor.drifted.find((i) => i.path === '/etc/app/a.conf')).toMatchObject({
       reason: 'notRegularFile',
       found: 'symlink',
@@ -268,38 +286,31 @@ describe('DriftMonitor on a real file system', () => {
     await h.monitor.start(applied);
     expect(h.monitor.watchedFiles).toBe(OWNED.length);
     appendFileSync(join(root, linkOf('/etc/app/a.conf')), 'through a hard link\n');
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/etc/app/a.conf']);
+    await drifts(h, ['path:/etc/app/a.conf']);
     expect(h.reports.at(-1)?.trigger).toBe('watch');
     chmodSync(join(root, linkOf('/opt/x/y/c.conf')), 0o666);
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/etc/app/a.conf', 'path:/opt/x/y/c.conf']);
+    await drifts(h, ['path:/etc/app/a.conf', 'path:/opt/x/y/c.conf']);
     // a descriptor opened before, written after the file was put back by name
     const fd = openSync(join(root, '/etc/app/b.conf'), 'r+');
     try {
       writeFileSync(join(root, '/etc/app/a.conf'), 'a\n');
       chmodSync(join(root, '/opt/x/y/c.conf'), 0o600);
-      await settle(h.monitor);
-      expect(h.drifted()).toEqual([]);
+      await drifts(h, []);
       writeSync(fd, 'X', 0);
     } finally {
       closeSync(fd);
     }
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/etc/app/b.conf']);
+    await drifts(h, ['path:/etc/app/b.conf']);
     // replaced by rename: the new inode is watched (re-armed), the old one no longer counts
     writeFileSync(join(root, '/etc/app/.b.new'), 'b\n');
     chmodSync(join(root, '/etc/app/.b.new'), 0o644);
     renameSync(join(root, '/etc/app/.b.new'), join(root, '/etc/app/b.conf'));
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual([]);
+    await drifts(h, []);
     appendFileSync(join(root, linkOf('/etc/app/b.conf')), 'the old inode: not oscars any more\n');
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual([]);
+    await drifts(h, []);
     linkSync(join(root, '/etc/app/b.conf'), join(root, '/var/tmp/links/new-b'));
     appendFileSync(join(root, '/var/tmp/links/new-b'), 'the new one\n');
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/etc/app/b.conf']);
+    await drifts(h, ['path:/etc/app/b.conf']);
     expect(h.monitor.watchedFiles).toBe(OWNED.length);
   });
 
@@ -325,15 +336,14 @@ describe('DriftMonitor on a real file system', () => {
     await h.monitor.start(c);
     expect(h.drifted()).toEqual([]);
     db({ jq: 'install ok installed\nVersion: 1.7' });
-    await settle(h.monitor);
+    await until(h, () => h.monitor.drifted.length === 2);
     expect(h.monitor.drifted).toMatchObject([
       { key: 'package:chrony', package: 'chrony', reason: 'missing', found: 'missing' },
       { key: 'package:jq', reason: 'version', expected: 'installed 1.6', found: 'installed 1.7' },
     ]);
     expect(h.reports.at(-1)?.trigger).toBe('watch');
     db(both);
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual([]);
+    await drifts(h, []);
     // Ignore: never reported
     await h.monitor.stop();
     const ignoring = harness();
@@ -341,6 +351,31 @@ describe('DriftMonitor on a real file system', () => {
     db({});
     await settle(ignoring.monitor);
     expect(ignoring.drifted()).toEqual([]);
+  });
+
+  it("packages: a dpkg run's steps are not read mid-run — only what it ends with is drift", async () => {
+    const c = { ...applied, packages: [{ name: 'jq', version: '1.6' }] };
+    lay(c);
+    const dpkg = join(root, 'var/lib/dpkg');
+    mkdirSync(dpkg, { recursive: true });
+    const db = (status: string): void => {
+      writeFileSync(join(dpkg, 'status-new'), `Package: jq\nStatus: ${status}\n`);
+      renameSync(join(dpkg, 'status-new'), join(dpkg, 'status'));
+    };
+    db('install ok installed\nVersion: 1.6');
+    const h = harness({ packageQuietMs: 400 });
+    await h.monitor.start(c);
+    // apt-get install jq=1.7 as dpkg writes it: unpacked, its scripts run, then installed
+    db('install ok half-installed\nVersion: 1.7');
+    await sleep(60);
+    db('install ok unpacked\nVersion: 1.7');
+    await sleep(120);
+    db('install ok installed\nVersion: 1.7');
+    await until(h, () => h.monitor.drifted.length === 1);
+    expect(h.monitor.drifted).toMatchObject([{ key: 'package:jq', reason: 'version' }]);
+    expect(h.reports.flatMap((r) => [...r.added, ...r.items].map((i) => i.reason))).not.toContain(
+      'broken',
+    );
   });
 
   it('inotify limits too low for every watch: one warning naming the sysctl and the number to set', async () => {
@@ -375,11 +410,44 @@ describe('DriftMonitor on a real file system', () => {
     lay(applied);
     linkAll();
     h.monitor.afterApply({ applied });
-    await settle(h.monitor);
+    await until(h, () => h.monitor.watchedFiles === OWNED.length);
     expect(h.monitor.watchedFiles).toBe(OWNED.length);
     appendFileSync(join(root, linkOf('/opt/x/y/c.conf')), 'through a hard link\n');
+    await drifts(h, ['path:/opt/x/y/c.conf']);
+  });
+
+  it('a file written in steps is checked once it is quiet: a restore in 60 small writes is no drift', async () => {
+    const h = harness({ debounceMs: 400, debounceMaxMs: 10_000 });
+    lay(applied);
+    await h.monitor.start(applied);
+    const path = join(root, '/etc/app/b.conf');
+    // ~600 ms of writes ~10 ms apart, ending with the applied bytes: a check that did not wait
+    // for quiet (as the fixed window from the first event did) would read a half-written file
+    writeFileSync(path, '');
+    for (let i = 0; i < 60; i++) {
+      appendFileSync(path, i === 59 ? 'b\n' : '');
+      chmodSync(path, i % 2 === 0 ? 0o600 : 0o644);
+      await sleep(10);
+    }
     await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/opt/x/y/c.conf']);
+    await sleep(450);
+    await h.monitor.idle();
+    expect(h.reports.flatMap((r) => r.added.map((i) => i.key))).toEqual([]);
+  });
+
+  it('events that never stop are checked at the latest debounceMaxMs after the first', async () => {
+    const h = harness({ debounceMs: 50, debounceMaxMs: 100 });
+    lay(applied);
+    await h.monitor.start(applied);
+    const path = join(root, '/etc/app/b.conf');
+    let seenWhileWriting = false;
+    // writes every ~10 ms for 3 s: never 50 ms of quiet, so only the cap lets a check run
+    for (let i = 0; i < 300 && !seenWhileWriting; i++) {
+      appendFileSync(path, 'x');
+      await sleep(10);
+      seenWhileWriting = h.drifted().includes('path:/etc/app/b.conf');
+    }
+    expect(seenWhileWriting).toBe(true);
   });
 
   it('finds at start what changed while the agent was down; the audit finds what no event told', async () => {
@@ -391,8 +459,7 @@ describe('DriftMonitor on a real file system', () => {
     expect(h.reports.at(-1)?.trigger).toBe('start');
     // no watcher: only an audit (here the one before an apply) sees this
     writeFileSync(join(root, '/etc/app/b.conf'), 'restored from an old backup\n');
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/etc/app/a.conf']);
+    await drifts(h, ['path:/etc/app/a.conf']);
     await h.monitor.beforeApply('apply');
     expect(h.drifted()).toEqual(['path:/etc/app/a.conf', 'path:/etc/app/b.conf']);
     expect(h.reports.at(-1)?.trigger).toBe('apply');
@@ -445,8 +512,7 @@ describe('DriftMonitor on a real file system', () => {
     // and the new state is what is watched now
     writeFileSync(join(root, '/etc/new/d.conf'), 'edited\n');
     writeFileSync(join(root, '/opt/x/y/c.conf'), 'no longer oscars\n');
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/etc/new/d.conf']);
+    await drifts(h, ['path:/etc/new/d.conf']);
   });
 
   it('a failed apply: what it wrote is not drift, neither is what was applied', async () => {
@@ -457,12 +523,10 @@ describe('DriftMonitor on a real file system', () => {
     const next = config([], [file('/etc/app/a.conf', 'a2\n', { mode: 0o640 })]);
     writeFileSync(join(root, '/etc/app/a.conf'), 'a2\n'); // it got this far
     h.monitor.afterApply({ failed: next });
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual([]);
+    await drifts(h, []);
     rmSync(join(root, '/etc/app/b.conf')); // the unfinished apply removes it: not drift either
     writeFileSync(join(root, '/opt/x/y/c.conf'), 'neither\n');
-    await settle(h.monitor);
-    expect(h.drifted()).toEqual(['path:/opt/x/y/c.conf']);
+    await drifts(h, ['path:/opt/x/y/c.conf']);
   });
 
   it('Ignore paths are never read nor reported; Revert asks for a revert, with a backoff while drift keeps coming back', async () => {
@@ -486,9 +550,8 @@ describe('DriftMonitor on a real file system', () => {
     await settle(h.monitor);
     expect(h.reports).toEqual([]);
     writeFileSync(join(root, '/etc/app/a.conf'), 'x\n');
-    await settle(h.monitor);
-    await sleep(10);
-    expect(h.drifted()).toEqual(['path:/etc/app/a.conf']);
+    await drifts(h, ['path:/etc/app/a.conf']);
+    await until(h, () => h.reverts.n === 1);
     expect(h.monitor.drifted[0]?.policy).toBe('Revert');
     expect(h.reverts.n).toBe(1);
     // the revert happens (the agent's apply), then someone changes it again at once: the next
@@ -496,7 +559,7 @@ describe('DriftMonitor on a real file system', () => {
     await h.monitor.beforeApply('revert');
     writeFileSync(join(root, '/etc/app/a.conf'), 'a\n');
     h.monitor.afterApply({ unchanged: true, revert: true });
-    await settle(h.monitor);
+    await until(h, () => h.reports.at(-1)?.reverted === true);
     expect(h.reports.at(-1)).toMatchObject({ reverted: true, trigger: 'revert' });
     now = 1_000;
     writeFileSync(join(root, '/etc/app/a.conf'), 'y\n');
@@ -542,7 +605,7 @@ describe('DriftMonitor on a real file system', () => {
     // someone stops a.service: systemd drops its invocation link
     states.set('a.service', { ...running, active: 'inactive', sub: 'dead' });
     rmSync(join(root, 'run/systemd/units/invocation:a.service'));
-    await settle(h.monitor);
+    await until(h, () => h.monitor.drifted.length === 1);
     expect(h.monitor.drifted).toMatchObject([
       {
         key: 'unit:a.service',
@@ -560,7 +623,7 @@ describe('DriftMonitor on a real file system', () => {
       sub: 'dead',
     });
     symlinkSync('/dev/null', join(root, 'etc/systemd/system/a.service'));
-    await settle(h.monitor);
+    await until(h, () => h.monitor.drifted[0]?.reason === 'masked, stopped');
     expect(h.monitor.drifted[0]).toMatchObject({ reason: 'masked, stopped' });
     // an event for a unit nobody declared asks nothing
     const before = asked.length;

@@ -5,8 +5,7 @@
  * Three ways in, one check:
  * - the watcher (inotify on every owned file's inode, on the directories of every owned path and
  *   on systemd's unit state directories) names paths and units that may have changed; after a
- *   short quiet time
- *   (debounceMs) they are checked;
+ *   short quiet time (debounceMs, at most debounceMaxMs from the first event) they are checked;
  * - the audit, every auditIntervalMs and before every apply, checks everything: events missed,
  *   a restore from backup, changes made while the agent was down;
  * - at start, the same audit.
@@ -75,8 +74,19 @@ export interface DriftMonitorOptions {
   units?: UnitStateReader;
   /** Full audit every so often; 0: only at start and before applies. */
   auditIntervalMs: number;
-  /** Quiet time after an event before its paths are checked (editors save in steps). */
+  /**
+   * Quiet time after the last event before the paths are checked (an editor's save, `echo >`'s
+   * truncate and write, come as several events within a few ms); default 25 ms.
+   */
   debounceMs?: number;
+  /** The longest a check waits from the first event while events keep coming; default 100 ms. */
+  debounceMaxMs?: number;
+  /**
+   * Quiet time after dpkg's status file last changed before the packages are checked; default
+   * 1 s. One dpkg run replaces it at every step (half-installed, unpacked, installed) with its
+   * maintainer scripts between: read mid-run it says `broken`, not what the run ends with.
+   */
+  packageQuietMs?: number;
   /** Watch with inotify (default true); false leaves only the audits. */
   watch?: boolean;
   report(report: DriftReport): void;
@@ -111,6 +121,10 @@ export class DriftMonitor implements DriftHooks {
   private stopped = false;
   private chain: Promise<void> = Promise.resolve();
   private debounceTimer: NodeJS.Timeout | undefined;
+  private packageTimer: NodeJS.Timeout | undefined;
+  /** When the first and the last event of the batch waiting for its check came (performance.now). */
+  private firstEventAt = 0;
+  private lastEventAt = 0;
   private auditTimer: NodeJS.Timeout | undefined;
   private revertTimer: NodeJS.Timeout | undefined;
   private readonly watcher: DriftWatcher | undefined;
@@ -132,8 +146,7 @@ export class DriftMonitor implements DriftHooks {
             this.schedule();
           },
           packages: () => {
-            this.packagesSuspect = true;
-            this.schedule();
+            this.schedulePackages();
           },
           error: (e) => {
             opts.log.warn(
@@ -216,7 +229,7 @@ export class DriftMonitor implements DriftHooks {
     for (;;) {
       const c = this.chain;
       await c;
-      if (this.debounceTimer || this.watcher?.busy === true) {
+      if (this.debounceTimer || this.packageTimer || this.watcher?.busy === true) {
         await new Promise((r) => setTimeout(r, 10));
         continue;
       }
@@ -226,7 +239,8 @@ export class DriftMonitor implements DriftHooks {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const t of [this.debounceTimer, this.revertTimer]) if (t) clearTimeout(t);
+    for (const t of [this.debounceTimer, this.packageTimer, this.revertTimer])
+      if (t) clearTimeout(t);
     if (this.auditTimer) clearInterval(this.auditTimer);
     this.watcher?.close();
     await this.chain;
@@ -254,19 +268,59 @@ export class DriftMonitor implements DriftHooks {
     return next;
   }
 
-  /** Events gather for debounceMs from the first one, then their paths are checked once. */
+  /**
+   * Events gather until debounceMs pass without one, at most debounceMaxMs from the first; then
+   * their paths are checked once. An event only notes its time: a storm of them (a directory
+   * rebuilt, 10,000 files touched) costs no timer each.
+   */
   private schedule(): void {
-    if (this.paused || this.stopped || this.debounceTimer) return;
+    if (this.paused || this.stopped) return;
+    this.lastEventAt = performance.now();
+    if (this.debounceTimer) return;
+    this.firstEventAt = this.lastEventAt;
     this.debounceTimer = setTimeout(() => {
-      this.debounceTimer = undefined;
-      if (this.paused || this.stopped) return;
-      const paths = new Set(this.suspects);
-      const also = { units: this.unitsSuspect, packages: this.packagesSuspect };
-      this.suspects.clear();
-      this.unitsSuspect = false;
+      this.onQuiet();
+    }, this.quietMs());
+  }
+
+  private quietMs(): number {
+    return this.opts.debounceMs ?? 25;
+  }
+
+  /** The quiet time ran out: checks the batch, or waits on while events came and the cap allows. */
+  private onQuiet(): void {
+    this.debounceTimer = undefined;
+    if (this.paused || this.stopped) return;
+    const now = performance.now();
+    const cap = this.firstEventAt + (this.opts.debounceMaxMs ?? 100);
+    const quietUntil = this.lastEventAt + this.quietMs();
+    if (quietUntil > now + 1 && cap > now + 1) {
+      this.debounceTimer = setTimeout(
+        () => {
+          this.onQuiet();
+        },
+        Math.min(quietUntil, cap) - now,
+      );
+      return;
+    }
+    const paths = new Set(this.suspects);
+    const also = { units: this.unitsSuspect, packages: false };
+    this.suspects.clear();
+    this.unitsSuspect = false;
+    void this.enqueue(() => this.check(paths, also, 'watch'));
+  }
+
+  /** dpkg's database changed: checked once it has been quiet for packageQuietMs (each change resets it). */
+  private schedulePackages(): void {
+    if (this.paused || this.stopped) return;
+    this.packagesSuspect = true;
+    if (this.packageTimer) clearTimeout(this.packageTimer);
+    this.packageTimer = setTimeout(() => {
+      this.packageTimer = undefined;
+      if (this.paused || this.stopped || !this.packagesSuspect) return;
       this.packagesSuspect = false;
-      void this.enqueue(() => this.check(paths, also, 'watch'));
-    }, this.opts.debounceMs ?? 100);
+      void this.enqueue(() => this.check(new Set(), { units: false, packages: true }, 'watch'));
+    }, this.opts.packageQuietMs ?? 1000);
   }
 
   private async audit(trigger: DriftTrigger): Promise<void> {

@@ -246,7 +246,9 @@ export class DriftWatcher {
     const byDir = new Map<string, string[]>();
     for (const p of this.paths) {
       const d = posix.dirname(p);
-      byDir.set(d, [...(byDir.get(d) ?? []), p]);
+      const list = byDir.get(d);
+      if (list) list.push(p);
+      else byDir.set(d, [p]);
     }
     if (this.units.size > 0) {
       for (const d of UNIT_STATE_DIRS) if (!byDir.has(d)) byDir.set(d, []);

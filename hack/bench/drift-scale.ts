@@ -1,12 +1,14 @@
 // Drift at scale, in process: the agent's drift monitor (agent/drift/, its real inotify watcher
-// and reader) over N files in a directory root, as many as one node's configs carry together
-// (one OSC holds at most LIMITS.files = 1,024 files, so 10,000 files on a node are several
-// configs: the shipped agent follows one, which hack/bench/drift.ts measures end to end on real
-// systemd). Figures per size: the start (first audit, every watch armed), the watches held, the
-// RSS they cost, write → drift found p50/p99 by name and through a hard link (the report the
-// agent would send; no API server), one audit, idle CPU.
+// and reader) over N files in a directory root (one OSC holds at most 1,024 files; a node's agent
+// takes up to NODE_LIMITS.files = 16,384 from its Secret, which hack/bench/drift.ts measures end
+// to end on real systemd). Figures per size: the start (first audit, every watch armed), the
+// watches held, the RSS they cost, write → drift found p50/p99 by name and through a hard link
+// (the report the agent would send; no API server), the process's CPU per detection (what a
+// detection costs whatever the machine's load), one watch-triggered check's own time, one audit,
+// idle CPU.
 //
 //   node --import tsx hack/bench/drift-scale.ts [--sizes 1000,10000] [--edits 100] [--idle 60]
+//       [--debounce MS]
 import {
   appendFile,
   link,
@@ -32,6 +34,8 @@ const { values } = parseArgs({
     sizes: { type: 'string', default: '1000,10000' },
     edits: { type: 'string', default: '100' },
     idle: { type: 'string', default: '60' },
+    // the monitor's quiet time after an event (DriftMonitorOptions.debounceMs; default its own)
+    debounce: { type: 'string' },
   },
 });
 
@@ -55,10 +59,15 @@ async function measure(files: number): Promise<void> {
   }
   await mkdir(join(root, 'var/tmp'), { recursive: true });
   let onReport: ((r: DriftReport) => void) | undefined;
+  const checks: number[] = [];
   const monitor = new DriftMonitor({
     root,
     owners: false,
     auditIntervalMs: 0,
+    ...(values.debounce !== undefined ? { debounceMs: Number(values.debounce) } : {}),
+    checked: (trigger, ms) => {
+      if (trigger === 'watch') checks.push(ms);
+    },
     report: (r) => onReport?.(r),
     requestRevert: () => undefined,
     log: silentLogger(),
@@ -87,6 +96,10 @@ async function measure(files: number): Promise<void> {
     });
   const byName: number[] = [];
   const byLink: number[] = [];
+  // CPU (user + system) of the whole process from the write to the report: the watch event, the
+  // check, the report — what a detection costs whatever the load
+  const cpu: number[] = [];
+  checks.length = 0;
   for (let i = 0; i < Number(values.edits); i++) {
     const f = config.files[(i * 37) % config.files.length];
     if (!f) throw new Error('no file');
@@ -95,9 +108,12 @@ async function measure(files: number): Promise<void> {
     const other = join(root, 'var/tmp/link');
     if (viaLink) await link(host, other);
     const seen = found(f.path);
+    const c0 = process.cpuUsage();
     const w = performance.now();
     await appendFile(viaLink ? other : host, 'edited\n');
     (viaLink ? byLink : byName).push((await seen) - w);
+    const c = process.cpuUsage(c0);
+    cpu.push((c.user + c.system) / 1000);
     const clean = back();
     await writeFile(host, f.content);
     await clean;
@@ -109,6 +125,10 @@ async function measure(files: number): Promise<void> {
   };
   console.log(`  write by name → drift found: ${q(byName)} (${String(byName.length)})`);
   console.log(`  write through a hard link → drift found: ${q(byLink)} (${String(byLink.length)})`);
+  console.log(`  CPU per detection (write → found, the whole process): ${q(cpu)}`);
+  console.log(
+    `  one watch-triggered check (read, compare, publish): ${q(checks)} (${String(checks.length)})`,
+  );
   const a0 = performance.now();
   await monitor.beforeApply('apply'); // an audit of every file, as the periodic one
   console.log(`  one audit of every file: ${(performance.now() - a0).toFixed(0)} ms`);

@@ -293,6 +293,8 @@ async function main(): Promise<void> {
       `${CONFIG_IN_NODE}/kubeconfig`,
       '--drift-revert-backoff',
       '0',
+      // the baseline: the agent itself without drift detection (no watches, no audits)
+      ...(noDrift ? ['--no-drift'] : []),
     ];
     log(`agent: node ${args.join(' ')}`);
     await node.execOk([
@@ -304,7 +306,8 @@ async function main(): Promise<void> {
     ]);
     await watch.until(
       `applied ${v0.slice(0, 12)}`,
-      (s) => s.appliedChecksum === v0 && drifted(s)?.status === 'False',
+      // without drift detection there is no Drifted condition
+      (s) => s.appliedChecksum === v0 && (noDrift || drifted(s)?.status === 'False'),
       120_000,
     );
     const inNode = Number((await node.show('oscar-agent.service', ['MainPID'])).MainPID);

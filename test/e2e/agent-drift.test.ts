@@ -126,6 +126,9 @@ const appliedIs = (checksum: string) =>
   });
 
 /** Waits until status.drift lists exactly these paths and units (by path or unit name). */
+/** A wait that includes a revert delayed by the backoff a run of reverts built up. */
+const REVERT_BACKOFF_BOUND_MS = 240_000;
+
 const driftIs = (want: string[]) =>
   waitFor(`drift ${JSON.stringify(want)}`, async () => {
     const st = await status();
@@ -508,8 +511,12 @@ describe('drift on real systemd (nspawn), reported to a real API server', () => 
       expect(await dpkgState()).toBe('installed 1.0');
       const t0 = Date.now();
       await sh(`DEBIAN_FRONTEND=noninteractive apt-get remove -y -q ${PKG} >/dev/null`);
-      await waitFor('reinstalled', async () =>
-        (await dpkgState()) === 'installed 1.0' ? true : undefined,
+      // the reverts of the cases before built up the agent's revert backoff (0.2 s doubling per
+      // revert in a row): here it waits 15–60 s (measured 18.5 s and 52 s), so the bound is wider
+      await waitFor(
+        'reinstalled',
+        async () => ((await dpkgState()) === 'installed 1.0' ? true : undefined),
+        REVERT_BACKOFF_BOUND_MS,
       );
       const st = await driftIs([]);
       expect(st.conditions?.find((c) => c.type === 'Drifted')).toMatchObject({
@@ -519,8 +526,10 @@ describe('drift on real systemd (nspawn), reported to a real API server', () => 
       const reinstallMs = Date.now() - t0;
       const t1 = Date.now();
       await sh(`DEBIAN_FRONTEND=noninteractive apt-get install -y -q ${PKG}=2.0 >/dev/null`);
-      await waitFor('put back to 1.0', async () =>
-        (await dpkgState()) === 'installed 1.0' ? true : undefined,
+      await waitFor(
+        'put back to 1.0',
+        async () => ((await dpkgState()) === 'installed 1.0' ? true : undefined),
+        REVERT_BACKOFF_BOUND_MS,
       );
       await driftIs([]);
       process.stderr.write(
