@@ -1,7 +1,8 @@
 // A decompression bomb fed to the agent as its own process (bin/oscar.js agent, what a node runs):
 // its reconcile Secret's config.json.gz inflates to 700 MiB from under 1 MiB. The agent refuses it
-// (Degraded, the reason in its report), keeps its last good state on disk, stays alive with its
-// peak RSS under the shipped unit's MemoryMax (controller/bootstrap/additions.ts: 512M), and
+// (Degraded, the reason in its report), keeps its last good state on disk, stays alive inside a
+// memory cgroup limited to the shipped unit's MemoryMax (controller/bootstrap/additions.ts: 512M;
+// test/support/memory-cgroup.ts: the kernel holds the limit), and
 // applies the next good Secret (positive control). Before bounded decoding (api/gunzip.ts) the
 // agent inflated the whole payload first.
 import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -21,6 +22,7 @@ import {
   type ControllerProcess,
 } from './controller-support.js';
 import { bomb, MiB, peakRss } from '../support/bombs.js';
+import { memoryCgroup, type MemoryCgroup } from '../support/memory-cgroup.js';
 import {
   clusterUnavailable,
   createSuiteNamespace,
@@ -46,6 +48,7 @@ let removeNamespace: (() => Promise<void>) | undefined;
 let root = '';
 const node = uniqueName('bomb-node');
 let agent: ControllerProcess | undefined;
+let cgroup: MemoryCgroup | undefined;
 
 async function putSecret(data: Record<string, Buffer>, checksum: string): Promise<void> {
   if (!api) return;
@@ -98,6 +101,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (agent) await stopProcess(agent);
+  await cgroup?.remove();
   await removeNamespace?.();
   await kubectl(['delete', 'operatingsystemconfignode', node, '--ignore-not-found']);
   if (root) await rm(root, { recursive: true, force: true });
@@ -107,18 +111,24 @@ describe.skipIf(clusterUnavailable !== null)('a decompression bomb in the agentâ
   it('is refused and reported; the agent keeps its last good state, lives on under its MemoryMax and applies the next Secret', async () => {
     const v1 = version('1');
     await putSecret(encodeConfigData(v1.bytes), v1.checksum);
-    agent = spawnOscar('agent', [
-      '--kubeconfig',
-      testEnvInfo().kubeconfigPath,
-      '--namespace',
-      ns,
-      '--secret',
-      SECRET,
-      '--node',
-      node,
-      '--root',
-      root,
-    ]);
+    // the unit's MemoryMax as the kernel enforces it: the agent in a memory cgroup of its own
+    cgroup = memoryCgroup(uniqueName('oscar-bomb-agent'), AGENT_MEMORY_MAX);
+    agent = spawnOscar(
+      'agent',
+      [
+        '--kubeconfig',
+        testEnvInfo().kubeconfigPath,
+        '--namespace',
+        ns,
+        '--secret',
+        SECRET,
+        '--node',
+        node,
+        '--root',
+        root,
+      ],
+      cgroup?.wrap.bind(cgroup),
+    );
     await applied(v1.checksum);
 
     const zipped = await bomb(700);
@@ -142,6 +152,12 @@ describe.skipIf(clusterUnavailable !== null)('a decompression bomb in the agentâ
     const peak = peakRss(agent.child.pid ?? 0);
     console.info(`agent peak RSS after the bomb: ${(peak / MiB).toFixed(0)} MiB`);
     expect(peak).toBeLessThan(AGENT_MEMORY_MAX);
+    if (cgroup) {
+      console.info(
+        `agent cgroup (${cgroup.path}): peak ${(cgroup.peak() / MiB).toFixed(0)} MiB, OOM kills ${String(cgroup.oomKills())}`,
+      );
+      expect(cgroup.oomKills()).toBe(0);
+    }
 
     // positive control: the same process applies the next good Secret
     await putSecret(encodeConfigData(v2.bytes), v2.checksum);

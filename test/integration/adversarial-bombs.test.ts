@@ -1,20 +1,26 @@
 // Decompression bombs fed to the controller as its own process (what its Deployment runs): one
 // OSC whose gzip+b64 inline file would inflate to 700 MiB, in under 1 MiB of text. The controller
-// refuses it by its field, stays alive, and its peak RSS stays under its Deployment's memory limit
-// (deploy/controller/deployment.yaml: 512Mi); an ordinary OSC beside it renders (positive
-// control). Before bounded decoding (api/gunzip.ts) the controller inflated the whole file first.
+// refuses it by its field and stays alive inside a memory cgroup limited to its Deployment's memory
+// limit (deploy/controller/deployment.yaml: 512Mi; test/support/memory-cgroup.ts), so the kernel,
+// not a comparison, holds the limit; an ordinary OSC beside it renders (positive control). Before bounded decoding (api/gunzip.ts) the controller inflated the whole file first.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import {
   Api,
   demoSpec,
-  spawnController,
+  spawnOscar,
   stopProcess,
   waitFor,
   type ControllerProcess,
 } from './controller-support.js';
 import { bomb, MiB, peakRss } from '../support/bombs.js';
-import { clusterUnavailable, createSuiteNamespace, testEnvInfo } from './support/cluster.js';
+import {
+  clusterUnavailable,
+  createSuiteNamespace,
+  testEnvInfo,
+  uniqueName,
+} from './support/cluster.js';
+import { memoryCgroup, type MemoryCgroup } from '../support/memory-cgroup.js';
 
 /** The controller Deployment's memory limit. */
 const CONTROLLER_LIMIT = 512 * MiB;
@@ -23,24 +29,32 @@ const api = clusterUnavailable === null ? new Api() : undefined;
 let ns = '';
 let removeNamespace: (() => Promise<void>) | undefined;
 let controller: ControllerProcess | undefined;
+let cgroup: MemoryCgroup | undefined;
 
 beforeAll(async () => {
   if (!api) return;
   const suite = await createSuiteNamespace('bombs');
   ns = suite.name;
   removeNamespace = suite.remove;
-  controller = spawnController([
-    '--kubeconfig',
-    testEnvInfo().kubeconfigPath,
-    '--namespace',
-    ns,
-    '--metrics-addr=0',
-    '--no-bootstrap',
-  ]);
+  // the Deployment's limit as the kernel enforces it: the controller in a memory cgroup of its own
+  cgroup = memoryCgroup(uniqueName('oscar-bomb-controller'), CONTROLLER_LIMIT);
+  controller = spawnOscar(
+    'controller',
+    [
+      '--kubeconfig',
+      testEnvInfo().kubeconfigPath,
+      '--namespace',
+      ns,
+      '--metrics-addr=0',
+      '--no-bootstrap',
+    ],
+    cgroup?.wrap.bind(cgroup),
+  );
 });
 
 afterAll(async () => {
   if (controller) await stopProcess(controller);
+  await cgroup?.remove();
   await removeNamespace?.();
 });
 
@@ -67,6 +81,12 @@ describe.skipIf(clusterUnavailable !== null)('a decompression bomb in an OSC', (
     const peak = peakRss(pid);
     console.info(`controller peak RSS after the bomb: ${(peak / MiB).toFixed(0)} MiB`);
     expect(peak).toBeLessThan(CONTROLLER_LIMIT);
+    if (cgroup) {
+      console.info(
+        `controller cgroup (${cgroup.path}): peak ${(cgroup.peak() / MiB).toFixed(0)} MiB, OOM kills ${String(cgroup.oomKills())}`,
+      );
+      expect(cgroup.oomKills()).toBe(0);
+    }
     const valid = refused?.status?.conditions?.find((c) => c.type === 'Valid');
     expect(valid?.message).toMatch(/spec\.files\[1\]\.content\.inline\.data.*more than 1\.0 MiB/);
     // positive control: the same process renders an ordinary OSC afterwards
