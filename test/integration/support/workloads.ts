@@ -27,6 +27,18 @@ export async function createNode(
   };
 }
 
+/**
+ * The namespace's `default` ServiceAccount, which kube-controller-manager creates some time after
+ * the namespace: until it exists the API server's ServiceAccount admission refuses every pod that
+ * names none ("serviceaccount \"default\" not found"; seen in a loaded CI run).
+ */
+async function defaultServiceAccount(http: KubeHttp, ns: string): Promise<void> {
+  await waitFor(`the ServiceAccount ${ns}/default`, async () => {
+    await http.request('GET', `/api/v1/namespaces/${ns}/serviceaccounts/default`);
+    return true;
+  });
+}
+
 /** A pod bound to `nodeName`, Running and Ready as its kubelet would report it. */
 export async function createReadyPod(
   http: KubeHttp,
@@ -35,6 +47,7 @@ export async function createReadyPod(
   nodeName: string,
   meta: Record<string, unknown> = {},
 ): Promise<void> {
+  await defaultServiceAccount(http, ns);
   await http.request('POST', `/api/v1/namespaces/${ns}/pods`, {
     body: {
       apiVersion: 'v1',
