@@ -4,7 +4,7 @@
  * one before says why it was written — a new rendering (checksum), its conditions, the node
  * counts (status.nodes), the rollout controller's status.rollout — or that nothing visible moved.
  */
-import { jsonEqual } from '../../controller/osc/reconcile.js';
+import { isDeepStrictEqual } from 'node:util';
 
 type Status = Record<string, unknown> | undefined;
 
@@ -17,7 +17,7 @@ export function statusChanges(before: Status, after: Status): string[] {
   const b = after ?? {};
   const changed: string[] = [];
   for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort()) {
-    if (jsonEqual(a[k], b[k])) continue;
+    if (isDeepStrictEqual(a[k], b[k])) continue;
     if (k !== 'rollout') {
       changed.push(k);
       continue;
@@ -25,7 +25,7 @@ export function statusChanges(before: Status, after: Status): string[] {
     const ra = (a.rollout ?? {}) as Record<string, unknown>;
     const rb = (b.rollout ?? {}) as Record<string, unknown>;
     for (const r of [...new Set([...Object.keys(ra), ...Object.keys(rb)])].sort()) {
-      if (!jsonEqual(ra[r], rb[r])) changed.push(`rollout.${r}`);
+      if (!isDeepStrictEqual(ra[r], rb[r])) changed.push(`rollout.${r}`);
     }
   }
   return changed;
