@@ -80,7 +80,8 @@ function countedRolloutWriter(inner: RolloutWriter, metrics: ControllerMetrics):
       return inner.grant(node, grant);
     },
     patchRolloutStatus: (namespace, name, rollout) => {
-      count('operatingsystemconfigs/status', 'apply');
+      // its own label: the OSC controller's status writes are counted apart from these
+      count('operatingsystemconfigs/status.rollout', 'apply');
       return inner.patchRolloutStatus(namespace, name, rollout);
     },
   };

@@ -10,12 +10,14 @@ import {
   departedOf,
   reconcileBootstrap,
   TokenGoneError,
+  WAIT_STATUS_GRACE_MS,
   type BootstrapCaches,
   type BootstrapDeps,
   type BootstrapWriter,
   type RoleObject,
 } from './reconcile.js';
 import { sampleBootstrapInputs } from './sizes.js';
+import { CAPI_CLUSTER_NAME_LABEL } from '../../api/bootstrap/constants.js';
 import type { ConfigObject } from './types.js';
 
 const NS = 'ns';
@@ -186,6 +188,25 @@ describe('reconcileBootstrap', () => {
       'usage-bootstrap-authentication',
       'usage-bootstrap-signing',
     ]);
+  });
+
+  it('a new config waiting for its Machine writes no status until the wait lasts (issue 24)', async () => {
+    const t0 = new Date('2026-12-03T10:00:00Z');
+    let now = t0;
+    const { world, deps, add } = setup(t0);
+    deps.now = () => now;
+    add('m1', {
+      creationTimestamp: t0.toISOString(),
+      labels: { [CAPI_CLUSTER_NAME_LABEL]: 'c1' },
+    });
+    const first = await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(first).toEqual({ result: 'waiting', writes: 0, requeueAfterMs: WAIT_STATUS_GRACE_MS });
+    expect(world.calls).toEqual([]);
+    now = new Date(t0.getTime() + WAIT_STATUS_GRACE_MS);
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls).toEqual(['patchStatus m1']);
+    const ready = world.configs.get('m1')?.status?.conditions?.find((c) => c.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'WaitingForMachine' });
   });
 
   it('a machine that never asks for its identity: NodeIdentity=False and one Warning Event, once', async () => {
@@ -541,6 +562,19 @@ describe('reconcileBootstrap with spec.kubeletBootstrap: the token serves the ag
     world.calls = [];
     await reconcileBootstrap(`${NS}/m1`, deps);
     expect(world.calls.filter((x) => x.startsWith('deleteToken'))).toEqual([]);
+  });
+
+  it('the creating pass says who needs the token, so the next pass writes no status (issue 24)', async () => {
+    const { world, deps } = kubeletSetup(new Date('2026-12-03T10:00:00Z'));
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    const c = world.configs.get('m1');
+    expect(c?.status?.bootstrapTokenNeededBy).toEqual(['agent', 'kubelet']);
+    expect(condition(c, 'BootstrapTokenAvailable')?.message).toMatch(
+      /the agent's and kubelet's certificate/,
+    );
+    world.calls = [];
+    await reconcileBootstrap(`${NS}/m1`, deps);
+    expect(world.calls.filter((x) => x.startsWith('patchStatus'))).toEqual([]);
   });
 
   it('agent first: the token is kept for kubelet, no longer refreshed, and its expiry is reported', async () => {

@@ -28,6 +28,11 @@ import {
   type CapiStack,
 } from '../../test/e2e/nspawn-provider/stack.js';
 import { getRaw, writesByResource } from './apiserver-metrics.js';
+import { formatStatusWrites, statusChanges, type StatusWrite } from './status-writes.js';
+import { API_VERSION } from '../../api/schema.js';
+import { BOOTSTRAP_API_VERSION, OSCAR_CONFIG_RESOURCE } from '../../api/bootstrap/constants.js';
+import { dropManagedFields, httpSource, Informer, keyOf } from '../../controller/kube/informer.js';
+import type { OscObject } from '../../controller/kube/types.js';
 
 const { values } = parseArgs({ options: { nodes: { type: 'string', default: '2' } } });
 const count = Number(values.nodes);
@@ -147,6 +152,38 @@ async function inPlace(api: KubeHttp, names: string[]): Promise<number> {
   }
 }
 
+/** Every stored status version of one kind's objects in the namespace, with what it changed. */
+function watchStatusWrites(
+  api: KubeHttp,
+  path: string,
+): { writes: StatusWrite[]; stop(): Promise<void> } {
+  const writes: StatusWrite[] = [];
+  const seen = (before: OscObject | undefined, after: OscObject): void => {
+    const changed = statusChanges(before?.status, after.status);
+    if (changed.length === 0) return;
+    // the counts and the rollout's phase, to tell a node's arrival from its update
+    const s = after.status as { nodes?: unknown; rollout?: { phase?: string; nodes?: unknown } };
+    const detail = JSON.stringify({
+      nodes: s.nodes,
+      rollout: s.rollout?.nodes,
+      phase: s.rollout?.phase,
+    });
+    writes.push({ osc: keyOf(after), at: Date.now(), changed, detail });
+  };
+  const informer = new Informer<OscObject>(
+    httpSource(api, { path }),
+    {
+      onAdd: (o) => {
+        seen(undefined, o);
+      },
+      onUpdate: seen,
+    },
+    { name: `bench-status(${path})`, transform: dropManagedFields },
+  );
+  informer.start();
+  return { writes, stop: () => informer.stop() };
+}
+
 async function main(): Promise<void> {
   const lower = nodeRoot();
   const bin = nodeBinaries();
@@ -168,6 +205,15 @@ async function main(): Promise<void> {
     suffix,
   });
   let names: string[] = [];
+  const statusWrites = watchStatusWrites(
+    api,
+    `/apis/${API_VERSION}/namespaces/${ns}/operatingsystemconfigs`,
+  );
+  const configWrites = watchStatusWrites(
+    api,
+    `/apis/${BOOTSTRAP_API_VERSION}/namespaces/${ns}/${OSCAR_CONFIG_RESOURCE}`,
+  );
+  const t0 = Date.now();
   try {
     await applyWorkerOscs(api, ns, V2);
     await applyTemplate(api, ns, 'worker-v1');
@@ -208,7 +254,15 @@ async function main(): Promise<void> {
         .map((v) => `${String(v.labels.verb)} ${String(v.labels.resource)} ${String(v.value)}`)
         .join(', ')}`,
     );
+    console.log(
+      `  OSC status versions (a watch of the namespace's OSCs; what each changed, time from the OSCs' apply):`,
+    );
+    for (const l of formatStatusWrites(statusWrites.writes, t0)) console.log(l);
+    console.log(`  OscarConfig status versions (the per-machine bootstrap controller's):`);
+    for (const l of formatStatusWrites(configWrites.writes, t0, false)) console.log(l);
   } finally {
+    await statusWrites.stop();
+    await configWrites.stop();
     await stack.stop();
     for (const n of names) await api.request('DELETE', `/api/v1/nodes/${n}`).catch(() => undefined);
     await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
