@@ -1,5 +1,6 @@
 // The native literal block (literal-block.wat) against the JavaScript path it replaces, which
 // stays the reference: isReadableText for the verdict, literalBlock for the bytes written.
+import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -132,6 +133,24 @@ describe('writeLiteralBlock', () => {
     expect(native(Buffer.from('\n\n')).verdict).toBe('undecided');
     expect(native(Buffer.from('é\n')).verdict).toBe('undecided');
     expect(native(Buffer.alloc(BLOCK_TEXT_MAX + 1, 'x')).verdict).toBe('undecided');
+  });
+
+  it('leaves everything to the JavaScript path where Node runs without WebAssembly', () => {
+    const script = [
+      "import { writeLiteralBlock } from './renderers/wasm/literal-block.ts';",
+      "import { ByteBuilder } from './renderers/byte-builder.ts';",
+      "console.log(typeof WebAssembly, writeLiteralBlock(Buffer.from('a\\n'), 4, '', new ByteBuilder()));",
+    ].join('\n');
+    const run = (flags: string[]) =>
+      execFileSync(
+        process.execPath,
+        [...flags, '--import', 'tsx', '--input-type=module', '-e', script],
+        {
+          encoding: 'utf8',
+        },
+      ).trim();
+    expect(run(['--jitless'])).toBe('undefined undecided');
+    expect(run([])).toBe('object written');
   });
 
   it('ships the bytes its WebAssembly text compiles to (npm run gen:wasm)', async () => {

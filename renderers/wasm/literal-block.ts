@@ -3,7 +3,7 @@
  * and the indentation in one native pass (literal-block.wat, WebAssembly with SIMD), with no
  * string made on the way. The JavaScript path (isReadableText, toString, literalBlock) checks every
  * byte, decodes, and moves every line in separate passes: for 600 files of 3.5 KiB it cost ~4×
- * the base64 of the same bytes, this ~1× (docs/performance.md).
+ * the base64 of the same bytes, this well under 1× (docs/performance.md).
  *
  * Only ASCII text is settled here (the usual config file); text with bytes from 0x80 up, and
  * text with no line that is not empty (no literal block carries it), are left to the JavaScript
@@ -35,12 +35,15 @@ interface Indenter {
   indent: (n: number, pad: number) => number;
 }
 
-let indenter: Indenter | undefined;
+/** The instance once made; null where Node runs without WebAssembly (`--jitless`). */
+let indenter: Indenter | null | undefined;
 
 /** The module, instantiated on first use (synchronously: it is 0.5 KB). */
-function load(): Indenter {
-  if (indenter) return indenter;
-  const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
+function load(): Indenter | null {
+  if (indenter !== undefined) return indenter;
+  const wasm = (globalThis as unknown as { WebAssembly?: WasmApi }).WebAssembly;
+  // --jitless takes WebAssembly away: every text then takes the JavaScript path
+  if (wasm === undefined) return (indenter = null);
   const { exports } = new wasm.Instance(new wasm.Module(Buffer.from(WASM_BASE64, 'base64')));
   const memory = exports.memory as { buffer: ArrayBuffer };
   indenter = {
@@ -76,7 +79,9 @@ export function writeLiteralBlock(
   let first = 0;
   while (first < n && content[first] === LF) first++;
   if (first === n) return 'undecided';
-  const { memory, indent } = load();
+  const loaded = load();
+  if (loaded === null) return 'undecided';
+  const { memory, indent } = loaded;
   memory.set(content, TEXT_AT);
   const length = indent(n, pad);
   if (length === -1) return 'unreadable';
