@@ -6,6 +6,7 @@ type Op =
   | { op: 'text'; s: string }
   | { op: 'ascii'; s: string }
   | { op: 'bytes'; b: Buffer }
+  | { op: 'bytesOf'; b: Buffer; start: number; end: number }
   | { op: 'base64'; b: Buffer; width: number };
 
 const asciiString = (maxLength: number) =>
@@ -19,6 +20,10 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   // short and long (a part of its own) ASCII
   asciiString(2000).map((s) => ({ op: 'ascii' as const, s })),
   fc.uint8Array({ maxLength: 300 }).map((a) => ({ op: 'bytes' as const, b: Buffer.from(a) })),
+  fc.tuple(fc.uint8Array({ maxLength: 300 }), fc.nat(), fc.nat()).map(([a, x, y]) => {
+    const [start, end] = [x % (a.length + 1), y % (a.length + 1)].sort((p, q) => p - q);
+    return { op: 'bytesOf' as const, b: Buffer.from(a), start: start ?? 0, end: end ?? 0 };
+  }),
   fc
     .tuple(
       fc.uint8Array({ maxLength: 2500 }),
@@ -38,6 +43,8 @@ function expected(ops: readonly Op[]): Buffer {
           return Buffer.from(o.s, 'latin1');
         case 'bytes':
           return o.b;
+        case 'bytesOf':
+          return o.b.subarray(o.start, o.end);
         case 'base64': {
           const text = o.b.toString('base64');
           if (o.width === 0) return Buffer.from(text, 'latin1');
@@ -59,6 +66,7 @@ describe('ByteBuilder', () => {
           if (o.op === 'text') out.text(o.s);
           else if (o.op === 'ascii') out.ascii(o.s);
           else if (o.op === 'bytes') out.bytes(o.b);
+          else if (o.op === 'bytesOf') out.bytesOf(o.b, o.start, o.end);
           else out.base64(o.b, o.width);
         }
         const want = expected(ops);

@@ -116,6 +116,14 @@ export class ByteBuilder {
     return this;
   }
 
+  /** Bytes `start` to `end` of `src`, copied as they are (as bytes(), with no view to make). */
+  bytesOf(src: Buffer, start: number, end: number): this {
+    if (end <= start) return this;
+    this.flush();
+    this.offset += src.copy(this.room(end - start), this.offset, start, end);
+    return this;
+  }
+
   /** Bytes written so far. */
   get length(): number {
     if (this.result) return this.result.length;

@@ -20,6 +20,7 @@ import {
   base64Length,
   gzipIfSmaller,
   header,
+  INLINE_TEXT_MAX,
   inlineText,
   type TextFile,
   isNumericId,
@@ -28,6 +29,7 @@ import {
 } from './common.js';
 import { ByteBuilder } from './byte-builder.js';
 import { doubleQuoted, literalBlock, scalar } from './yaml-writer.js';
+import { writeLiteralBlock } from './wasm/literal-block.js';
 
 const SPECIAL_BITS = 0o7000;
 
@@ -47,7 +49,16 @@ export function contentField(
     out.ascii("    content: ''\n");
     return;
   }
-  const text = inlineText(file);
+  // bytes only (a unit file's string is checked as a string): checked and indented natively
+  const verdict =
+    file.text === undefined && content.length <= INLINE_TEXT_MAX
+      ? writeLiteralBlock(content, 4, '    content: ', out)
+      : 'undecided';
+  if (verdict === 'written') {
+    encodings?.set(file.path, 'text');
+    return;
+  }
+  const text = verdict === 'undecided' ? inlineText(file) : undefined;
   if (text !== undefined) {
     const block = literalBlock(text, 4);
     encodings?.set(file.path, block ? 'text' : 'quoted');
