@@ -5,13 +5,31 @@
  */
 import { describe, expect, it } from 'vitest';
 import { documentOf } from './testing/configs.js';
-import type { ResolvedConfig, ResolvedPackage } from './resolved.js';
-import { validateConfig } from './validate-config.js';
+import {
+  AGENT_BINARY_PATH,
+  AGENT_INSTALL_PATH,
+  AGENT_INSTALL_UNIT,
+  AGENT_UNIT,
+  BOOTSTRAP_KUBECONFIG_PATH,
+  CA_PATH,
+} from '../controller/bootstrap/additions.js';
+import { checkDesired } from '../agent/desired-check.js';
+import { OSCAR_OWNED_FILES, OSCAR_OWNED_UNITS } from './oscar-owned.js';
+import type { ResolvedConfig, ResolvedPackage, ResolvedUnit } from './resolved.js';
+import { InvalidConfigError, validateConfig } from './validate-config.js';
 import { validateOperatingSystemConfig } from './validate.js';
 
 function config(extra: Partial<ResolvedConfig>): ResolvedConfig {
   return { type: 'ubuntu', purpose: 'reconcile', units: [], files: [], packages: [], ...extra };
 }
+
+const file = (path: string) => ({
+  path,
+  mode: 0o644,
+  user: 'root',
+  group: 'root',
+  content: Buffer.from('x'),
+});
 
 /** Both layers' errors for one config: the OSC's and the resolved config's. */
 function bothLayers(c: ResolvedConfig): { osc: string[]; resolved: string[] } {
@@ -48,5 +66,90 @@ describe('package names apt-get reads as something else', () => {
   it('real names pass: "+" (g++), "." (python3.11), "-" inside, one character', () => {
     const c = config({ packages: packages('g++', 'libstdc++6', 'python3.11', 'kube-proxy', 'r') });
     expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
+  });
+});
+
+describe("oscar's own files and units: not a config's to write, mask, stop or drop", () => {
+  const unit = (name: string, extra: Partial<ResolvedUnit> = {}): ResolvedUnit => ({
+    name,
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'restart',
+    dropIns: [],
+    filePaths: [],
+    ...extra,
+  });
+  /** The OSC's checks, and the agent's check of a desired state (a forged reconcile Secret). */
+  function refusals(c: ResolvedConfig): { osc: string[]; agent: string[] } {
+    let agent: string[] = [];
+    try {
+      checkDesired(c, 'Secret ns/s');
+    } catch (error) {
+      expect(error).toBeInstanceOf(InvalidConfigError);
+      agent = (error as InvalidConfigError).errors.map((e) => `${e.path}: ${e.message}`);
+    }
+    return { osc: bothLayers(c).osc, agent };
+  }
+
+  it.each([
+    '/opt/oscar/bin/oscar-agent',
+    '/opt/oscar/bin/oscar-agent-install',
+    '/etc/oscar/bootstrap-kubeconfig',
+    '/etc/oscar/ca.crt',
+    '/opt/oscar',
+    '/opt/oscar/bin',
+    '/etc/oscar',
+    '/etc/systemd/system/oscar-agent.service',
+    '/etc/systemd/system/oscar-agent.service.d/override.conf',
+    '/run/systemd/system/oscar-agent.service.d/override.conf',
+    '/etc/systemd/system.control/oscar-agent.service.d/50-x.conf',
+    '/usr/lib/systemd/system/oscar-agent-install.service',
+    '/etc/systemd/system/multi-user.target.wants/oscar-agent.service',
+  ])('a file at %s', (path) => {
+    const { osc, agent } = refusals(config({ files: [file(path)] }));
+    for (const errors of [osc, agent]) {
+      expect(errors).toEqual([expect.stringMatching(/^spec\.files\[0\]\.path: .*oscar/)]);
+    }
+  });
+
+  it.each([
+    ['stopped', unit('oscar-agent.service', { command: 'stop' })],
+    ['masked', unit('oscar-agent.service', { mask: true, enable: false })],
+    ['rewritten', unit('oscar-agent.service', { content: '[Service]\nExecStart=/bin/true\n' })],
+    [
+      'given a drop-in',
+      unit('oscar-agent.service', {
+        dropIns: [{ name: '10-x.conf', content: '[Service]\nEnvironment=A=1\n' }],
+      }),
+    ],
+    ['its installer disabled', unit('oscar-agent-install.service', { enable: false })],
+  ])('oscar-agent.service %s', (_, u) => {
+    const { osc, agent } = refusals(config({ units: [u] }));
+    for (const errors of [osc, agent]) {
+      expect(errors).toEqual([
+        expect.stringMatching(/^spec\.units\[0\]\.name: .* is oscar's own unit/),
+      ]);
+    }
+  });
+
+  it('what only looks alike passes: /etc/oscar/node.env (the examples), other units and names', () => {
+    const c = config({
+      files: [
+        file('/etc/oscar/node.env'),
+        file('/opt/oscar/bin/helper'),
+        file('/opt/oscar-agent'),
+        file('/etc/systemd/system/oscar-agent.service.bak/x'),
+      ],
+      units: [unit('oscar-agentx.service'), unit('oscar-agent@x.service'), unit('sshd.service')],
+    });
+    expect(refusals(c)).toEqual({ osc: [], agent: [] });
+  });
+
+  it('the sets name exactly what the bootstrap additions write', () => {
+    expect([...OSCAR_OWNED_FILES].sort()).toEqual(
+      [CA_PATH, BOOTSTRAP_KUBECONFIG_PATH, AGENT_INSTALL_PATH, AGENT_BINARY_PATH].sort(),
+    );
+    expect([...OSCAR_OWNED_UNITS].sort()).toEqual([AGENT_INSTALL_UNIT, AGENT_UNIT].sort());
   });
 });
