@@ -153,3 +153,37 @@ describe("oscar's own files and units: not a config's to write, mask, stop or dr
     expect([...OSCAR_OWNED_UNITS].sort()).toEqual([AGENT_INSTALL_UNIT, AGENT_UNIT].sort());
   });
 });
+
+describe('paths that display as something they are not', () => {
+  it.each([
+    ['a carriage return (overwrites the line shown)', '/etc/cron.d/job\r/etc/motd'],
+    ['a backspace', '/etc/ab\b'],
+    ['an escape sequence', '/etc/\u001b[2Jx'],
+    ['DEL', '/etc/a\u007f'],
+    ['a C1 control', '/etc/a\u0085b'],
+    ['a right-to-left override ("Trojan source")', '/etc/\u202egnp.sh'],
+    ['a left-to-right isolate', '/etc/a\u2066b'],
+    ['a right-to-left mark', '/etc/a\u200fb'],
+  ])('%s is refused in both layers, naming the character', (_, path) => {
+    const { osc, resolved } = bothLayers(config({ files: [file(path)] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([
+        expect.stringMatching(/^spec\.files\[0\]\.path: contains the character U\+[0-9A-F]{4}/),
+      ]);
+    }
+  });
+
+  it('what is merely unusual passes: spaces, accents, CJK, a look-alike hyphen, emoji, a tab or newline (shown as they are, quoted everywhere)', () => {
+    const c = config({
+      files: [
+        '/opt/odd dir/ü.txt',
+        '/etc/設定.conf',
+        '/etc/oscar\u2010agent',
+        '/etc/🙂',
+        '/etc/a\tb',
+        '/etc/a\nb',
+      ].map(file),
+    });
+    expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
+  });
+});
