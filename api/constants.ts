@@ -61,9 +61,18 @@ export const PATTERNS = {
   type: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$',
   /** "user:group" or "user", names or numeric ids. */
   owner: '^[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?(:[A-Za-z0-9_][A-Za-z0-9_.-]*[$]?)?$',
-  packageName: '^[A-Za-z0-9][A-Za-z0-9+._-]*$',
+  /**
+   * Not ending in "-": apt-get reads "NAME-" as "remove NAME" (`apt-get install -y openssh-server-`
+   * removes sshd), so such a name would make an install a removal. A trailing "+" is apt's
+   * "install" and real names end in it ("g++"), so it stays.
+   */
+  packageName: '^[A-Za-z0-9]([A-Za-z0-9+._-]*[A-Za-z0-9+._])?$',
   packageVersion: '^[A-Za-z0-9.+~:_-]+$',
 } as const;
+
+/** What PATTERNS.packageName means, for messages (the OSC's checks and a resolved config's). */
+export const PACKAGE_NAME_HINT =
+  'must be a package name such as "containerd" or "kubelet": letters, digits, "+", ".", "_" and "-", not starting with "-" or ending with "-" (apt-get reads "NAME-" as "remove NAME")';
 
 /** Lengths the schema sets on fields other than LIMITS' (characters). */
 export const FIELD_LENGTHS = {
@@ -145,6 +154,20 @@ export type DriftPolicy = (typeof DRIFT_POLICIES)[number];
 export const PACKAGE_COMMANDS = {
   aptEnv: { DEBIAN_FRONTEND: 'noninteractive' },
   aptRefresh: ['apt-get', 'update', '-q'],
-  aptInstall: ['apt-get', 'install', '-y', '-q', '-o', 'Dpkg::Options::=--force-confold'],
+  /**
+   * APT::Cmd::Pattern-Only: a name no package has is an error, never a regular expression or glob
+   * (apt-get's default would install every package matching "a.b" anywhere in its name); the
+   * setting `apt` itself uses, ignored by an apt too old to know it.
+   */
+  aptInstall: [
+    'apt-get',
+    'install',
+    '-y',
+    '-q',
+    '-o',
+    'Dpkg::Options::=--force-confold',
+    '-o',
+    'APT::Cmd::Pattern-Only=true',
+  ],
   zypperInstall: ['zypper', '--non-interactive', 'install'],
 } as const;

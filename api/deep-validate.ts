@@ -21,6 +21,7 @@ import { validateRolloutPolicy } from './rollout.js';
 import { hasPackageManager, noPackageManager } from './os-facts.js';
 import { checkRebootDeclarations } from './reboot-rules.js';
 import { checkUnitRules } from './unit-rules.js';
+import { oscarOwnedSpecErrors } from './oscar-owned.js';
 import { isObj, type Obj } from './util.js';
 
 export { checkFilePath, PROTECTED_PATHS } from './paths.js';
@@ -277,6 +278,7 @@ export function deepValidate(spec: Obj): FieldError[] {
     out,
   );
   out.push(...validateRolloutPolicy(spec));
+  out.push(...oscarOwnedSpecErrors(spec));
   out.push(...pathConflicts(declaredPaths(spec)));
   return out;
 }

@@ -19,6 +19,7 @@ import {
   FORMATS,
   LIMITS,
   ON_CHANGE,
+  PACKAGE_NAME_HINT,
   PATTERNS,
   PURPOSES,
   UNIT_COMMANDS,
@@ -277,9 +278,7 @@ function checkPackages(config: ResolvedConfig, out: FieldError[]): void {
   packages.forEach((p, i) => {
     const base = `spec.packages[${i}]`;
     if (p.name.length > FIELD_LENGTHS.packageName || !PACKAGE_NAME.test(p.name)) {
-      out.push(
-        fieldError(`${base}.name`, 'must be a package name such as "containerd" or "kubelet"'),
-      );
+      out.push(fieldError(`${base}.name`, PACKAGE_NAME_HINT));
     }
     if (
       p.version !== undefined &&

@@ -8,7 +8,13 @@ import { Compile } from 'typebox/compile';
 import { formatBytes } from './bytes.js';
 import { deepValidate } from './deep-validate.js';
 import { fieldError, type FieldError } from './field-error.js';
-import { API_VERSION, OSC_KIND, OperatingSystemConfig, type SchemaNode } from './schema.js';
+import {
+  API_VERSION,
+  OSC_KIND,
+  OperatingSystemConfig,
+  PACKAGE_NAME_HINT,
+  type SchemaNode,
+} from './schema.js';
 
 const compiled = Compile(OperatingSystemConfig);
 
@@ -32,7 +38,7 @@ const PATTERN_HINTS: Record<string, string> = {
     'must be a lowercase OS name made of a-z, 0-9 and "-", such as "ubuntu" or "flatcar"',
   'spec.files.owner':
     'must be "user:group" or "user" (names or numeric ids), such as "root:root" or "1000:1000"',
-  'spec.packages.name': 'must be a package name such as "containerd" or "kubelet"',
+  'spec.packages.name': PACKAGE_NAME_HINT,
   'spec.packages.version': 'must be a package version such as "1.7.12-1" or "1.31.2-1.1"',
 };
 

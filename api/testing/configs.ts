@@ -82,6 +82,8 @@ const HOSTILE_PATHS = [
   `/opt/${LONG_NAME}`,
   `/opt/${LONG_UTF8_NAME}/x`,
   '/etc/a\0b',
+  '/etc/a\rb',
+  '/etc/\u202egnp.sh',
 ];
 
 const pathArb = fc.oneof(

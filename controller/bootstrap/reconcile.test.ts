@@ -659,3 +659,33 @@ describe('reconcileBootstrap with spec.kubeletBootstrap: the token serves the ag
     expect(c.status.bootstrapTokenNeededBy).toBeUndefined();
   });
 });
+
+describe("reconcileBootstrap: a config named like an OSC's Secret (red-team, issue 28 tenancy)", () => {
+  it.each(['oscar-rec-reconcile', 'oscar-rec-rev-0', 'oscar-rec-rev-4', 'oscar-prov-provision'])(
+    '%s gets no token and no user data: its machine’s token would be readable by the machines of that OSC',
+    async (name) => {
+      const { world, deps, add } = setup();
+      add(name);
+      await reconcileBootstrap(`${NS}/${name}`, deps);
+      const ready = world.configs.get(name)?.status?.conditions?.find((x) => x.type === 'Ready');
+      expect(ready?.reason).toBe('SecretNameReserved');
+      expect(ready?.message).toMatch(/Rename the config/);
+      expect(world.tokens.size).toBe(0);
+      expect(world.secrets.has(name)).toBe(false);
+    },
+  );
+
+  it('names that only look alike get their user data', async () => {
+    for (const name of [
+      'oscar-rec-rev-5',
+      'oscar-reconcile',
+      'rec-reconcile',
+      'oscar-rec-rev-0x',
+    ]) {
+      const { world, deps, add } = setup();
+      add(name);
+      await reconcileBootstrap(`${NS}/${name}`, deps);
+      expect(world.calls, name).toContain(`createDataSecret ${name}`);
+    }
+  });
+});

@@ -17,6 +17,7 @@
  * data. The one exception is a token that expired before the machine joined: the user data is then
  * rendered again with a new token, with a Warning Event.
  */
+import { reservedDataSecretName } from './reserved-names.js';
 import {
   ANNOTATION_TOKEN_ID,
   BOOTSTRAP_API_VERSION,
@@ -425,6 +426,8 @@ async function issue(
   deps: BootstrapDeps,
   replace: boolean,
 ): Promise<{ rendered: Rendered; writes: number } | Failure> {
+  const reserved = reservedDataSecretName(dataSecretNameFor(config));
+  if (reserved) return { reason: 'SecretNameReserved', message: reserved };
   const uid = config.metadata.uid ?? '';
   let writes = 0;
   for (let attempt = 0; attempt < TOKEN_ATTEMPTS; attempt++) {

@@ -3,14 +3,22 @@
  * decides), in this order, each step idempotent so a failure retries from the top: the config's
  * token marked consumed (a first identity), the machine's Role and RoleBinding (its own OSC's
  * Secrets, bound to the config's UID group), its node object claimed for that UID (an earlier
- * identity's object cleared: node-claim.ts), the approval, the token's deletion unless kubelet
+ * identity's object cleared: node-claim.ts) and the right to read it alone (a ClusterRole by name,
+ * bound to the UID group, owned by the object), the approval, the token's deletion unless kubelet
  * still needs it, an Event. The kubelet's counterpart is kubelet-approval.ts.
  */
 import { kubeletBootstraps, pendingConsumers } from '../bootstrap/consumers.js';
 import type { ConfigObject } from '../bootstrap/types.js';
 import type { BootstrapLink } from './bootstrap-link.js';
 import type { CsrObject } from './decide.js';
-import { machineGrantFor, nodeRole, nodeRoleBinding } from '../shared/node-rbac.js';
+import {
+  machineGrantFor,
+  type MachineGrant,
+  nodeReaderBinding,
+  nodeReaderRole,
+  nodeRole,
+  nodeRoleBinding,
+} from '../shared/node-rbac.js';
 import type { IdentityWriter } from './writer.js';
 
 export const REASON_IDENTITY_ISSUED = 'IdentityIssued';
@@ -61,6 +69,7 @@ export async function approveAgent(
     count('operatingsystemconfignodes/status', 'patch');
     count('operatingsystemconfignodes', 'patch');
   }
+  await applyNodeReader(writer, grant, count);
   await writer.decideCsr(csr, {
     type: 'Approved',
     reason: d.kind === 'bootstrap' ? 'OscarNodeIdentity' : 'OscarNodeRenewal',
@@ -77,4 +86,22 @@ export async function approveAgent(
     message: `Certificate request ${name} approved for oscar:node:${d.machine} (config UID ${d.uid})${d.tokenId === undefined ? '' : kubeletPending ? `; bootstrap token ${d.tokenId} kept for kubelet` : `; bootstrap token ${d.tokenId} deleted`}.`,
   });
   count('events', 'create');
+}
+
+/**
+ * The right to read its own node object and no other (controller/shared/node-rbac.ts): written
+ * after the claim, which makes the object the ClusterRole is owned by. A renewal writes it again
+ * (no change at steady state), so an identity issued before it gains it at its next renewal.
+ */
+async function applyNodeReader(
+  writer: IdentityWriter,
+  grant: MachineGrant,
+  count: (resource: string, verb: string) => void,
+): Promise<void> {
+  const node = { name: grant.machine, uid: await writer.nodeUid(grant.machine) };
+  count('operatingsystemconfignodes', 'get');
+  await writer.apply(nodeReaderRole(grant, node));
+  await writer.apply(nodeReaderBinding(grant, node));
+  count('clusterroles', 'apply');
+  count('clusterrolebindings', 'apply');
 }

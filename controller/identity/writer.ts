@@ -32,7 +32,10 @@ export interface CsrCondition {
 export interface IdentityWriter {
   /** Adds the condition through /approval; a stale resourceVersion is a conflict (retried). */
   decideCsr(csr: CsrObject, condition: CsrCondition): Promise<void>;
+  /** Server-side apply of a Role, RoleBinding, ClusterRole or ClusterRoleBinding. */
   apply(object: Record<string, unknown>): Promise<void>;
+  /** The machine's node object's uid (for the owner of its reader ClusterRole). */
+  nodeUid(machine: string): Promise<string>;
   /**
    * The machine's OperatingSystemConfigNode labelled with the config UID whose certificate may
    * write it: created if missing; if another identity's (an earlier machine of that name), reset
@@ -40,6 +43,22 @@ export interface IdentityWriter {
    */
   claimNode(machine: string, uid: string): Promise<NodeClaim['action']>;
   deleteToken(id: string): Promise<void>;
+}
+
+const RBAC_RESOURCES: Readonly<Record<string, string>> = {
+  Role: 'roles',
+  RoleBinding: 'rolebindings',
+  ClusterRole: 'clusterroles',
+  ClusterRoleBinding: 'clusterrolebindings',
+};
+
+/** "namespaces/NS/roles", or "clusterroles" for a cluster-scoped kind. */
+function rbacPath(kind: unknown, namespace: string | undefined): string {
+  const resource = typeof kind === 'string' ? RBAC_RESOURCES[kind] : undefined;
+  if (resource === undefined) throw new Error(`not an RBAC kind: ${String(kind)}`);
+  return kind === 'Role' || kind === 'RoleBinding'
+    ? `namespaces/${namespace ?? ''}/${resource}`
+    : resource;
 }
 
 export class HttpIdentityWriter implements IdentityWriter {
@@ -74,11 +93,10 @@ export class HttpIdentityWriter implements IdentityWriter {
   }
 
   async apply(object: Record<string, unknown>): Promise<void> {
-    const meta = object.metadata as { name: string; namespace: string };
-    const kind = object.kind === 'Role' ? 'roles' : 'rolebindings';
+    const meta = object.metadata as { name: string; namespace?: string };
     await this.http.request(
       'PATCH',
-      `/apis/rbac.authorization.k8s.io/v1/namespaces/${meta.namespace}/${kind}/${meta.name}`,
+      `/apis/rbac.authorization.k8s.io/v1/${rbacPath(object.kind, meta.namespace)}/${meta.name}`,
       {
         query: { fieldManager: IDENTITY_FIELD_MANAGER, force: true },
         contentType: CONTENT_APPLY_PATCH,
@@ -86,6 +104,17 @@ export class HttpIdentityWriter implements IdentityWriter {
         body: object,
       },
     );
+  }
+
+  async nodeUid(machine: string): Promise<string> {
+    const node = await this.http.request<KubeObject>(
+      'GET',
+      `${NODES_PATH}/${encodeURIComponent(machine)}`,
+      { accept: ACCEPT_METADATA },
+    );
+    const uid = node.metadata.uid;
+    if (!uid) throw new Error(`OperatingSystemConfigNode ${machine} has no uid`);
+    return uid;
   }
 
   /**

@@ -1,6 +1,13 @@
 // What a machine's certificate may read, as a function of its config.
 import { describe, expect, it } from 'vitest';
-import { machineGrantFor, nodeRole, nodeRoleBinding, nodeRoleCurrent } from './node-rbac.js';
+import {
+  machineGrantFor,
+  nodeReaderBinding,
+  nodeReaderRole,
+  nodeRole,
+  nodeRoleBinding,
+  nodeRoleCurrent,
+} from './node-rbac.js';
 
 const config = (osc: string) => ({
   metadata: { name: 'cfg', namespace: 'ns', uid: 'uid-cfg' },
@@ -65,5 +72,45 @@ describe('the per-machine RoleBinding', () => {
       { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'oscar:config:uid-cfg' },
     ]);
     expect(binding.roleRef).toMatchObject({ kind: 'Role', name: 'oscar-node-m1' });
+  });
+});
+
+describe("the per-machine reader of its own node object (no other namespace's reports)", () => {
+  it('names the one object, binds the config UID group alone, is owned by the node object', () => {
+    const grant = machineGrantFor(config('rec'), 'm1');
+    const node = { name: 'm1', uid: 'node-uid' };
+    const role = nodeReaderRole(grant, node);
+    expect(role.kind).toBe('ClusterRole');
+    expect(role.rules).toEqual([
+      {
+        apiGroups: ['oscar.dev'],
+        resources: ['operatingsystemconfignodes'],
+        resourceNames: ['m1'],
+        verbs: ['get', 'list', 'watch'],
+      },
+    ]);
+    const binding = nodeReaderBinding(grant, node);
+    expect(binding.subjects).toEqual([
+      { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'oscar:config:uid-cfg' },
+    ]);
+    expect(binding.roleRef).toEqual({
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: 'oscar-node-m1',
+    });
+    for (const o of [role, binding]) {
+      expect(o.metadata).toMatchObject({
+        name: 'oscar-node-m1',
+        ownerReferences: [
+          {
+            apiVersion: 'oscar.dev/v1alpha1',
+            kind: 'OperatingSystemConfigNode',
+            name: 'm1',
+            uid: 'node-uid',
+          },
+        ],
+      });
+      expect(o.metadata).not.toHaveProperty('namespace');
+    }
   });
 });

@@ -14,7 +14,7 @@
  * reconcile.ts, phase "node access"), before any grant of the new OSC can reach the node.
  */
 import { BOOTSTRAP_API_VERSION, OSCAR_CONFIG_KIND } from '../../api/bootstrap/constants.js';
-import { ROLLOUT_LIMITS } from '../../api/constants.js';
+import { API_VERSION, GROUP, OSC_NODE_KIND, ROLLOUT_LIMITS } from '../../api/constants.js';
 import { configGroup } from '../../api/identity.js';
 import { revisionSecretName, secretNameFor } from '../../api/secret.js';
 
@@ -143,4 +143,64 @@ export function nodeRoleBinding(g: MachineGrant): Record<string, unknown> {
       { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: configGroup(g.config.uid) },
     ],
   };
+}
+
+/**
+ * What one machine's certificate may read of the cluster-wide node objects: its own, by name (get,
+ * and list+watch with fieldSelector metadata.name, which RBAC matches against resourceNames). Node
+ * objects are cluster-scoped and named after machines of every namespace, and a report carries a
+ * failing unit's journal lines, drifted paths and the OSC it follows: with read rights on the whole
+ * resource, a node of one namespace read every other namespace's machines (docs/identity.md,
+ * tenancy). A ClusterRole per machine, bound to the config's UID group like its Role, owned by the
+ * node object it names, so the garbage collector removes it with that object (deleted with its
+ * config: controller/bootstrap/reconcile.ts).
+ */
+export function nodeReaderRole(
+  g: MachineGrant,
+  node: { name: string; uid: string },
+): Record<string, unknown> {
+  return {
+    apiVersion: RBAC_API_VERSION,
+    kind: 'ClusterRole',
+    metadata: {
+      name: nodeRoleName(g.machine),
+      labels: { ...NODE_RBAC_LABELS },
+      ownerReferences: [nodeOwner(node)],
+    },
+    rules: [
+      {
+        apiGroups: [GROUP],
+        resources: ['operatingsystemconfignodes'],
+        resourceNames: [g.machine],
+        verbs: ['get', 'list', 'watch'],
+      },
+    ],
+  };
+}
+
+export function nodeReaderBinding(
+  g: MachineGrant,
+  node: { name: string; uid: string },
+): Record<string, unknown> {
+  return {
+    apiVersion: RBAC_API_VERSION,
+    kind: 'ClusterRoleBinding',
+    metadata: {
+      name: nodeRoleName(g.machine),
+      labels: { ...NODE_RBAC_LABELS },
+      ownerReferences: [nodeOwner(node)],
+    },
+    roleRef: {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: nodeRoleName(g.machine),
+    },
+    subjects: [
+      { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: configGroup(g.config.uid) },
+    ],
+  };
+}
+
+function nodeOwner(node: { name: string; uid: string }): Record<string, unknown> {
+  return { apiVersion: API_VERSION, kind: OSC_NODE_KIND, name: node.name, uid: node.uid };
 }

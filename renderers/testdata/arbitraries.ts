@@ -154,7 +154,8 @@ export const unitArb: fc.Arbitrary<ResolvedUnit> = fc
 
 const packageArb: fc.Arbitrary<ResolvedPackage> = fc
   .record({
-    name: fc.stringMatching(/^[a-z0-9][a-z0-9+.-]{0,15}$/),
+    // never ending in "-", apt's "remove" (api/constants.ts PATTERNS.packageName)
+    name: fc.stringMatching(/^[a-z0-9]([a-z0-9+.-]{0,14}[a-z0-9+.])?$/),
     version: fc.option(fc.stringMatching(/^[0-9][0-9a-z.+~:-]{0,10}$/), { nil: undefined }),
   })
   .map((p) => (p.version === undefined ? { name: p.name } : { name: p.name, version: p.version }));

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultRegistry } from '../registry.js';
 import { encodeRequest, PROTOCOL_VERSION } from './protocol.js';
@@ -104,5 +105,69 @@ describe('a gzip bomb as the request body', () => {
     });
     expect(ok.status).toBe(200);
     expect(process.memoryUsage().rss - before).toBeLessThan(32 * 1024 * 1024);
+  });
+});
+
+describe('the renderer server and a client that never finishes its request (slowloris)', () => {
+  /** Sends `partial` on a raw connection and returns what the server answers before it closes. */
+  async function hold(url: string, partial: string): Promise<string> {
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname);
+    socket.write(partial);
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString()));
+    await new Promise<void>((resolve) =>
+      socket.on('close', () => {
+        resolve();
+      }),
+    );
+    return answer;
+  }
+
+  it('drops a request whose headers or body stall (408), and still renders a whole one', async () => {
+    const app = createRendererApp(defaultRegistry(), ['generic']);
+    const slow = await listen(app, {
+      host: '127.0.0.1',
+      port: 0,
+      headersTimeoutMs: 200,
+      requestTimeoutMs: 400,
+    });
+    try {
+      // headers never end; then a body shorter than its content-length
+      expect(await hold(slow.url, `POST ${RENDER_PATH} HTTP/1.1\r\nHost: x\r\nX-A: `)).toMatch(
+        /^HTTP\/1\.1 408/,
+      );
+      expect(
+        await hold(
+          slow.url,
+          `POST ${RENDER_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"a":`,
+        ),
+      ).toMatch(/^HTTP\/1\.1 408/);
+      const res = await fetch(`${slow.url}${RENDER_PATH}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(request('generic')),
+      });
+      expect(res.status).toBe(200);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  it('JSON nested a million deep is a 400, not a crash; the server renders on', async () => {
+    const deep = `${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}`;
+    const app = createRendererApp(defaultRegistry(), ['generic']);
+    const big = await listen(app, { host: '127.0.0.1', port: 0 });
+    try {
+      const res = await fetch(`${big.url}${RENDER_PATH}`, { method: 'POST', body: deep });
+      expect(res.status).toBe(400);
+      const ok = await fetch(`${big.url}${RENDER_PATH}`, {
+        method: 'POST',
+        body: JSON.stringify(request('generic')),
+      });
+      expect(ok.status).toBe(200);
+    } finally {
+      await big.close();
+    }
   });
 });

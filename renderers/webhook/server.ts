@@ -157,6 +157,31 @@ export interface ListenOptions {
   port: number;
   /** PEM certificate and key: serve HTTPS. */
   tls?: { cert: string | Buffer; key: string | Buffer };
+  /** The whole request (headers and body) must arrive within this. Default 30 s. */
+  requestTimeoutMs?: number;
+  /** The headers must arrive within this. Default 10 s. */
+  headersTimeoutMs?: number;
+}
+
+/**
+ * A client that sends its request a byte at a time ("slowloris") holds a connection and its
+ * buffers for as long as the server waits: Node.js waits 300 s for a request and 60 s for its
+ * headers by default, checked every 30 s. The controller sends a whole request at once (at most
+ * 16 MiB on the cluster network), so 10 s for the headers and 30 s for everything (as the
+ * extension's server) is plenty for it and short for an attacker; the check runs every second.
+ */
+function timeouts(options: ListenOptions): {
+  requestTimeout: number;
+  headersTimeout: number;
+  connectionsCheckingInterval: number;
+} {
+  const requestTimeout = options.requestTimeoutMs ?? 30_000;
+  const headersTimeout = Math.min(options.headersTimeoutMs ?? 10_000, requestTimeout);
+  return {
+    requestTimeout,
+    headersTimeout,
+    connectionsCheckingInterval: Math.min(1000, headersTimeout),
+  };
 }
 
 export interface RunningServer {
@@ -167,9 +192,10 @@ export interface RunningServer {
 }
 
 export async function listen(app: express.Express, options: ListenOptions): Promise<RunningServer> {
+  const limits = timeouts(options);
   const server: Server = options.tls
-    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, app)
-    : createHttpServer(app);
+    ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key, ...limits }, app)
+    : createHttpServer(limits, app);
   // keep idle connections longer than a controller's burst of renders
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {

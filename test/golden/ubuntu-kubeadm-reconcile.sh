@@ -93,7 +93,7 @@ Environment=KUBELET_BOOTSTRAP_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootst
 # oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
 oscar_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold -o APT::Cmd::Pattern-Only=true "$@"
 }
 if [ -z "$ROOT" ]; then
   oscar_packages containerd kubelet=1.31.2-1.1

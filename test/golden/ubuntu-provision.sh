@@ -63,7 +63,7 @@ WantedBy=multi-user.target
 # oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
 oscar_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold "$@"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold -o APT::Cmd::Pattern-Only=true "$@"
 }
 if [ -z "$ROOT" ]; then
   oscar_packages ca-certificates curl

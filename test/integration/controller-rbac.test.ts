@@ -147,6 +147,13 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['patch', 'roles.rbac.authorization.k8s.io', watched],
       ['list', 'roles.rbac.authorization.k8s.io', watched],
       ['watch', 'roles.rbac.authorization.k8s.io', watched],
+      // Each machine's right to read its own node object (a ClusterRole by name and its binding
+      // to the config's UID group; docs/identity.md, tenancy). RBAC's escalation check bounds
+      // what they can grant: below, as the ServiceAccount.
+      ['create', 'clusterroles.rbac.authorization.k8s.io', undefined],
+      ['patch', 'clusterroles.rbac.authorization.k8s.io', undefined],
+      ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
+      ['patch', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
       // Drains (docs/rollouts.md#drain): cordon, evict through the Eviction API, name the PDB.
       ['patch', 'nodes', undefined],
       ['create', 'pods', other, ['--subresource=eviction']],
@@ -174,7 +181,12 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       ['list', 'events', watched],
       ['update', 'leases.coordination.k8s.io/someone-else', 'oscar-system'],
       ['get', 'leases.coordination.k8s.io/oscar-controller', watched],
-      ['create', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
+      // …and nothing that lifts that check, nor removing or replacing others' RBAC objects
+      ['escalate', 'clusterroles.rbac.authorization.k8s.io', undefined],
+      ['bind', 'clusterroles.rbac.authorization.k8s.io', undefined],
+      ['delete', 'clusterroles.rbac.authorization.k8s.io', undefined],
+      ['update', 'clusterrolebindings.rbac.authorization.k8s.io', undefined],
+      ['list', 'clusterroles.rbac.authorization.k8s.io', undefined],
       // Never replaces a node's object or report wholesale (patches with preconditions only).
       ['update', 'operatingsystemconfignodes.oscar.dev', undefined],
       ['update', 'operatingsystemconfignodes.oscar.dev', undefined, ['--subresource=status']],
@@ -231,5 +243,64 @@ describe('controller RBAC (deploy/controller on the real API server)', () => {
       async () => (await api.getSecret(watched, secretNameFor('w', 'provision'))) === undefined,
     );
     expect(c.logs.join('')).not.toContain('forbidden');
+  });
+
+  it('its ClusterRole rights grant only what it holds cluster-wide: a node reader yes, cluster-admin or Secrets no', async () => {
+    const watched = await createTestNamespace('rbac-esc');
+    const applied = await kubectl(['apply', '--server-side', '--field-manager=test', '-f', '-'], {
+      input: await manifests(watched),
+    });
+    expect(applied.code, applied.stderr).toBe(0);
+    const kubeconfig = await writeKubeconfigFor(testEnvInfo(), {
+      user: SA,
+      groups: ['system:serviceaccounts', 'system:serviceaccounts:oscar-system'],
+    });
+    const name = `${watched}-esc`;
+    const role = (rules: unknown[]) =>
+      JSON.stringify({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name },
+        rules,
+      });
+    const binding = (roleName: string) =>
+      JSON.stringify({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'attacker' }],
+      });
+    const asController = (input: string) =>
+      kubectl(['create', '-f', '-', '-o', 'name'], { kubeconfig, input });
+    try {
+      // refused: Secrets of every namespace, and cluster-admin bound to anyone
+      const secrets = await asController(
+        role([{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list'] }]),
+      );
+      expect(secrets.code).not.toBe(0);
+      expect(secrets.stderr).toMatch(/forbidden.*escalat|attempting to grant RBAC permissions/i);
+      const admin = await asController(binding('cluster-admin'));
+      expect(admin.code).not.toBe(0);
+      expect(admin.stderr).toMatch(/forbidden/i);
+      // allowed: a node reader by name, as the approver writes it, and its binding
+      const reader = await asController(
+        role([
+          {
+            apiGroups: ['oscar.dev'],
+            resources: ['operatingsystemconfignodes'],
+            resourceNames: [name],
+            verbs: ['get', 'list', 'watch'],
+          },
+        ]),
+      );
+      expect(reader.stderr).toBe('');
+      expect(reader.code).toBe(0);
+      const bound = await asController(binding(name));
+      expect(bound.stderr).toBe('');
+      expect(bound.code).toBe(0);
+    } finally {
+      await kubectl(['delete', 'clusterrole,clusterrolebinding', name, '--ignore-not-found']);
+    }
   });
 });

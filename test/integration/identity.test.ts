@@ -384,6 +384,22 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       ['create another node’s object', await status(h, 'POST', nodes, nodeBody(`${ns}-m3`))],
       ['get its node object', await status(h, 'GET', `${nodes}/${me}`)],
       [
+        'list its node object by name (how grant mode watches it)',
+        await status(h, 'GET', nodes, undefined, {
+          query: { fieldSelector: `metadata.name=${me}` },
+        }),
+      ],
+      // another machine's report (any namespace's: node objects are cluster-wide) holds its
+      // failing units' journal lines and drifted paths
+      ['get another node’s object', await status(h, 'GET', `${nodes}/${ns}-m9`)],
+      ['list all node objects', await status(h, 'GET', nodes)],
+      [
+        'list another node’s object by name',
+        await status(h, 'GET', nodes, undefined, {
+          query: { fieldSelector: `metadata.name=${ns}-m9` },
+        }),
+      ],
+      [
         'patch its node status',
         await status(
           h,
@@ -444,6 +460,10 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       'create its node object with its label (it exists)': 409,
       'create another node’s object': 403,
       'get its node object': 200,
+      'list its node object by name (how grant mode watches it)': 200,
+      'get another node’s object': 403,
+      'list all node objects': 403,
+      'list another node’s object by name': 403,
       'patch its node status': 200,
       'patch another node’s status': 403,
       'patch its node spec (grant itself)': 403,

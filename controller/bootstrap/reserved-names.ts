@@ -1,0 +1,20 @@
+/**
+ * A config's user data Secret is named after the config (as Cluster API's kubeadm provider does),
+ * in the namespace where oscar also names an OSC's Secrets: `oscar-<osc>-provision`,
+ * `oscar-<osc>-reconcile` and the revision slots `oscar-<osc>-rev-0…4`. Every machine following OSC
+ * `<osc>` may read the last two forms (its Role names them, docs/identity.md), so a config named
+ * `oscar-rec-rev-0` would put its machine's bootstrap token — and with it that machine's identity —
+ * where every other machine of OSC `rec` reads; and the OSC controller would overwrite it. A config
+ * with such a name gets no user data, with a reason naming the fix.
+ */
+import { ROLLOUT_LIMITS } from '../../api/constants.js';
+
+const OSC_SECRET = new RegExp(
+  `^oscar-.+-(?:provision|reconcile|rev-[0-${String(ROLLOUT_LIMITS.revisionSlots - 1)}])$`,
+);
+
+/** Why `name` cannot be a user data Secret's name, or undefined. */
+export function reservedDataSecretName(name: string): string | undefined {
+  if (!OSC_SECRET.test(name)) return undefined;
+  return `The config's user data Secret would be named ${name}, a name of the form oscar gives an OperatingSystemConfig's Secrets (oscar-<osc>-provision, -reconcile, -rev-N), which the machines following that OSC may read: the bootstrap token would be theirs to take. Rename the config (or its MachineDeployment).`;
+}
