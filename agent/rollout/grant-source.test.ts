@@ -52,8 +52,15 @@ class Api implements KubeHttp {
     return Promise.resolve(this.node as T);
   }
 
+  /** The next watches fail at once (the connection drops). */
+  failWatches = 0;
+
   stream(_path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void> {
     this.requests.push(`WATCH from ${String(spec.query?.resourceVersion)}`);
+    if (this.failWatches > 0) {
+      this.failWatches--;
+      return Promise.reject(new Error('socket hang up'));
+    }
     return new Promise((resolve, reject) => {
       this.lines.push(onLine);
       this.ends.push(resolve);
@@ -81,6 +88,7 @@ async function until<T>(f: () => T | undefined, what: string): Promise<T> {
 function start(api: Api) {
   const got: GrantedDesired[] = [];
   const errors: string[] = [];
+  const recovered: string[] = [];
   const source = new GrantSource({
     namespace: 'ns',
     osc: 'w',
@@ -92,11 +100,33 @@ function start(api: Api) {
   const started = source.start({
     onGrant: (g) => got.push(g),
     onError: (e) => errors.push(e.message),
+    onRecovered: (e) => recovered.push(e.message),
   });
-  return { source, got, errors, started };
+  return { source, got, errors, recovered, started };
 }
 
 describe('GrantSource', () => {
+  it('a watch that failed and answers again says so once, with the error it reported (issue 25: a Degraded left behind held a rollout place)', async () => {
+    const api = new Api();
+    api.failWatches = 2;
+    const { source, got, errors, recovered, started } = start(api);
+    await started;
+    await until(() => got[0], 'the grant');
+    await until(() => errors[0], 'the watch failure');
+    expect(errors).toEqual(['socket hang up']); // reported once, however often it failed
+    expect(recovered).toEqual([]);
+    await until(
+      () => (api.requests.filter((r) => r.startsWith('WATCH')).length >= 3 ? true : undefined),
+      'the watch reopened',
+    );
+    api.emit({ metadata: { resourceVersion: '12' } }, 'BOOKMARK');
+    await until(() => recovered[0], 'the recovery');
+    api.emit({ metadata: { resourceVersion: '13' } }, 'BOOKMARK');
+    expect(recovered).toEqual(['socket hang up']);
+    expect(got).toHaveLength(1); // the same grant, not fetched again
+    await source.stop();
+  });
+
   it('fetches the granted revision once, verified; an unchanged grant fetches nothing', async () => {
     const api = new Api();
     const { source, got, started } = start(api);

@@ -34,6 +34,11 @@ export interface GrantEvents {
   onGrant(g: GrantedDesired): void;
   /** A grant this agent refused, or could not fetch (it is retried). */
   onError(error: Error): void;
+  /**
+   * The API server answers again after `error` (a watch or poll that failed): a Degraded that
+   * error alone caused is over — the grant is unchanged, so no new grant would clear it.
+   */
+  onRecovered?(error: Error): void;
 }
 
 export interface GrantSourceOptions extends GrantScope {
@@ -88,6 +93,8 @@ export class GrantSource {
   private waiters: { rv: number; resolve: () => void }[] = [];
   private seenRv = 0;
   private events: GrantEvents | undefined;
+  /** The watch's or poll's failure reported as onError, until the API server answers again. */
+  private transportError: Error | undefined;
 
   constructor(private readonly opts: GrantSourceOptions) {
     this.description = `grants of node ${opts.node} (${opts.namespace}/${opts.osc})`;
@@ -117,7 +124,21 @@ export class GrantSource {
       `${NODES}/${encodeURIComponent(this.opts.node)}`,
       { signal: this.stopAll.signal, timeoutMs: 30_000 },
     );
+    this.recovered();
     this.handle(node);
+  }
+
+  private transportFailed(error: Error): void {
+    this.transportError = error;
+    this.events?.onError(error);
+  }
+
+  /** An answer from the API server after a reported watch or poll failure. */
+  private recovered(): void {
+    const e = this.transportError;
+    if (!e) return;
+    this.transportError = undefined;
+    this.events?.onRecovered?.(e);
   }
 
   private async poll(): Promise<void> {
@@ -125,7 +146,7 @@ export class GrantSource {
     try {
       await this.get();
     } catch (error) {
-      if (!this.isStopped() && !isNotFound(error)) this.events?.onError(error as Error);
+      if (!this.isStopped() && !isNotFound(error)) this.transportFailed(error as Error);
     }
   }
 
@@ -210,6 +231,7 @@ export class GrantSource {
 
   private saw(rv: string | undefined): void {
     this.lastEventAt = Date.now();
+    this.recovered();
     if (rv === undefined) return;
     this.seenRv = Math.max(this.seenRv, rvNumber(rv));
     const ready = this.waiters.filter((w) => w.rv <= this.seenRv);
@@ -236,6 +258,7 @@ export class GrantSource {
             signal: abort,
             timeoutMs: 30_000,
           });
+          this.recovered();
           const item = list.items?.[0];
           if (item) this.handle(item);
           this.resourceVersion = list.metadata?.resourceVersion;
@@ -282,7 +305,7 @@ export class GrantSource {
           { node: this.opts.node, retryInMs: Math.round(delay), ...errorFields(error) },
           'grant watch failed; reconnecting',
         );
-        if (failures === 1) this.events?.onError(error as Error);
+        if (failures === 1) this.transportFailed(error as Error);
         await new Promise<void>((r) => {
           const t = setTimeout(r, delay);
           this.watchAbort.signal.addEventListener('abort', () => {
