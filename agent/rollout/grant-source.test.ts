@@ -42,6 +42,10 @@ class Api implements KubeHttp {
 
   request<T>(method: string, path: string, spec?: RequestSpec): Promise<T> {
     this.requests.push(`${method} ${path}${spec?.query?.fieldSelector ? ' (list)' : ''}`);
+    if (path.includes('/secrets/') && this.failSecrets > 0) {
+      this.failSecrets--;
+      return Promise.reject(new Error('socket hang up'));
+    }
     if (path.includes('/secrets/')) {
       const s = this.secrets.get(path.slice(path.lastIndexOf('/') + 1));
       return s ? Promise.resolve(s as T) : Promise.reject(new ApiError(404, 'NotFound', 'gone'));
@@ -54,6 +58,8 @@ class Api implements KubeHttp {
 
   /** The next watches fail at once (the connection drops). */
   failWatches = 0;
+  /** The next revision fetches fail (the connection drops). */
+  failSecrets = 0;
 
   stream(_path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void> {
     this.requests.push(`WATCH from ${String(spec.query?.resourceVersion)}`);
@@ -138,6 +144,18 @@ describe('GrantSource', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(got).toHaveLength(1);
     expect(api.requests.filter((r) => r.includes('/secrets/'))).toHaveLength(1);
+    await source.stop();
+  });
+
+  it('a revision fetch that failed and then succeeded says so, with the last error it reported', async () => {
+    const api = new Api();
+    api.failSecrets = 1;
+    const { source, got, errors, recovered, started } = start(api);
+    await started;
+    await until(() => got[0], 'the grant, fetched on the retry');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/^revision 1 \(oscar-w-rev-0\): socket hang up; retrying in/);
+    expect(recovered).toEqual(errors);
     await source.stop();
   });
 

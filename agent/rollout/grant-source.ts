@@ -93,8 +93,11 @@ export class GrantSource {
   private waiters: { rv: number; resolve: () => void }[] = [];
   private seenRv = 0;
   private events: GrantEvents | undefined;
-  /** The watch's or poll's failure reported as onError, until the API server answers again. */
-  private transportError: Error | undefined;
+  /**
+   * The failures reported as onError until the API server answers again: the watch's or poll's,
+   * and the revision fetch's (each retry reports anew; the last one is what the node shows).
+   */
+  private readonly unanswered: { watch?: Error | undefined; fetch?: Error | undefined } = {};
 
   constructor(private readonly opts: GrantSourceOptions) {
     this.description = `grants of node ${opts.node} (${opts.namespace}/${opts.osc})`;
@@ -128,16 +131,16 @@ export class GrantSource {
     this.handle(node);
   }
 
-  private transportFailed(error: Error): void {
-    this.transportError = error;
+  private transportFailed(error: Error, what: 'watch' | 'fetch' = 'watch'): void {
+    this.unanswered[what] = error;
     this.events?.onError(error);
   }
 
-  /** An answer from the API server after a reported watch or poll failure. */
-  private recovered(): void {
-    const e = this.transportError;
+  /** An answer from the API server after a reported failure of the watch (or the fetch). */
+  private recovered(what: 'watch' | 'fetch' = 'watch'): void {
+    const e = this.unanswered[what];
     if (!e) return;
-    this.transportError = undefined;
+    this.unanswered[what] = undefined;
     this.events?.onRecovered?.(e);
   }
 
@@ -193,6 +196,8 @@ export class GrantSource {
       if (this.current !== grant) return; // a newer grant came meanwhile
       const desired = verifyRevision(secret, grant);
       this.fetchFailures = 0;
+      // a grant the admission is already verifying (after a reboot) brings no apply to clear it
+      this.recovered('fetch');
       events.onGrant({ grant, desired });
     } catch (error) {
       if (this.isStopped() || this.current !== grant) return;
@@ -206,11 +211,12 @@ export class GrantSource {
       const base = this.opts.backoffBaseMs ?? 1000;
       const max = this.opts.backoffMaxMs ?? 30_000;
       const delay = Math.min(max, base * 2 ** (this.fetchFailures - 1)) * (0.5 + Math.random() / 2);
-      events.onError(
+      this.transportFailed(
         new Error(
           `revision ${String(grant.number)} (${grant.secretName}): ${(error as Error).message}; retrying in ${(delay / 1000).toFixed(1)} s`,
           { cause: error },
         ),
+        'fetch',
       );
       this.retryTimer = setTimeout(() => void this.fetch(grant), delay);
       this.retryTimer.unref();
