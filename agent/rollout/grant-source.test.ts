@@ -147,6 +147,26 @@ describe('GrantSource', () => {
     await source.stop();
   });
 
+  it('the list that (re)starts the watch counts as seen: a status write at or before its version is proven without a watch event', async () => {
+    const api = new Api(); // the list answers at resourceVersion 10
+    const { source, started } = start(api);
+    await started;
+    let proven = false;
+    void source.waitForVersion('10').then(() => {
+      proven = true;
+    });
+    await until(() => (proven ? true : undefined), 'the write at 10 seen through the list');
+    let later = false;
+    void source.waitForVersion('11').then(() => {
+      later = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(later).toBe(false); // a write after the list needs the watch
+    api.emit(nodeObj(11, 1));
+    await until(() => (later ? true : undefined), 'the write at 11 through the watch');
+    await source.stop();
+  });
+
   it('a revision fetch that failed and then succeeded says so, with the last error it reported', async () => {
     const api = new Api();
     api.failSecrets = 1;

@@ -268,6 +268,10 @@ export class GrantSource {
           const item = list.items?.[0];
           if (item) this.handle(item);
           this.resourceVersion = list.metadata?.resourceVersion;
+          // the list is a read at that version over the new connection: a status write at or
+          // before it is seen (the watch, starting after it, never delivers that write; without
+          // this the connectivity proof waited for the next bookmark, a minute or more)
+          this.saw(this.resourceVersion);
         }
         this.opts.onRequest?.();
         await this.opts.http.stream(

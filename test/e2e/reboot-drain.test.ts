@@ -71,7 +71,7 @@ interface Watch {
   stop: () => void;
 }
 
-/** Polls the Nodes every 500 ms: at most maxUnavailable (1) cordoned at once. */
+/** Lists the Nodes every 500 ms: at most maxUnavailable (1) cordoned at once. */
 function watchCordons(f: KubeletFleet): Watch {
   const state = { running: true };
   const w: Watch = {
@@ -84,13 +84,16 @@ function watchCordons(f: KubeletFleet): Watch {
   void (async () => {
     while (state.running) {
       try {
+        // one list: both Nodes as of one resourceVersion (two GETs could straddle an uncordon
+        // and the next cordon and see both cordoned although they never were at once)
+        const list = await f.get<{ items?: (NodeWithSpec & { metadata: { name: string } })[] }>(
+          '/api/v1/nodes',
+        );
         let cordoned = 0;
-        for (const n of names) {
-          const node = await f.get<NodeWithSpec>(`/api/v1/nodes/${n}`);
-          if (node?.spec?.unschedulable === true) {
-            cordoned += 1;
-            w.cordoned.add(n);
-          }
+        for (const node of list?.items ?? []) {
+          if (!names.includes(node.metadata.name) || node.spec?.unschedulable !== true) continue;
+          cordoned += 1;
+          w.cordoned.add(node.metadata.name);
         }
         if (cordoned > 1) w.bothCordoned = true;
       } catch {
