@@ -41,6 +41,8 @@ export interface AdmissionLoop extends RunContext {
   admit(item: Admitted): void;
   /** The source could not deliver: logged and reported, the last good state stays. */
   sourceFailed(error: Error): void;
+  /** The source answers again after `error`: a Degraded only it caused is cleared. */
+  sourceRecovered(error: Error): void;
 }
 
 /** A mode of the agent: where admitted states come from. */

@@ -103,6 +103,10 @@ export class Agent<A extends Admission = Admission> {
       sourceFailed: (e: Error) => {
         this.sourceFailed(e);
       },
+      sourceRecovered: (e: Error) => {
+        this.o.log.info({ source: this.admission.description }, 'source answers again');
+        this.o.reporter.sourceRecovered?.(e);
+      },
     });
   }
 

@@ -22,6 +22,8 @@ export interface Reporter {
   failed(checksum: string, error: ApplyError | Error): void;
   /** The source could not deliver (bad file, corrupted Secret): the last good state stays. */
   sourceFailed(error: Error): void;
+  /** The source answers again after `error` (agent/rollout/grant-source.ts). */
+  sourceRecovered?(error: Error): void;
   /** What drifted changed (agent/drift/monitor.ts). */
   drift?(report: DriftReport): void;
   /** A revert of drift ran. */
@@ -50,6 +52,9 @@ export function fanOut(reporters: readonly Reporter[]): Required<Omit<Reporter, 
     },
     sourceFailed: (e) => {
       for (const r of reporters) r.sourceFailed(e);
+    },
+    sourceRecovered: (e) => {
+      for (const r of reporters) r.sourceRecovered?.(e);
     },
     drift: (report) => {
       for (const r of reporters) r.drift?.(report);

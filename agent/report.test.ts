@@ -129,6 +129,39 @@ describe('KubeReporter Degraded', () => {
     expect(http.patches().at(-1)?.status.lastError).toBeNull(); // merge patch: removed
   });
 
+  it('grant mode: the source answering again after that very error ends its Degraded; another error since does not', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    const degraded = () =>
+      (
+        http.patches().at(-1)?.status.conditions as {
+          type: string;
+          status: string;
+          reason: string;
+        }[]
+      ).find((c) => c.type === 'Degraded');
+    r.desired(c1);
+    r.applied(applied);
+    const hangUp = new Error('socket hang up');
+    r.sourceFailed(hangUp);
+    await r.flush();
+    expect(degraded()).toMatchObject({ status: 'True', reason: 'SourceUnavailable' });
+    r.sourceRecovered(hangUp);
+    await r.flush();
+    expect(degraded()).toMatchObject({ status: 'False', reason: 'SourceAvailable' });
+    expect(http.patches().at(-1)?.status.lastError).toBeNull();
+
+    // a refused grant came after the watch failure: the recovery of the watch does not hide it
+    r.sourceFailed(hangUp);
+    r.sourceFailed(new Error('refusing the grant of node n1: bad'));
+    r.sourceRecovered(hangUp);
+    await r.flush();
+    expect(degraded()).toMatchObject({
+      status: 'True',
+      message: 'refusing the grant of node n1: bad',
+    });
+  });
+
   it('a different payload, or an apply failure, stays Degraded until an apply says otherwise', async () => {
     const http = new RecordingHttp();
     const r = reporter(http);

@@ -291,6 +291,32 @@ export class KubeReporter implements Reporter {
     this.push();
   }
 
+  /**
+   * The source answers again after `error`: if the node is Degraded by that very error (nothing
+   * since), it is not any more — in grant mode an unchanged grant brings no new desired state
+   * that would clear it, and a Degraded node holds a place of the rollout's maxUnavailable.
+   */
+  sourceRecovered(error: Error): void {
+    const degraded = this.status.conditions?.find((c) => c.type === 'Degraded');
+    if (
+      degraded?.status !== 'True' ||
+      degraded.reason !== 'SourceUnavailable' ||
+      degraded.message !== error.message.slice(0, 4000)
+    ) {
+      return;
+    }
+    const applied = this.status.appliedChecksum;
+    this.condition(
+      'Degraded',
+      'False',
+      'SourceAvailable',
+      `the source answers again${applied ? `; ${applied.slice(0, 12)} stays applied` : ''}`,
+    );
+    delete this.status.lastError;
+    this.cleared.add('lastError');
+    this.push();
+  }
+
   /** What drifted changed: status.drift, the Drifted condition, and Events. */
   drift(report: DriftReport): void {
     this.status.drift = driftStatus(report);

@@ -2,7 +2,7 @@
  * The cold paths of the scripts that build or install what the suites need. A warm cache takes
  * each script's early exit, so every ordinary run skips the code a fresh machine runs; these tests
  * run that code on a tiny input instead: the real script, with stand-ins on PATH for the one
- * expensive tool it calls (debootstrap, go, apt-get and dpkg-query) and an empty OSCAR_CACHE.
+ * expensive tool it calls (debootstrap, go, buildah, apt-get and dpkg-query) and an empty OSCAR_CACHE.
  *
  * They check the exit status and the one line each script prints on stdout (its product), on the
  * cold path, then on the warm path, and that a failing tool fails the script with its reason.
@@ -311,5 +311,95 @@ done`;
     const r = await run('deps.sh', { PATH: `${stubs}:${process.env.PATH ?? ''}` });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('shellcheck still not installed');
+  });
+});
+
+describe('hack/images/build.sh', () => {
+  // apt-cache names a busybox-static version, apt-get downloads a "deb", dpkg-deb unpacks a
+  // stand-in busybox, and buildah records its calls and writes each pushed archive: the script's
+  // own steps (recipe hash, lock, temporary directory, refs, the move into place) run for real.
+  async function standIns(buildahPush = 'printf "archive %s\\n" "$ref" >"$path"'): Promise<string> {
+    const log = join(work, 'buildah.log');
+    await stub(stubs, 'apt-cache', 'echo "busybox-static:"; echo "  Candidate: 1:1.99.0-1"');
+    await stub(
+      stubs,
+      'apt-get',
+      `[[ \${1:-} == download ]] || { echo "unexpected apt-get $*" >&2; exit 2; }
+touch "busybox-static_1.99.0-1_amd64.deb"`,
+    );
+    await stub(
+      stubs,
+      'dpkg-deb',
+      `[[ $1 == -x ]] || exit 2; mkdir -p "$3/bin"; printf '#!/bin/sh\\n' >"$3/bin/busybox"`,
+    );
+    await stub(
+      stubs,
+      'buildah',
+      `echo "$*" >>"${log}"
+while [[ \${1:-} == --* ]]; do shift 2; done
+case $1 in
+  from) echo "container-1" ;;
+  push) target=\${@: -1}; rest=\${target#docker-archive:}; path=\${rest%%:*}; ref=\${rest#*:}
+        ${buildahPush} ;;
+esac`,
+    );
+    return log;
+  }
+
+  it('a cold build exits 0 and prints the directory with both archives and their refs; a warm run returns it at once', async () => {
+    const log = await standIns();
+    const env = { PATH: `${stubs}:${process.env.PATH ?? ''}`, OSCAR_CACHE: cache };
+    const cold = await run('images/build.sh', env);
+    expect(cold.stderr).toContain('images: built in');
+    expect(cold.code).toBe(0);
+    const out = cold.stdout.trim();
+    expect(out).toMatch(new RegExp(`^${join(cache, 'images')}/[0-9a-f]{12}$`));
+    const tag = out.split('/').pop() ?? '';
+    expect(await readFile(join(out, 'refs'), 'utf8')).toBe(
+      `busybox.tar localhost/oscar/busybox:${tag}\npause.tar localhost/oscar/pause:${tag}\n`,
+    );
+    expect(await readFile(join(out, 'pause.tar'), 'utf8')).toBe(
+      `archive localhost/oscar/pause:${tag}\n`,
+    );
+    expect(existsSync(join(out, '.complete'))).toBe(true);
+    const calls = await readFile(log, 'utf8');
+    expect(calls).toContain('--storage-driver vfs'); // no overlay mounts left behind
+    expect(calls).toMatch(/config --entrypoint \["\/bin\/sh", "-c", "trap/); // the pause loop
+    expect((await readdir(join(cache, 'images'))).filter((f) => f.startsWith('.building'))).toEqual(
+      [],
+    );
+
+    await rm(log);
+    const warm = await run('images/build.sh', env);
+    expect(warm.code).toBe(0);
+    expect(warm.stdout.trim()).toBe(out);
+    expect(warm.stderr).toBe('');
+    expect(existsSync(log)).toBe(false); // buildah not called again
+  });
+
+  it('a failing buildah push fails the script and leaves no image directory', async () => {
+    await standIns('echo "push: no space left" >&2; exit 1');
+    const r = await run('images/build.sh', {
+      PATH: `${stubs}:${process.env.PATH ?? ''}`,
+      OSCAR_CACHE: cache,
+    });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('no space left');
+    expect(r.stdout).toBe('');
+    expect((await readdir(join(cache, 'images'))).filter((f) => !f.startsWith('.'))).toEqual([]);
+    expect((await readdir(join(cache, 'images'))).filter((f) => f.startsWith('.building'))).toEqual(
+      [],
+    );
+  });
+
+  it('fails naming the fix when apt knows no busybox-static', async () => {
+    await standIns();
+    await stub(stubs, 'apt-cache', 'echo "busybox-static:"; echo "  Candidate: (none)"');
+    const r = await run('images/build.sh', {
+      PATH: `${stubs}:${process.env.PATH ?? ''}`,
+      OSCAR_CACHE: cache,
+    });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('apt knows no busybox-static (run apt-get update)');
   });
 });

@@ -3,8 +3,9 @@
  * disruption is Reboot (api/disruption.ts: a file or unit declared onChange: reboot changed, or
  * the node's packages left /var/run/reboot-required) is applied, then the agent journals its
  * intent (reboot.json in its state directory: the try it reboots for and the boot it leaves) and
- * reboots through systemd. After the boot the try is verified as any other (units, health checks,
- * the fresh-connection proof) before it is confirmed; a failed verification is rolled back and
+ * reboots through systemd. After the boot the Node must be Ready again in this boot (./node-ready.ts),
+ * then the try is verified as any other (units, health checks, the fresh-connection proof) before
+ * it is confirmed; a failed verification is rolled back and
  * the node reboots again, into the old state.
  *
  * What tells an intended reboot from a crash: try.json carries the boot it started in, and the
@@ -13,11 +14,13 @@
  */
 import { spawn } from 'node:child_process';
 import { disruptionOf } from '../../api/disruption.js';
+import type { Logger } from '../../log/logger.js';
 import type { Applier } from '../applier.js';
 import type { TryLifecycle } from '../rollout/grant-admission.js';
 import type { VerifyStep } from '../rollout/soak.js';
 import type { TryRecord, TryState } from '../rollout/try-state.js';
 import { StateDir } from '../state-dir.js';
+import { waitNodeReady, type NodeReadinessProbe } from './node-ready.js';
 import { rebootRequired } from './required.js';
 
 /** In the agent's state directory: the reboot the agent asked for and has not seen happen. */
@@ -107,6 +110,14 @@ export interface RebootHooksOptions {
   tryState: Pick<TryState, 'bootToken' | 'confirmed'>;
   /** What the node carries: after the try's apply, the revision being tried. */
   applier: Pick<Applier, 'lastApplied'>;
+  /**
+   * The node's own Kubernetes Node, which must be Ready in the boot the reboot brought before the
+   * soak runs (./node-ready.ts); without it (no API identity) the soak alone decides.
+   */
+  nodeReady?: NodeReadinessProbe;
+  /** How often the Node is looked at while it is not Ready. */
+  nodeReadyIntervalMs?: number;
+  log?: Logger;
   now?: () => Date;
 }
 
@@ -159,14 +170,29 @@ export class RebootHooks implements TryLifecycle {
   /**
    * The verify step: a revision that needs a reboot reports Verifying/Rebooting, journals the
    * intent and reboots; the try stays open ('interrupted') and is verified on after the boot.
-   * Back in the boot the reboot brought, it lets the next steps (the soak) run.
+   * Back in the boot the reboot brought, it waits for the Node to be Ready in this boot, then
+   * lets the next steps (the soak) run.
    */
   step(): VerifyStep {
     return async (record, signal, ctx) => {
       const intent = await this.intent();
       const boot = await this.o.tryState.bootToken();
       if (intent && forTry(intent, record) && intent.arrivedBoot === boot) {
-        return { kind: 'confirmed', message: 'rebooted into the revision' };
+        const probe = this.o.nodeReady;
+        if (!probe) return { kind: 'confirmed', message: 'rebooted into the revision' };
+        const verdict = await waitNodeReady({
+          probe,
+          deadline: record.deadline,
+          signal,
+          ctx,
+          ...(this.o.nodeReadyIntervalMs !== undefined
+            ? { intervalMs: this.o.nodeReadyIntervalMs }
+            : {}),
+        });
+        if (verdict.kind !== 'interrupted') {
+          this.o.log?.info({ verdict: verdict.kind, detail: verdict.message }, 'after the reboot');
+        }
+        return verdict;
       }
       const why = await this.needed();
       if (why === undefined) return { kind: 'confirmed', message: 'no reboot needed' };

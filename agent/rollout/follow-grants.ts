@@ -24,6 +24,7 @@ import {
   type HealthProbe,
   type UnitProbe,
 } from './health.js';
+import { KubeNodeReadiness, type NodeReadinessProbe } from '../reboot/node-ready.js';
 import { RebootHooks, SystemctlRebooter, type Rebooter } from '../reboot/reboot.js';
 import type { VerifyStep } from './soak.js';
 import { TryState } from './try-state.js';
@@ -49,6 +50,12 @@ export interface FollowGrantsOptions {
   onApplyStart?: (grant: Grant) => void;
   /** A simulated reboot (hack/bench/reboot-drain.ts); on a node, `systemctl reboot`. */
   rebooter?: Rebooter;
+  /**
+   * After a reboot, the Node's Ready in the new boot (default: GET of its own Node with the
+   * agent's identity, compared with the machine's boot id on a node, by the condition alone on a
+   * directory root).
+   */
+  nodeReady?: NodeReadinessProbe;
   /** Steps after a tried revision's apply, before the soak (after the reboot step on a node). */
   verifySteps?: VerifyStep[];
   backoffMaxMs?: number;
@@ -135,6 +142,14 @@ export function followGrants(kc: KubeConfig, o: FollowGrantsOptions): GrantWirin
         rebooter,
         tryState,
         applier,
+        log: o.log,
+        nodeReady:
+          o.nodeReady ??
+          new KubeNodeReadiness(
+            http,
+            o.node,
+            onNode ? undefined : () => Promise.resolve(undefined),
+          ),
       })
     : undefined;
   const agent = grantedAgent({

@@ -26,6 +26,7 @@ import type { DriftPolicy } from '../../api/constants.js';
 import { DriftMonitor } from '../drift/monitor.js';
 import { RevertBackoff } from '../drift/policy.js';
 import { RebootHooks } from '../reboot/reboot.js';
+import type { NodeReadiness } from '../reboot/node-ready.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -125,6 +126,8 @@ interface Setup {
   reboots: string[];
   /** What a reboot does to a directory root: /run empties, a new agent starts. */
   reboot(): Promise<Agent<GrantAdmission>>;
+  /** What the agent's own Node looks like after a reboot (Ready unless a test says otherwise). */
+  nodeReady: { value: NodeReadiness; reads: number };
 }
 
 async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise<Setup> {
@@ -138,6 +141,10 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
   const unitState = { value: {} as Partial<UnitState> };
   const drifted: string[][] = [];
   const reboots: string[] = [];
+  const nodeReady: Setup['nodeReady'] = {
+    value: { kind: 'ready', message: 'Node n Ready in this boot' },
+    reads: 0,
+  };
   const newAgent = (): Agent<GrantAdmission> => {
     const late: { agent?: Agent<GrantAdmission> } = {};
     const drift = opts.drift
@@ -164,6 +171,14 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
       stateDir,
       tryState,
       applier,
+      nodeReady: {
+        node: 'n',
+        check: () => {
+          nodeReady.reads++;
+          return Promise.resolve(nodeReady.value);
+        },
+      },
+      nodeReadyIntervalMs: 20,
       rebooter: {
         reboot: (why) => {
           reboots.push(why);
@@ -220,6 +235,7 @@ async function setup(opts: { drift?: boolean; stateRel?: string } = {}): Promise
     read: (p) => readFile(join(root, p), 'utf8'),
     drifted,
     reboots,
+    nodeReady,
     reboot: async () => {
       await rm(join(root, 'run'), { recursive: true, force: true });
       const next = newAgent();
@@ -434,6 +450,58 @@ describe('the agent in grant mode', () => {
     await expect(s.read('etc/default/grub.d/oscar.cfg')).rejects.toThrow();
     await waitUntil(() => s.reboots.length === 2);
     expect(s.reboots[1]).toBe('the revision was rolled back after its reboot');
+  });
+
+  it('issue 25: after the reboot the Node must be Ready in this boot before the soak; then confirmed', async () => {
+    const s = await setup();
+    await onV1(s);
+    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
+    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 50, deadlineMs: 10_000 }));
+    await waitUntil(() => s.reboots.length === 1);
+    expect(s.nodeReady.reads).toBe(0); // before the reboot the Node is not looked at
+    await s.agent.stop();
+    s.nodeReady.value = { kind: 'notReady', message: 'Node n still carries the boot before' };
+    s.reporter.reports = [];
+    await s.reboot();
+    const waiting = await s.reporter.until('Verifying');
+    expect(waiting.reason).toBe('NodeNotReady');
+    expect(waiting.message).toContain('still carries the boot before');
+    await waitUntil(() => s.nodeReady.reads >= 3);
+    expect(s.reporter.phases()).not.toContain('Confirmed'); // not while the Node is not Ready
+    s.nodeReady.value = { kind: 'ready', message: 'Node n Ready in this boot' };
+    expect((await s.reporter.until('Confirmed')).reason).toBe('Healthy');
+    expect(s.reboots).toHaveLength(1);
+  });
+
+  it('issue 25: a Node never Ready after the reboot rolls back (NodeNotReady) and reboots into the old state', async () => {
+    const s = await setup();
+    await onV1(s);
+    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
+    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 50, deadlineMs: 600 }));
+    await waitUntil(() => s.reboots.length === 1);
+    await s.agent.stop();
+    s.nodeReady.value = { kind: 'notReady', message: 'Node n is not Ready (Ready=False)' };
+    s.reporter.reports = [];
+    await s.reboot();
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('NodeNotReady');
+    expect(r.message).toContain('Ready=False');
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    await waitUntil(() => s.reboots.length === 2);
+  });
+
+  it('issue 25: a machine without a Node (no kubelet) is not held up by the Ready check', async () => {
+    const s = await setup();
+    await onV1(s);
+    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
+    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 50, deadlineMs: 10_000 }));
+    await waitUntil(() => s.reboots.length === 1);
+    await s.agent.stop();
+    s.nodeReady.value = { kind: 'absent', message: 'no Node named n' };
+    s.reporter.reports = [];
+    await s.reboot();
+    expect((await s.reporter.until('Confirmed')).reason).toBe('Healthy');
+    expect(s.nodeReady.reads).toBe(1);
   });
 
   it('issue 25: a crash during a Reboot-level try that never rebooted on purpose is a crash', async () => {

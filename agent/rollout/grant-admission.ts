@@ -168,6 +168,9 @@ export class GrantAdmission implements Admission {
       onError: (e) => {
         loop.sourceFailed(e);
       },
+      onRecovered: (e) => {
+        loop.sourceRecovered(e);
+      },
     });
   }
 

@@ -42,6 +42,10 @@ class Api implements KubeHttp {
 
   request<T>(method: string, path: string, spec?: RequestSpec): Promise<T> {
     this.requests.push(`${method} ${path}${spec?.query?.fieldSelector ? ' (list)' : ''}`);
+    if (path.includes('/secrets/') && this.failSecrets > 0) {
+      this.failSecrets--;
+      return Promise.reject(new Error('socket hang up'));
+    }
     if (path.includes('/secrets/')) {
       const s = this.secrets.get(path.slice(path.lastIndexOf('/') + 1));
       return s ? Promise.resolve(s as T) : Promise.reject(new ApiError(404, 'NotFound', 'gone'));
@@ -52,8 +56,17 @@ class Api implements KubeHttp {
     return Promise.resolve(this.node as T);
   }
 
+  /** The next watches fail at once (the connection drops). */
+  failWatches = 0;
+  /** The next revision fetches fail (the connection drops). */
+  failSecrets = 0;
+
   stream(_path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void> {
     this.requests.push(`WATCH from ${String(spec.query?.resourceVersion)}`);
+    if (this.failWatches > 0) {
+      this.failWatches--;
+      return Promise.reject(new Error('socket hang up'));
+    }
     return new Promise((resolve, reject) => {
       this.lines.push(onLine);
       this.ends.push(resolve);
@@ -81,6 +94,7 @@ async function until<T>(f: () => T | undefined, what: string): Promise<T> {
 function start(api: Api) {
   const got: GrantedDesired[] = [];
   const errors: string[] = [];
+  const recovered: string[] = [];
   const source = new GrantSource({
     namespace: 'ns',
     osc: 'w',
@@ -92,11 +106,33 @@ function start(api: Api) {
   const started = source.start({
     onGrant: (g) => got.push(g),
     onError: (e) => errors.push(e.message),
+    onRecovered: (e) => recovered.push(e.message),
   });
-  return { source, got, errors, started };
+  return { source, got, errors, recovered, started };
 }
 
 describe('GrantSource', () => {
+  it('a watch that failed and answers again says so once, with the error it reported (issue 25: a Degraded left behind held a rollout place)', async () => {
+    const api = new Api();
+    api.failWatches = 2;
+    const { source, got, errors, recovered, started } = start(api);
+    await started;
+    await until(() => got[0], 'the grant');
+    await until(() => errors[0], 'the watch failure');
+    expect(errors).toEqual(['socket hang up']); // reported once, however often it failed
+    expect(recovered).toEqual([]);
+    await until(
+      () => (api.requests.filter((r) => r.startsWith('WATCH')).length >= 3 ? true : undefined),
+      'the watch reopened',
+    );
+    api.emit({ metadata: { resourceVersion: '12' } }, 'BOOKMARK');
+    await until(() => recovered[0], 'the recovery');
+    api.emit({ metadata: { resourceVersion: '13' } }, 'BOOKMARK');
+    expect(recovered).toEqual(['socket hang up']);
+    expect(got).toHaveLength(1); // the same grant, not fetched again
+    await source.stop();
+  });
+
   it('fetches the granted revision once, verified; an unchanged grant fetches nothing', async () => {
     const api = new Api();
     const { source, got, started } = start(api);
@@ -108,6 +144,38 @@ describe('GrantSource', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(got).toHaveLength(1);
     expect(api.requests.filter((r) => r.includes('/secrets/'))).toHaveLength(1);
+    await source.stop();
+  });
+
+  it('the list that (re)starts the watch counts as seen: a status write at or before its version is proven without a watch event', async () => {
+    const api = new Api(); // the list answers at resourceVersion 10
+    const { source, started } = start(api);
+    await started;
+    let proven = false;
+    void source.waitForVersion('10').then(() => {
+      proven = true;
+    });
+    await until(() => (proven ? true : undefined), 'the write at 10 seen through the list');
+    let later = false;
+    void source.waitForVersion('11').then(() => {
+      later = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(later).toBe(false); // a write after the list needs the watch
+    api.emit(nodeObj(11, 1));
+    await until(() => (later ? true : undefined), 'the write at 11 through the watch');
+    await source.stop();
+  });
+
+  it('a revision fetch that failed and then succeeded says so, with the last error it reported', async () => {
+    const api = new Api();
+    api.failSecrets = 1;
+    const { source, got, errors, recovered, started } = start(api);
+    await started;
+    await until(() => got[0], 'the grant, fetched on the retry');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/^revision 1 \(oscar-w-rev-0\): socket hang up; retrying in/);
+    expect(recovered).toEqual(errors);
     await source.stop();
   });
 

@@ -34,6 +34,11 @@ export interface GrantEvents {
   onGrant(g: GrantedDesired): void;
   /** A grant this agent refused, or could not fetch (it is retried). */
   onError(error: Error): void;
+  /**
+   * The API server answers again after `error` (a watch or poll that failed): a Degraded that
+   * error alone caused is over — the grant is unchanged, so no new grant would clear it.
+   */
+  onRecovered?(error: Error): void;
 }
 
 export interface GrantSourceOptions extends GrantScope {
@@ -88,6 +93,11 @@ export class GrantSource {
   private waiters: { rv: number; resolve: () => void }[] = [];
   private seenRv = 0;
   private events: GrantEvents | undefined;
+  /**
+   * The failures reported as onError until the API server answers again: the watch's or poll's,
+   * and the revision fetch's (each retry reports anew; the last one is what the node shows).
+   */
+  private readonly unanswered: { watch?: Error | undefined; fetch?: Error | undefined } = {};
 
   constructor(private readonly opts: GrantSourceOptions) {
     this.description = `grants of node ${opts.node} (${opts.namespace}/${opts.osc})`;
@@ -117,7 +127,21 @@ export class GrantSource {
       `${NODES}/${encodeURIComponent(this.opts.node)}`,
       { signal: this.stopAll.signal, timeoutMs: 30_000 },
     );
+    this.recovered();
     this.handle(node);
+  }
+
+  private transportFailed(error: Error, what: 'watch' | 'fetch' = 'watch'): void {
+    this.unanswered[what] = error;
+    this.events?.onError(error);
+  }
+
+  /** An answer from the API server after a reported failure of the watch (or the fetch). */
+  private recovered(what: 'watch' | 'fetch' = 'watch'): void {
+    const e = this.unanswered[what];
+    if (!e) return;
+    this.unanswered[what] = undefined;
+    this.events?.onRecovered?.(e);
   }
 
   private async poll(): Promise<void> {
@@ -125,7 +149,7 @@ export class GrantSource {
     try {
       await this.get();
     } catch (error) {
-      if (!this.isStopped() && !isNotFound(error)) this.events?.onError(error as Error);
+      if (!this.isStopped() && !isNotFound(error)) this.transportFailed(error as Error);
     }
   }
 
@@ -172,6 +196,8 @@ export class GrantSource {
       if (this.current !== grant) return; // a newer grant came meanwhile
       const desired = verifyRevision(secret, grant);
       this.fetchFailures = 0;
+      // a grant the admission is already verifying (after a reboot) brings no apply to clear it
+      this.recovered('fetch');
       events.onGrant({ grant, desired });
     } catch (error) {
       if (this.isStopped() || this.current !== grant) return;
@@ -185,11 +211,12 @@ export class GrantSource {
       const base = this.opts.backoffBaseMs ?? 1000;
       const max = this.opts.backoffMaxMs ?? 30_000;
       const delay = Math.min(max, base * 2 ** (this.fetchFailures - 1)) * (0.5 + Math.random() / 2);
-      events.onError(
+      this.transportFailed(
         new Error(
           `revision ${String(grant.number)} (${grant.secretName}): ${(error as Error).message}; retrying in ${(delay / 1000).toFixed(1)} s`,
           { cause: error },
         ),
+        'fetch',
       );
       this.retryTimer = setTimeout(() => void this.fetch(grant), delay);
       this.retryTimer.unref();
@@ -210,6 +237,7 @@ export class GrantSource {
 
   private saw(rv: string | undefined): void {
     this.lastEventAt = Date.now();
+    this.recovered();
     if (rv === undefined) return;
     this.seenRv = Math.max(this.seenRv, rvNumber(rv));
     const ready = this.waiters.filter((w) => w.rv <= this.seenRv);
@@ -236,9 +264,14 @@ export class GrantSource {
             signal: abort,
             timeoutMs: 30_000,
           });
+          this.recovered();
           const item = list.items?.[0];
           if (item) this.handle(item);
           this.resourceVersion = list.metadata?.resourceVersion;
+          // the list is a read at that version over the new connection: a status write at or
+          // before it is seen (the watch, starting after it, never delivers that write; without
+          // this the connectivity proof waited for the next bookmark, a minute or more)
+          this.saw(this.resourceVersion);
         }
         this.opts.onRequest?.();
         await this.opts.http.stream(
@@ -282,7 +315,7 @@ export class GrantSource {
           { node: this.opts.node, retryInMs: Math.round(delay), ...errorFields(error) },
           'grant watch failed; reconnecting',
         );
-        if (failures === 1) this.events?.onError(error as Error);
+        if (failures === 1) this.transportFailed(error as Error);
         await new Promise<void>((r) => {
           const t = setTimeout(r, delay);
           this.watchAbort.signal.addEventListener('abort', () => {

@@ -201,10 +201,14 @@ async function writeGrants(plan: RolloutPlan, deps: RolloutDeps): Promise<number
 }
 
 /**
- * Phase 4a: one drain step per node the plan wants empty, its outcome written into the plan's
- * status.rollout.drains (the next pass grants a Drained node); then the uncordons.
+ * Phase 4a: the uncordons first, then one drain step per node the plan wants empty, its outcome
+ * written into the plan's status.rollout.drains (the next pass grants a Drained node). In that
+ * order: a pass that frees a node's place and gives it to the next node must not cordon the next
+ * before the first is uncordoned — never more Nodes cordoned than maxUnavailable, not even for the
+ * moment between two writes (the reboot e2e's watcher saw both of two nodes cordoned).
  */
 async function driveDrains(plan: RolloutPlan, deps: RolloutDeps): Promise<void> {
+  for (const node of plan.uncordons) await deps.drainer?.uncordon(node);
   const entries = new Map((plan.status?.drains ?? []).map((d) => [d.node, d]));
   for (const node of plan.drains) {
     const entry = entries.get(node);
@@ -225,7 +229,6 @@ async function driveDrains(plan: RolloutPlan, deps: RolloutDeps): Promise<void> 
       entry.message = `drain step failed: ${(error as Error).message}`;
     }
   }
-  for (const node of plan.uncordons) await deps.drainer?.uncordon(node);
 }
 
 /** Fields whose change is written at once; the rest (counts, message, wave) waits its turn. */

@@ -88,6 +88,7 @@ describe("the per-machine reader of its own node object (no other namespace's re
         resourceNames: ['m1'],
         verbs: ['get', 'list', 'watch'],
       },
+      { apiGroups: [''], resources: ['nodes'], resourceNames: ['m1'], verbs: ['get'] },
     ]);
     const binding = nodeReaderBinding(grant, node);
     expect(binding.subjects).toEqual([

@@ -146,7 +146,7 @@ export function nodeRoleBinding(g: MachineGrant): Record<string, unknown> {
 }
 
 /**
- * What one machine's certificate may read of the cluster-wide node objects: its own, by name (get,
+ * What one machine's certificate may read of the cluster-wide node objects and Nodes: its own, by name (get,
  * and list+watch with fieldSelector metadata.name, which RBAC matches against resourceNames). Node
  * objects are cluster-scoped and named after machines of every namespace, and a report carries a
  * failing unit's journal lines, drifted paths and the OSC it follows: with read rights on the whole
@@ -174,6 +174,10 @@ export function nodeReaderRole(
         resourceNames: [g.machine],
         verbs: ['get', 'list', 'watch'],
       },
+      // its Kubernetes Node (named after the machine: the approver signs kubelet's certificate
+      // for system:node:<machine> only), read after a reboot inside try mode: Ready in the new
+      // boot before a Reboot-level revision is confirmed (agent/reboot/node-ready.ts)
+      { apiGroups: [''], resources: ['nodes'], resourceNames: [g.machine], verbs: ['get'] },
     ],
   };
 }

@@ -94,6 +94,9 @@ async function setReady(http: HttpKubeClient, node: string, ready: boolean): Pro
             status: ready ? 'True' : 'False',
             reason: 'Bench',
             lastTransitionTime: now,
+            // kubelet's heartbeat: without it kube-controller-manager's node lifecycle
+            // controller marks the Node Unknown, and the agent's post-reboot check waits for Ready
+            lastHeartbeatTime: now,
           },
         ],
       },

@@ -3,7 +3,13 @@
 // change to a file declared onChange: reboot, with maxUnavailable 1: each node in turn is
 // cordoned, drained, rebooted by its own agent (systemctl reboot → systemd-nspawn exits 133 → the
 // harness boots the same disk again: a new boot id on the Node), Ready, confirmed and uncordoned;
-// a watcher sees never both nodes cordoned.
+// a watcher sees never both nodes cordoned. Each agent confirmed only once its Node was Ready in
+// the new boot (its journal says so).
+//
+// Then a Reboot-level change whose health check fails after the reboot: the first node reboots
+// into it, finds its Node Ready, fails the check, rolls back and reboots again into the old state
+// by itself (two more boots, the old file), reports RolledBack/HealthCheckFailed; the rollout
+// pauses on its failure threshold and the second node is never touched.
 //
 // Not yet here: pods. The images are built and imported (test/support/images.ts), but runc cannot
 // start a container inside an nspawn machine on this host (docs/testing.md, "Pods on the nodes"),
@@ -30,13 +36,14 @@ type NodeWithSpec = NodeObject & {
 };
 
 /** The worker's reconcile OSC with the rollout policy and a file whose change needs a reboot. */
-function rebootable(version: string) {
+function rebootable(version: string, healthChecks: unknown[] = []) {
   return (spec: Record<string, unknown>): void => {
     spec.rollout = {
       maxUnavailable: 1,
       soakSeconds: 10,
       progressDeadlineSeconds: 420,
       drain: { timeoutSeconds: 300 },
+      ...(healthChecks.length > 0 ? { healthChecks } : {}),
     };
     (spec.files as unknown[]).push({
       path: MARK,
@@ -64,7 +71,7 @@ interface Watch {
   stop: () => void;
 }
 
-/** Polls the Nodes every 500 ms: at most maxUnavailable (1) cordoned at once. */
+/** Lists the Nodes every 500 ms: at most maxUnavailable (1) cordoned at once. */
 function watchCordons(f: KubeletFleet): Watch {
   const state = { running: true };
   const w: Watch = {
@@ -77,13 +84,16 @@ function watchCordons(f: KubeletFleet): Watch {
   void (async () => {
     while (state.running) {
       try {
+        // one list: both Nodes as of one resourceVersion (two GETs could straddle an uncordon
+        // and the next cordon and see both cordoned although they never were at once)
+        const list = await f.get<{ items?: (NodeWithSpec & { metadata: { name: string } })[] }>(
+          '/api/v1/nodes',
+        );
         let cordoned = 0;
-        for (const n of names) {
-          const node = await f.get<NodeWithSpec>(`/api/v1/nodes/${n}`);
-          if (node?.spec?.unschedulable === true) {
-            cordoned += 1;
-            w.cordoned.add(n);
-          }
+        for (const node of list?.items ?? []) {
+          if (!names.includes(node.metadata.name) || node.spec?.unschedulable !== true) continue;
+          cordoned += 1;
+          w.cordoned.add(node.metadata.name);
         }
         if (cordoned > 1) w.bothCordoned = true;
       } catch {
@@ -102,6 +112,21 @@ async function bootIds(f: KubeletFleet): Promise<Map<string, string>> {
     ids.set(n, node?.status?.nodeInfo?.bootID ?? '');
   }
   return ids;
+}
+
+interface OscNodeStatus {
+  status?: { revision?: { phase?: string; reason?: string; message?: string; checksum?: string } };
+}
+
+/** The OSC's worker OSC edited by `edit`, applied (a new rendering, a new rollout). */
+async function applyWorker(
+  f: KubeletFleet,
+  edit: (spec: Record<string, unknown>) => void,
+): Promise<void> {
+  for (const doc of await workerOscs(ns, f.images.pause, edit)) {
+    if (doc.metadata.name !== OSC) continue;
+    await f.apply(`/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${OSC}`, doc);
+  }
 }
 
 async function rollout(f: KubeletFleet): Promise<RolloutStatus | undefined> {
@@ -136,13 +161,7 @@ describe('a Reboot-level rollout on two Kubernetes nodes', () => {
     const watch = watchCordons(f);
     const t0 = Date.now();
     try {
-      for (const doc of await workerOscs(ns, f.images.pause, rebootable('2'))) {
-        if (doc.metadata.name !== OSC) continue;
-        await f.apply(
-          `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${OSC}`,
-          doc,
-        );
-      }
+      await applyWorker(f, rebootable('2'));
       await waitFor(
         'both nodes rebooted, Ready, uncordoned, and the rollout Complete',
         async () => {
@@ -168,6 +187,76 @@ describe('a Reboot-level rollout on two Kubernetes nodes', () => {
     expect(f.nodes.map((n) => n.boots)).toEqual(boots.map((b) => b + 1)); // one reboot each
     for (const n of f.nodes) {
       expect((await n.execOk(['cat', MARK])).stdout).toBe('version=2\n');
+      // the try after the reboot waited for the Node: Ready, reported by kubelet of the new boot
+      const journal = await n.execOk(['journalctl', '-u', 'oscar-agent.service', '--no-pager']);
+      expect(journal.stdout).toMatch(/Node \S+ Ready in this boot/);
     }
+  }, 1_800_000);
+
+  it('a health check failing after the reboot: the node rolls back and reboots into the old state itself; the rollout pauses', async (ctx) => {
+    if (skipReason || !fleet) {
+      ctx.skip(skipReason ?? 'no fleet');
+      return;
+    }
+    const f = fleet;
+    // the rollout grants pending nodes by name: names[0] first
+    const [firstName, secondName] = names as [string, string];
+    const first = f.nodes.find((n) => n.name === firstName);
+    const second = f.nodes.find((n) => n.name === secondName);
+    if (!first || !second) throw new Error(`the fleet has no node ${firstName} or ${secondName}`);
+    const at = f.nodes.indexOf(first);
+    const bt = f.nodes.indexOf(second);
+    const diagnose = async (): Promise<string> => {
+      const parts = [JSON.stringify((await rollout(f)) ?? {})];
+      for (const n of f.nodes) parts.push(await f.journals(n).catch((e: unknown) => String(e)));
+      return parts.join('\n');
+    };
+    await waitFor(
+      'the previous rollout Complete',
+      async () => (await rollout(f))?.phase === 'Complete',
+      {
+        timeoutMs: 300_000,
+        intervalMs: 1000,
+        onTimeout: diagnose,
+      },
+    );
+    const boots = f.nodes.map((n) => n.boots);
+    // a file that is never there: the check fails on the node after its reboot, 2 times in a row
+    const failing = {
+      name: 'after-boot',
+      exec: { command: ['/usr/bin/test', '-e', '/etc/oscar-e2e/never-there'] },
+      periodSeconds: 2,
+      failureThreshold: 2,
+    };
+    await applyWorker(f, rebootable('3', [failing]));
+    const oscNode = (n: string) =>
+      f.get<OscNodeStatus>(`/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${n}`);
+    const paused = await waitFor(
+      'the first node rolled back (rebooted twice), uncordoned, and the rollout paused',
+      async () => {
+        if (first.boots < (boots[at] ?? 0) + 2) return false;
+        const node = await f.get<NodeWithSpec>(`/api/v1/nodes/${firstName}`);
+        if (!nodeReady(node) || node?.spec?.unschedulable === true) return false;
+        const report = (await oscNode(firstName))?.status?.revision;
+        if (report?.phase !== 'RolledBack') return false;
+        const r = await rollout(f);
+        return r?.phase === 'Paused' && r.pauseReason === 'FailureThreshold'
+          ? { r, report }
+          : false;
+      },
+      { timeoutMs: 1_500_000, intervalMs: 2000, onTimeout: diagnose },
+    );
+    expect(paused.report).toMatchObject({ phase: 'RolledBack', reason: 'HealthCheckFailed' });
+    expect(paused.report.message).toContain('after-boot');
+    expect(paused.r.nodes).toMatchObject({ rolledBack: 1, updated: 0 });
+    expect(paused.r.disruption).toBe('Reboot');
+    // into the revision and back: two boots; the old file, by the node itself
+    expect(first.boots).toBe((boots[at] ?? 0) + 2);
+    expect((await first.execOk(['cat', MARK])).stdout).toBe('version=2\n');
+    // the second node was never granted the failing revision
+    expect(second.boots).toBe(boots[bt]);
+    expect((await second.execOk(['cat', MARK])).stdout).toBe('version=2\n');
+    const node = await f.get<NodeWithSpec>(`/api/v1/nodes/${secondName}`);
+    expect(node?.spec?.unschedulable).not.toBe(true);
   }, 1_800_000);
 });

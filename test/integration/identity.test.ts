@@ -440,6 +440,14 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
         await status(h, 'GET', `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs`),
       ],
       ['read ConfigMaps', await status(h, 'GET', `/api/v1/namespaces/${ns}/configmaps`)],
+      // a Node by name, read after a reboot inside try mode (no Node here: 404, not 403)
+      ['get its Kubernetes Node', await status(h, 'GET', `/api/v1/nodes/${me}`)],
+      ['get another Kubernetes Node', await status(h, 'GET', `/api/v1/nodes/${ns}-m9`)],
+      ['list Nodes', await status(h, 'GET', '/api/v1/nodes')],
+      [
+        'patch its Kubernetes Node',
+        await status(h, 'PATCH', `/api/v1/nodes/${me}`, {}, { contentType: CONTENT_MERGE_PATCH }),
+      ],
       [
         'read the bootstrap tokens',
         await status(h, 'GET', '/api/v1/namespaces/kube-system/secrets'),
@@ -472,6 +480,10 @@ describe.skipIf(clusterUnavailable !== null)('node identity (real API server and
       'read OSCs': 403,
       'read OscarConfigs': 403,
       'read ConfigMaps': 403,
+      'get its Kubernetes Node': 404,
+      'get another Kubernetes Node': 403,
+      'list Nodes': 403,
+      'patch its Kubernetes Node': 403,
       'read the bootstrap tokens': 403,
     });
     // RBAC alone lets every node create any node object (it cannot name objects not yet made):

@@ -60,8 +60,12 @@ function spec(kernelArgs: string, rollout: RolloutPolicy): OperatingSystemConfig
   };
 }
 
-/** Grant-mode agents for ns/OSC on directory roots, each with its own identity. */
-async function agents(ns: string, names: string[]): Promise<string[]> {
+/**
+ * Grant-mode agents for ns/OSC on directory roots, each with its own identity. `lost`: a node
+ * whose reboot never ends — its agent asks for the reboot (journals its intent, reports
+ * Verifying/Rebooting) and is stopped, as systemd stops it, and nothing boots again.
+ */
+async function agents(ns: string, names: string[], lost: string[] = []): Promise<string[]> {
   const template = await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8');
   const rbac = names
     .map((n) =>
@@ -87,7 +91,18 @@ async function agents(ns: string, names: string[]): Promise<string[]> {
     const root = await mkdtemp(join(tmpdir(), 'oscar-rollout-drain-'));
     const stateDir = join(root, 'var/lib/oscar');
     await mkdir(stateDir, { recursive: true });
+    const gone: { stop?: () => Promise<void> } = {};
     const { agent, reporter } = followGrants(kc, {
+      ...(lost.includes(name)
+        ? {
+            rebooter: {
+              reboot: () => {
+                setTimeout(() => void gone.stop?.(), 0); // after the step returns, as systemd's stop
+                return Promise.resolve();
+              },
+            },
+          }
+        : {}),
       namespace: ns,
       osc: OSC,
       node: name,
@@ -102,6 +117,7 @@ async function agents(ns: string, names: string[]): Promise<string[]> {
       backoffMaxMs: 2_000,
       tickMs: 200,
     });
+    gone.stop = () => agent.stop();
     cleanups.push(async () => {
       await agent.stop();
       reporter.stop();
@@ -207,4 +223,82 @@ describe('a Reboot-level rollout drains each node first', () => {
     expect(events.stdout).toContain('DrainBlocked');
     expect(events.stdout).toContain(`PodDisruptionBudget ${ns}/web`);
   });
+
+  it('a node that never comes back from its reboot: counted failed after its deadline, the rollout paused, the next node not granted', async () => {
+    const ns = await createTestNamespace('rolost');
+    const api = new Api();
+    const admin = api.http;
+    const prefix = uniqueName('rl').slice(0, 7);
+    const names = [`${prefix}-0`, `${prefix}-1`];
+    for (const n of names) cleanups.push(await createNode(admin, n));
+    const controller = await startController([ns]);
+    cleanups.push(controller.stop);
+    await agents(ns, names, [names[0]!]);
+    const policy: RolloutPolicy = {
+      maxUnavailable: 1,
+      soakSeconds: 1,
+      progressDeadlineSeconds: 5,
+      drain: { timeoutSeconds: 30 },
+    };
+    const rollout = async (): Promise<RolloutStatus | undefined> =>
+      (await api.getOsc(ns, OSC))?.status?.rollout;
+    await api.applyOsc(ns, OSC, spec('quiet', policy));
+    await waitFor(
+      'revision 1 complete',
+      async () => {
+        const r = await rollout();
+        return r?.phase === 'Complete' && r.nodes.total === 2 ? r : undefined;
+      },
+      90_000,
+    );
+
+    await api.applyOsc(ns, OSC, spec('quiet mitigations=auto', policy));
+    const oscnode = (n: string) =>
+      admin.request<{
+        spec?: { revision?: RevisionGrant };
+        status?: { revision?: { phase?: string; reason?: string; number?: number } };
+      }>('GET', `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${n}`);
+    // node 0 is granted the Reboot-level revision, asks for its reboot and is gone
+    await waitFor(
+      'node 0 rebooting',
+      async () => {
+        const r = (await oscnode(names[0]!)).status?.revision;
+        return r?.number === 2 && r.reason === 'Rebooting' ? r : undefined;
+      },
+      60_000,
+    );
+    const gone = Date.now();
+    const paused = await waitFor(
+      'the rollout paused on the lost node',
+      async () => {
+        const r = await rollout();
+        return r?.phase === 'Paused' ? r : undefined;
+      },
+      {
+        // grant + (deadline 5 s + soak 1 s) + the controller's 60 s grace, on a loaded machine
+        timeoutMs: 180_000,
+        onTimeout: async () => JSON.stringify(await rollout()),
+      },
+    );
+    // not before the deadline and grace: the controller waited for an answer
+    expect(Date.now() - gone).toBeGreaterThan(60_000);
+    expect(paused).toMatchObject({
+      pauseReason: 'FailureThreshold',
+      disruption: 'Reboot',
+      nodes: { failed: 1, rolledBack: 0, updated: 0 },
+    });
+    const events = await kubectl(['get', 'events', '-n', ns, '-o', 'json']);
+    expect(events.stdout).toContain('NodeFailed');
+    expect(events.stdout).toContain(`Node ${names[0]!} did not confirm revision 2 by its deadline`);
+    // the lost node stays what it was: Verifying its reboot, cordoned for a person to look at
+    expect((await oscnode(names[0]!)).status?.revision).toMatchObject({
+      phase: 'Verifying',
+      reason: 'Rebooting',
+    });
+    const node = (n: string) => admin.request<WorkloadObject>('GET', `/api/v1/nodes/${n}`);
+    expect((await node(names[0]!)).spec?.unschedulable).toBe(true);
+    // the next node was neither drained nor granted: the lost one held the only place
+    expect((await oscnode(names[1]!)).spec?.revision?.number).toBe(1);
+    expect((await node(names[1]!)).spec?.unschedulable).not.toBe(true);
+  }, 300_000);
 });

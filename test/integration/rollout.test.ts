@@ -426,7 +426,7 @@ describe('rollouts with the real API server', () => {
     await until(api, ns, 'complete', (r) => r.revision === 2 && r.phase === 'Complete');
   }, 180_000);
 
-  it('grant mode needs exactly this: its OSC revision Secrets, its own node object to read, its status to write', async () => {
+  it('grant mode needs exactly this: its OSC revision Secrets, its own node object to read, its status to write, its own Node to read', async () => {
     const ns = await createTestNamespace('rr');
     const [node] = await fleet(ns, 1, uniqueName('r').slice(0, 6));
     const name = node?.name ?? '';
@@ -453,6 +453,11 @@ describe('rollouts with the real API server', () => {
       await can('patch', 'operatingsystemconfignodes.oscar.dev/other', '--subresource=status'),
     ).toBe('no');
     expect(await can('get', 'operatingsystemconfigs.oscar.dev', '-n', ns)).toBe('no');
+    // its own Kubernetes Node, read after a reboot (Ready in the new boot): get it, nothing more
+    expect(await can('get', `node/${name}`)).toBe('yes');
+    expect(await can('get', 'node/other')).toBe('no');
+    expect(await can('list', 'nodes')).toBe('no');
+    expect(await can('patch', `node/${name}`)).toBe('no');
     // and the agent, as that identity, did create its node object and announce itself
     const obj = await new Api().http.request<OperatingSystemConfigNode>('GET', `${NODES}/${name}`);
     expect(obj.status).toMatchObject({ source: 'Grant', oscRef: { namespace: ns, name: OSC } });
