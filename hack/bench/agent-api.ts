@@ -343,7 +343,8 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     if (opts.quietSeconds !== undefined && opts.quietSeconds > 0) {
       // A quiet agent: the Secret source and nothing else (no /metrics), as most nodes run it.
       const quiet = spawnAgent('quiet-root', []);
-      await new AgentLog(quiet.child).when('applied', v0.checksum);
+      const quietLog = new AgentLog(quiet.child);
+      await quietLog.when('applied', v0.checksum);
       log(`quiet agent: applied; reading its RSS in ${String(opts.quietSeconds)} s`);
       await sleep(opts.quietSeconds * 1000);
       const mem = await procMemKb(quiet.pid);
@@ -358,8 +359,21 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
           .map(([k, kb]) => `${k} ${mb(kb)}`)
           .join(', ')}`,
       );
+      // One change after the quiet window: what a node pays for an apply after a long idle
+      // (code V8 flushed while idle is compiled again).
+      const change = versionOf(1);
+      const ticks0 = await procCpuTicks(quiet.pid);
+      await put(change);
+      await quietLog.when('applied', change.checksum);
+      await sleep(2_000); // its status report and the GC after it
+      const ticks = (await procCpuTicks(quiet.pid)) - ticks0;
+      const after = await procMemKb(quiet.pid);
+      console.log(
+        `quiet agent, one change after the quiet window: CPU ${String(ticks * 10)} ms; RSS 2 s later ${mb(after.rss)} MB`,
+      );
       quiet.child.kill('SIGTERM');
       await new Promise((r) => quiet.child.once('exit', r));
+      await put(v0);
       if (opts.quietOnly === true) return;
     }
 
