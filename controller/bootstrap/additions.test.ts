@@ -88,6 +88,10 @@ describe('bootstrap additions', () => {
       expect(agentUnit).not.toContain('--secret');
       // its memory limit: the agent's bomb test keeps its peak RSS under it
       expect(agentUnit).toContain('\nMemoryMax=512M\n');
+      // glibc's malloc: one arena, large blocks mapped apart (docs/performance.md)
+      expect(agentUnit).toContain(
+        '\nEnvironment=MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=32768\n',
+      );
       const kubeconfig = byPath.get(BOOTSTRAP_KUBECONFIG_PATH);
       expect(kubeconfig?.mode).toBe(0o600);
       const kc = parse(kubeconfig?.content.toString() ?? '') as {

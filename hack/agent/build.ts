@@ -65,12 +65,19 @@ interface ProgramSpec {
  * the young generation never grows and Maglev and TurboFan are never set up, which setting the
  * same flags at run time (as `oscar agent` from dist/ does) cannot undo. `plan` and `version`
  * are short commands that do not miss the optimising tiers.
+ * And code flushing as soon as a function has not run for one full GC (V8's default: six), its
+ * baseline code too: what only the start ran (the command line, the first connection, the
+ * first apply's setup) is dropped when the quiet agent's heap is collected, and compiled again
+ * if it runs again (quiet agent 62.8–63.4 → 61.2–61.6 MB; one change after the quiet window
+ * 50–80 ms of CPU either way; docs/performance.md).
  */
 export const AGENT_EXEC_ARGV = [
   '--semi-space-growth-factor=1',
   '--optimize-for-size',
   '--no-maglev',
   '--no-turbofan',
+  '--bytecode-old-age=1',
+  '--flush-baseline-code',
 ] as const;
 
 const PROGRAM: Record<Program, ProgramSpec> = {

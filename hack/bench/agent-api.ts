@@ -23,6 +23,7 @@ import { ANNOTATION_CHECKSUM, encodeConfigData } from '../../api/secret.js';
 import type { Desired } from '../../agent/state.js';
 import { HttpKubeClient, isNotFound } from '../../kube/client.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { AGENT_MALLOC_ENV } from '../../controller/bootstrap/additions.js';
 import { sleep } from '../../api/util.js';
 
 export interface ApiBenchOptions {
@@ -43,6 +44,11 @@ export interface ApiBenchOptions {
   quietOnly?: boolean;
   /** Another build's dist/cli/oscar.js to measure (a before/after comparison); default ours. */
   entry?: string;
+  /**
+   * Start the agents with the unit's malloc settings (AGENT_MALLOC_ENV), as systemd does on a
+   * node; false: glibc's defaults (a before/after comparison).
+   */
+  unitEnv?: boolean;
 }
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -322,8 +328,13 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
         ...(opts.pollInterval !== undefined ? ['--poll-interval', opts.pollInterval] : []),
       ];
       const command = script ? process.execPath : entry;
-      log(`agent: ${[script ? 'node' : entry, ...args].join(' ')}`);
-      const c = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+      const unitEnv = opts.unitEnv === false ? {} : AGENT_MALLOC_ENV;
+      const envText = Object.entries(unitEnv).map(([k, v]) => `${k}=${v} `);
+      log(`agent: ${envText.join('')}${[script ? 'node' : entry, ...args].join(' ')}`);
+      const c = spawn(command, args, {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, ...unitEnv },
+      });
       if (c.pid === undefined) throw new Error('could not start the agent');
       children.push(c);
       return { child: c, pid: c.pid };
@@ -332,7 +343,8 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     if (opts.quietSeconds !== undefined && opts.quietSeconds > 0) {
       // A quiet agent: the Secret source and nothing else (no /metrics), as most nodes run it.
       const quiet = spawnAgent('quiet-root', []);
-      await new AgentLog(quiet.child).when('applied', v0.checksum);
+      const quietLog = new AgentLog(quiet.child);
+      await quietLog.when('applied', v0.checksum);
       log(`quiet agent: applied; reading its RSS in ${String(opts.quietSeconds)} s`);
       await sleep(opts.quietSeconds * 1000);
       const mem = await procMemKb(quiet.pid);
@@ -347,8 +359,21 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
           .map(([k, kb]) => `${k} ${mb(kb)}`)
           .join(', ')}`,
       );
+      // One change after the quiet window: what a node pays for an apply after a long idle
+      // (code V8 flushed while idle is compiled again).
+      const change = versionOf(1);
+      const ticks0 = await procCpuTicks(quiet.pid);
+      await put(change);
+      await quietLog.when('applied', change.checksum);
+      await sleep(2_000); // its status report and the GC after it
+      const ticks = (await procCpuTicks(quiet.pid)) - ticks0;
+      const after = await procMemKb(quiet.pid);
+      console.log(
+        `quiet agent, one change after the quiet window: CPU ${String(ticks * 10)} ms; RSS 2 s later ${mb(after.rss)} MB`,
+      );
       quiet.child.kill('SIGTERM');
       await new Promise((r) => quiet.child.once('exit', r));
+      await put(v0);
       if (opts.quietOnly === true) return;
     }
 
@@ -365,6 +390,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     );
     const toStart: number[] = [];
     const toApplied: number[] = [];
+    const changeTicks0 = await procCpuTicks(pid);
     for (let i = 0; i < opts.changes; i++) {
       const d = versionOf(i);
       const sent = Date.now();
@@ -375,6 +401,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
       toApplied.push(applied - sent);
       await sleep(100 + Math.random() * 200);
     }
+    const changeTicks = (await procCpuTicks(pid)) - changeTicks0;
     const s = quantiles(toStart);
     const a = quantiles(toApplied);
     console.log(
@@ -382,6 +409,9 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     );
     console.log(
       `api   Secret update → applied                        : p50 ${a.p50.toFixed(0)} ms  p99 ${a.p99.toFixed(0)} ms  max ${a.max.toFixed(0)} ms`,
+    );
+    console.log(
+      `api   agent CPU during the ${String(opts.changes)} changes: ${String(changeTicks * 10)} ms, ${((changeTicks * 10) / opts.changes).toFixed(1)} ms per change`,
     );
 
     // Settle: the last report lands, and V8 collects what the changes left (its memory reducer

@@ -7,6 +7,9 @@
 //   npm run build && node --import tsx hack/bench/agent.ts [--runs N] [--dir DIR]
 //       [--changes 50] [--idle 600] [--settle 30] [--poll-interval S] [--skip-api | --api-only]
 //       [--quiet 40] [--quiet-only] [--entry OTHER/dist/cli/oscar.js] [--jit agent|full]
+//       [--glibc-defaults]
+// The agents start with the malloc settings of their systemd unit (AGENT_MALLOC_ENV);
+// --glibc-defaults leaves them out.
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 // Targets (docs/agent.md): plan ≤ 20 ms; update → apply start p99 ≤ 1 s; idle < 0.5 % of a core,
 // ≤ 1 API request per minute; RSS < 70 MB.
@@ -43,6 +46,7 @@ const { values } = parseArgs({
     entry: { type: 'string' },
     // plan and apply with V8's tiers as the agent sets them (agent), or all of them (full)
     jit: { type: 'string', default: 'agent' },
+    'glibc-defaults': { type: 'boolean', default: false },
   },
 });
 if (values.jit === 'agent') limitJitForAgent();
@@ -131,5 +135,6 @@ if (!values['skip-api']) {
     quietSeconds: Number(values.quiet),
     quietOnly: values['quiet-only'],
     ...(values.entry !== undefined ? { entry: values.entry } : {}),
+    unitEnv: !values['glibc-defaults'],
   });
 }

@@ -16,6 +16,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
+import { AGENT_MALLOC_ENV } from '../../controller/bootstrap/additions.js';
 import { type ControllerHandle } from '../../controller/main.js';
 import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
 import { runBootstrapController, serveAgent, type AgentServer } from '../support/agent-server.js';
@@ -285,6 +286,11 @@ describe('a blank machine bootstraps itself into a node that follows its OSC', (
         .serialNumber;
     const serial1 = await serialOf();
     const agentPid = (await node.show('oscar-agent.service', ['MainPID'])).MainPID;
+    // the unit's malloc settings reach the agent's process (glibc reads them when it starts)
+    const environ = await node.exec(['cat', `/proc/${String(agentPid)}/environ`]);
+    expect(environ.stdout.split('\0')).toEqual(
+      expect.arrayContaining(Object.entries(AGENT_MALLOC_ENV).map(([k, v]) => `${k}=${v}`)),
+    );
     const appPids = await node.show('app-a.service', ['MainPID']);
     const reload = await node.exec(['systemctl', 'reload', 'oscar-agent.service']);
     expect(reload.code, reload.stderr).toBe(0);
