@@ -353,7 +353,8 @@ function firstRefusal(
   maxExpirationSeconds: number,
 ): Refusal | undefined {
   const early = signerIsNodeSigner(csr) ?? requestParses(parsed);
-  if (early || parsed instanceof Error) return early; // a request that does not parse is refused by then
+  // A request that does not parse has its refusal by then (early is set).
+  if (early || parsed instanceof Error) return early;
   const review: Review = { csr, request: parsed, claim, maxExpirationSeconds };
   for (const check of REQUEST_CHECKS) {
     const refusal = check(review);
