@@ -243,98 +243,157 @@ async function applyBeneath(
   opts: ApplyOptions,
 ): Promise<ApplyResult> {
   const log = deps.log ?? (() => undefined);
-  let accounts = await Accounts.load(beneath, deps.root);
+  const accounts = await Accounts.load(beneath, deps.root);
   const pending = await Journal.read(deps.stateDir, log);
   if (pending) {
     // a killed apply may have left temp files where it was writing
     const stale = await removeStaleTemps(beneath, writtenDirs(pending.actions));
     if (stale > 0) log(`removed ${stale} temp file(s) an interrupted apply left`);
   }
-  let resumed = false;
-  let actions: Action[] | undefined;
-  let journal: Journal;
-  let done = new Set<number>();
-  let begun = new Map<number, string>();
-  if (pending && pending.checksum === desired.checksum) {
-    // once: not per journaled write (1,000² on resume)
-    actions = withContents(pending.actions, entriesOf(desired.config));
-    if (!actions) log('the journal names a file the desired config does not have: planning afresh');
-  }
-  if (pending && actions) {
-    resumed = true;
-    journal = await Journal.resume(deps.stateDir, pending);
-    ({ done, begun } = pending);
-    log(
-      `resuming an interrupted apply of ${desired.checksum.slice(0, 12)}: ${actions.length - done.size} of ${actions.length} action(s) left`,
-    );
-  } else {
-    if (pending && pending.checksum !== desired.checksum)
-      log(
-        `dropping an interrupted apply of ${pending.checksum.slice(0, 12)}: the desired config changed`,
-      );
-    const last = await readLastApplied(deps.stateDir);
-    assertInPlace(last?.config, desired.config);
-    const observed = await observeNode(deps, beneath, accounts, desired.config, last?.config);
-    const repair = repairFor(desired.config, opts.revert === true ? 'revert' : 'apply');
-    actions = plan(last?.config, desired.config, observed, repair);
-    if (actions.length === 0) {
-      if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.bytes);
-      if (pending) await (await Journal.resume(deps.stateDir, pending)).finish();
-      return { checksum: desired.checksum, actions, resumed, touchedUnits: [] };
-    }
-    journal = await Journal.start(deps.stateDir, desired.checksum, actions);
-  }
-
+  const work =
+    (pending && (await resumeWork(deps, desired, pending, log))) ??
+    (await planWork(deps, beneath, accounts, desired, opts, pending, log));
+  if (!('journal' in work)) return work; // nothing to do
+  const { actions, journal, done } = work;
   try {
-    const touchedUnits: UnitTouched[] = [];
-    // Renames are made durable per directory, once, before a unit job reads them and before
-    // last-applied is written (a SIGKILL needs no fsync at all; a power cut needs these).
-    const dirsToSync: DirsToSync = new Map();
-    const now = deps.now ?? (() => new Date());
-    let next = 0; // the first action a batch of writes has not covered
-    for (const [i, action] of actions.entries()) {
-      if (done.has(i) || i < next) continue;
-      if (action.kind === 'writeFile') {
-        // consecutive pending writes go in one batch (see writeBatch)
-        const batch: number[] = [];
-        let j = i;
-        for (; j < actions.length && batch.length < WRITE_BATCH; j++) {
-          if (actions[j]?.kind !== 'writeFile') break;
-          if (!done.has(j)) batch.push(j);
-        }
-        next = j;
-        await writeBatch(deps, beneath, accounts, journal, actions, batch, dirsToSync);
-        continue;
-      }
-      try {
-        if (isUnitAction(action) || action.kind === 'daemonReload') await syncDirs(dirsToSync);
-        await runAction(deps, beneath, journal, i, action, begun.get(i), log, dirsToSync);
-      } catch (error) {
-        throw await toApplyError(deps.systemd, action, error);
-      }
-      await journal.done(i);
-      // the users and groups a package created own the files written after it
-      if (action.kind === 'installPackages') accounts = await Accounts.load(beneath, deps.root);
-      if (
-        isUnitAction(action) &&
-        ['start', 'restart', 'tryRestart', 'reload', 'stopStart', 'stop'].includes(action.kind)
-      ) {
-        touchedUnits.push({ name: action.unit, action: action.kind, time: now().toISOString() });
-      }
-    }
-    await syncDirs(dirsToSync);
+    const touchedUnits = await runWork(deps, beneath, accounts, work, log);
     await writeLastApplied(deps.stateDir, desired.bytes);
     await journal.finish();
-    const ran = actions;
     return {
       checksum: desired.checksum,
-      actions: ran.filter((_, i) => !done.has(i)),
-      resumed,
+      actions: actions.filter((_, i) => !done.has(i)),
+      resumed: work.resumed,
       touchedUnits,
     };
   } finally {
     await journal.close();
   }
+}
+
+/** What an apply runs: its actions, its journal, and what an interrupted run already did. */
+interface Work {
+  actions: Action[];
+  journal: Journal;
+  done: Set<number>;
+  begun: Map<number, string>;
+  resumed: boolean;
+}
+
+/**
+ * An interrupted apply of this same desired state resumes from its journal; undefined when the
+ * journal is another state's or names a file the desired config does not have.
+ */
+async function resumeWork(
+  deps: ApplyDeps,
+  desired: Desired,
+  pending: PendingApply,
+  log: (message: string) => void,
+): Promise<Work | undefined> {
+  if (pending.checksum !== desired.checksum) return undefined;
+  // once: not per journaled write (1,000² on resume)
+  const actions = withContents(pending.actions, entriesOf(desired.config));
+  if (!actions) {
+    log('the journal names a file the desired config does not have: planning afresh');
+    return undefined;
+  }
+  const journal = await Journal.resume(deps.stateDir, pending);
+  const { done, begun } = pending;
+  log(
+    `resuming an interrupted apply of ${desired.checksum.slice(0, 12)}: ${actions.length - done.size} of ${actions.length} action(s) left`,
+  );
+  return { actions, journal, done, begun, resumed: true };
+}
+
+/**
+ * A fresh plan from the last applied state and what the node holds; with nothing to do, the
+ * result itself (last-applied recorded, an outdated journal closed).
+ */
+async function planWork(
+  deps: ApplyDeps,
+  beneath: Beneath,
+  accounts: Accounts,
+  desired: Desired,
+  opts: ApplyOptions,
+  pending: PendingApply | undefined,
+  log: (message: string) => void,
+): Promise<Work | ApplyResult> {
+  if (pending && pending.checksum !== desired.checksum)
+    log(
+      `dropping an interrupted apply of ${pending.checksum.slice(0, 12)}: the desired config changed`,
+    );
+  const last = await readLastApplied(deps.stateDir);
+  assertInPlace(last?.config, desired.config);
+  const observed = await observeNode(deps, beneath, accounts, desired.config, last?.config);
+  const repair = repairFor(desired.config, opts.revert === true ? 'revert' : 'apply');
+  const actions = plan(last?.config, desired.config, observed, repair);
+  if (actions.length === 0) {
+    if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.bytes);
+    if (pending) await (await Journal.resume(deps.stateDir, pending)).finish();
+    return { checksum: desired.checksum, actions, resumed: false, touchedUnits: [] };
+  }
+  const journal = await Journal.start(deps.stateDir, desired.checksum, actions);
+  return { actions, journal, done: new Set(), begun: new Map(), resumed: false };
+}
+
+/** Unit actions that (re)start or stop a unit: the ones the health checks watch after. */
+const TOUCHING = new Set(['start', 'restart', 'tryRestart', 'reload', 'stopStart', 'stop']);
+
+/**
+ * Runs the actions not done yet, in order: consecutive writes in batches, every other action
+ * alone and journaled. Returns the units it started, restarted or stopped.
+ */
+async function runWork(
+  deps: ApplyDeps,
+  beneath: Beneath,
+  accountsAtStart: Accounts,
+  { actions, journal, done, begun }: Work,
+  log: (message: string) => void,
+): Promise<UnitTouched[]> {
+  let accounts = accountsAtStart;
+  const touchedUnits: UnitTouched[] = [];
+  // Renames are made durable per directory, once, before a unit job reads them and before
+  // last-applied is written (a SIGKILL needs no fsync at all; a power cut needs these).
+  const dirsToSync: DirsToSync = new Map();
+  const now = deps.now ?? (() => new Date());
+  let next = 0; // the first action a batch of writes has not covered
+  for (const [i, action] of actions.entries()) {
+    if (done.has(i) || i < next) continue;
+    if (action.kind === 'writeFile') {
+      const batch = writeBatchFrom(actions, i, done);
+      next = batch.next;
+      await writeBatch(deps, beneath, accounts, journal, actions, batch.indexes, dirsToSync);
+      continue;
+    }
+    try {
+      if (isUnitAction(action) || action.kind === 'daemonReload') await syncDirs(dirsToSync);
+      await runAction(deps, beneath, journal, i, action, begun.get(i), log, dirsToSync);
+    } catch (error) {
+      throw await toApplyError(deps.systemd, action, error);
+    }
+    await journal.done(i);
+    // the users and groups a package created own the files written after it
+    if (action.kind === 'installPackages') accounts = await Accounts.load(beneath, deps.root);
+    if (isUnitAction(action) && TOUCHING.has(action.kind)) {
+      touchedUnits.push({ name: action.unit, action: action.kind, time: now().toISOString() });
+    }
+  }
+  await syncDirs(dirsToSync);
+  return touchedUnits;
+}
+
+/** Consecutive pending writes from action i go in one batch (see writeBatch). */
+function writeBatchFrom(
+  actions: readonly Action[],
+  i: number,
+  done: ReadonlySet<number>,
+): { indexes: number[]; next: number } {
+  const indexes: number[] = [];
+  let j = i;
+  for (; j < actions.length && indexes.length < WRITE_BATCH; j++) {
+    if (actions[j]?.kind !== 'writeFile') break;
+    if (!done.has(j)) indexes.push(j);
+  }
+  return { indexes, next: j };
 }
 
 /** Pending writes per batch: enough to keep the thread pool busy, few temp files at a time. */

@@ -29,6 +29,7 @@ import type { Reporter } from './agent.js';
 import { ApplyError, type ApplyResult } from './apply.js';
 import type { DriftReport } from './model/drift.js';
 import { driftCondition, driftEvents, driftStatus, type DriftEvent } from './drift/report.js';
+import { sleep } from '../api/util.js';
 
 const PATH = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 /** Events a minute, at most: drift that flaps cannot flood the API server. */
@@ -431,7 +432,7 @@ export class KubeReporter implements Reporter {
             'report failed; retrying',
           );
         }
-        await new Promise((r) => setTimeout(r, delay));
+        await sleep(delay);
       }
     }
   }
@@ -479,7 +480,7 @@ export class KubeReporter implements Reporter {
   async flush(timeoutMs = 15_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while ((this.sending || this.dirty) && Date.now() < deadline) {
-      await Promise.race([this.sending, new Promise((r) => setTimeout(r, 100))]);
+      await Promise.race([this.sending, sleep(100)]);
     }
   }
 

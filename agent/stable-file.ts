@@ -6,6 +6,7 @@
  * modification time before the read and `quietMs` after it, and as many bytes as its size.
  */
 import { readFile, stat } from 'node:fs/promises';
+import { sleep } from '../api/util.js';
 
 /** How long a file must stand still before a watcher's change is read (chokidar and readStable). */
 export const QUIET_MS = 300;
@@ -22,7 +23,7 @@ export async function readStableFile(path: string, opts: StableReadOptions = {})
   for (;;) {
     const before = await stat(path);
     const bytes = await readFile(path);
-    await new Promise((r) => setTimeout(r, quietMs));
+    await sleep(quietMs);
     const after = await stat(path);
     if (
       before.ino === after.ino &&

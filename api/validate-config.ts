@@ -144,58 +144,115 @@ function checkUnit(
   facts: (text: string) => UnitTextFacts,
   out: FieldError[],
 ): void {
-  const nameProblem = validateUnitName(unit.name);
-  if (nameProblem) out.push(fieldError(`${base}.name`, nameProblem));
-  else {
-    if (files.has(unitPath(unit.name))) {
-      out.push(
-        fieldError(
-          `${base}.name`,
-          `spec.files also writes ${unitPath(unit.name)}; declare the unit's content here and remove that file`,
-        ),
-      );
-    }
-    if (unit.dropIns.length > 0) {
-      const dirProblem = checkDropInDirName(unit.name);
-      if (dirProblem) out.push(fieldError(`${base}.name`, dirProblem));
-    }
-  }
+  const nameOk = checkUnitName(unit, base, files, out);
   if (!UNIT_COMMANDS.includes(unit.command)) {
     out.push(fieldError(`${base}.command`, `must be one of ${oneOf(UNIT_COMMANDS)}`));
   }
   if (!ON_CHANGE.includes(unit.onChange)) {
     out.push(fieldError(`${base}.onChange`, `must be one of ${oneOf(ON_CHANGE)}`));
   }
-  let hasReload = false;
   const content = unit.content;
   const hasContent = content !== undefined && content.length > 0;
-  if (content !== undefined && content.length > LIMITS.unitContentBytes) {
+  const contentReloads = checkUnitContent(content, base, facts, out);
+  const dropInsReload = checkDropIns(unit, base, nameOk ? files : undefined, facts, out);
+  if (unit.filePaths.length > LIMITS.filePaths) {
+    out.push(fieldError(`${base}.filePaths`, tooMany(unit.filePaths.length, LIMITS.filePaths)));
+  }
+  checkUnitRules(
+    {
+      filePaths: unit.filePaths,
+      onChange: unit.onChange,
+      mask: unit.mask,
+      enable: unit.enable,
+      hasContent,
+      hasDropIns: unit.dropIns.length > 0,
+      hasReload: contentReloads || dropInsReload,
+    },
+    base,
+    files,
+    out,
+  );
+}
+
+/**
+ * A valid unit name that spec.files does not also write, with a drop-in directory name when it
+ * has drop-ins. True when the name itself is valid.
+ */
+function checkUnitName(
+  unit: ResolvedUnit,
+  base: string,
+  files: ReadonlySet<string>,
+  out: FieldError[],
+): boolean {
+  const nameProblem = validateUnitName(unit.name);
+  if (nameProblem) {
+    out.push(fieldError(`${base}.name`, nameProblem));
+    return false;
+  }
+  if (files.has(unitPath(unit.name))) {
+    out.push(
+      fieldError(
+        `${base}.name`,
+        `spec.files also writes ${unitPath(unit.name)}; declare the unit's content here and remove that file`,
+      ),
+    );
+  }
+  if (unit.dropIns.length > 0) {
+    const dirProblem = checkDropInDirName(unit.name);
+    if (dirProblem) out.push(fieldError(`${base}.name`, dirProblem));
+  }
+  return true;
+}
+
+/** The unit's own content: within the limit, parsed, with a section. True when it has ExecReload. */
+function checkUnitContent(
+  content: string | undefined,
+  base: string,
+  facts: (text: string) => UnitTextFacts,
+  out: FieldError[],
+): boolean {
+  if (content === undefined || content.length === 0) return false;
+  if (content.length > LIMITS.unitContentBytes) {
     out.push(
       fieldError(`${base}.content`, `must have at most ${LIMITS.unitContentBytes} characters`),
     );
-  } else if (hasContent) {
-    const f = facts(content);
-    for (const e of f.errors)
-      out.push(fieldError(`${base}.content`, `line ${e.line}: ${e.message}`));
-    if (f.sectionCount === 0 && f.errors.length === 0) {
-      out.push(
-        fieldError(
-          `${base}.content`,
-          'has no [Section]; a unit file needs at least [Unit] or [Service]',
-        ),
-      );
-    }
-    hasReload = f.execReload;
+    return false;
   }
+  const f = facts(content);
+  for (const e of f.errors) out.push(fieldError(`${base}.content`, `line ${e.line}: ${e.message}`));
+  if (f.sectionCount === 0 && f.errors.length === 0) {
+    out.push(
+      fieldError(
+        `${base}.content`,
+        'has no [Section]; a unit file needs at least [Unit] or [Service]',
+      ),
+    );
+  }
+  return f.execReload;
+}
+
+/**
+ * The drop-ins: how many, valid unique names spec.files does not also write (`files` undefined
+ * when the unit's own name is invalid: no path to compare), contents within the limit and
+ * parsed. True when one has ExecReload.
+ */
+function checkDropIns(
+  unit: ResolvedUnit,
+  base: string,
+  files: ReadonlySet<string> | undefined,
+  facts: (text: string) => UnitTextFacts,
+  out: FieldError[],
+): boolean {
   if (unit.dropIns.length > LIMITS.dropIns) {
     out.push(fieldError(`${base}.dropIns`, tooMany(unit.dropIns.length, LIMITS.dropIns)));
   }
+  let hasReload = false;
   const firstDropIn = new Map<string, number>();
   unit.dropIns.forEach((d, j) => {
     const field = `${base}.dropIns[${j}]`;
     const problem = validateDropInName(d.name);
     if (problem) out.push(fieldError(`${field}.name`, problem));
-    else if (nameProblem === undefined && files.has(dropInPath(unit.name, d.name))) {
+    else if (files?.has(dropInPath(unit.name, d.name))) {
       out.push(
         fieldError(
           `${field}.name`,
@@ -224,23 +281,7 @@ function checkUnit(
       out.push(fieldError(`${field}.content`, `line ${e.line}: ${e.message}`));
     hasReload ||= f.execReload;
   });
-  if (unit.filePaths.length > LIMITS.filePaths) {
-    out.push(fieldError(`${base}.filePaths`, tooMany(unit.filePaths.length, LIMITS.filePaths)));
-  }
-  checkUnitRules(
-    {
-      filePaths: unit.filePaths,
-      onChange: unit.onChange,
-      mask: unit.mask,
-      enable: unit.enable,
-      hasContent,
-      hasDropIns: unit.dropIns.length > 0,
-      hasReload,
-    },
-    base,
-    files,
-    out,
-  );
+  return hasReload;
 }
 
 function checkUnits(

@@ -127,28 +127,62 @@ export function expand(
     strictlyOrdered(config.units, (u) => u.name) &&
     strictlyOrdered(config.files, (f) => f.path)
   ) {
-    // nothing to add (the usual case without spec.cri) and in resolve's order already: fresh
-    // lists of the same entries; anything else takes the general path below
-    return {
-      config: {
-        ...config,
-        units: [...config.units],
-        files: [...config.files],
-        packages: config.packages.map((p) => ({ ...p })),
-      },
-      extraUnits: [],
-      extraFiles: [],
-    };
+    return unexpanded(config);
   }
-  const units = new Map(config.units.map((u) => [u.name, cloneUnit(u)]));
-  const files = new Map(config.files.map((f) => [f.path, f]));
-  const packages: ResolvedPackage[] = config.packages.map((p) => ({ ...p }));
-  const changedUnits = new Set<string>();
-  const extraFiles: ResolvedFile[] = [];
+  const x: Expansion = {
+    units: new Map(config.units.map((u) => [u.name, cloneUnit(u)])),
+    files: new Map(config.files.map((f) => [f.path, f])),
+    packages: config.packages.map((p) => ({ ...p })),
+    changedUnits: new Set<string>(),
+    extraFiles: [],
+  };
+  maskProfileUnits(x, profile);
+  if (config.cri?.name === 'containerd') addContainerd(x, config.cri, profile);
+  const expanded: ResolvedConfig = {
+    ...config,
+    units: [...x.units.values()].sort((a, b) => compare(a.name, b.name)),
+    files: [...x.files.values()].sort((a, b) => compare(a.path, b.path)),
+    packages: x.packages,
+  };
+  if (config.cri) expanded.cri = { ...config.cri };
+  return {
+    config: expanded,
+    extraUnits: expanded.units.filter((u) => x.changedUnits.has(u.name)),
+    extraFiles: x.extraFiles,
+  };
+}
 
+/**
+ * Nothing to add (the usual case without spec.cri) and in resolve's order already: fresh lists
+ * of the same entries; anything else takes the general path.
+ */
+function unexpanded(config: ResolvedConfig): Expanded {
+  return {
+    config: {
+      ...config,
+      units: [...config.units],
+      files: [...config.files],
+      packages: config.packages.map((p) => ({ ...p })),
+    },
+    extraUnits: [],
+    extraFiles: [],
+  };
+}
+
+/** The expansion under way: fresh copies of the config's lists, and what was added or changed. */
+interface Expansion {
+  units: Map<string, ResolvedUnit>;
+  files: Map<string, ResolvedFile>;
+  packages: ResolvedPackage[];
+  changedUnits: Set<string>;
+  extraFiles: ResolvedFile[];
+}
+
+/** The OS's units to mask, unless the config declares them (the operator decided). */
+function maskProfileUnits(x: Expansion, profile: OsProfile): void {
   for (const name of profile.maskedUnits) {
-    if (units.has(name)) continue; // declared: the operator decided
-    units.set(name, {
+    if (x.units.has(name)) continue;
+    x.units.set(name, {
       name,
       enable: false,
       mask: true,
@@ -157,67 +191,67 @@ export function expand(
       dropIns: [],
       filePaths: [],
     });
-    changedUnits.add(name);
+    x.changedUnits.add(name);
   }
+}
 
-  if (config.cri?.name === 'containerd') {
-    if (!files.has(CONTAINERD_CONFIG_PATH)) {
-      const file: ResolvedFile = {
-        path: CONTAINERD_CONFIG_PATH,
-        mode: 0o644,
-        user: 'root',
-        group: 'root',
-        content: Buffer.from(containerdConfig(config.cri), 'utf8'),
-      };
-      files.set(file.path, file);
-      extraFiles.push(file);
-    }
-    let unit = units.get(CONTAINERD_UNIT);
-    if (unit === undefined) {
-      unit = {
-        name: CONTAINERD_UNIT,
-        enable: true,
-        mask: false,
-        // the runtime may already run from the image with its packaged config: restart it
-        command: 'restart',
-        onChange: 'restart',
-        dropIns: [],
-        filePaths: [],
-      };
-      units.set(unit.name, unit);
-      changedUnits.add(unit.name);
-    }
-    if (!unit.mask) {
-      if (!unit.dropIns.some((d) => d.name === CONTAINERD_DROP_IN)) {
-        unit.dropIns.push({ name: CONTAINERD_DROP_IN, content: CONTAINERD_DROP_IN_CONTENT });
-        unit.dropIns.sort((a, b) => compare(a.name, b.name));
-        changedUnits.add(unit.name);
-      }
-      if (!unit.filePaths.includes(CONTAINERD_CONFIG_PATH)) {
-        unit.filePaths.push(CONTAINERD_CONFIG_PATH);
-        unit.filePaths.sort(compare);
-        changedUnits.add(unit.name);
-      }
-    }
-    if (
-      profile.packageManager !== undefined &&
-      !packages.some((p) => p.name === 'containerd' || p.name === 'containerd.io')
-    ) {
-      packages.push({ name: 'containerd' });
-      packages.sort((a, b) => compare(a.name, b.name));
-    }
+/** spec.cri containerd: its config file, its unit and drop-in, and its package. */
+function addContainerd(
+  x: Expansion,
+  cri: NonNullable<ResolvedConfig['cri']>,
+  profile: OsProfile,
+): void {
+  if (!x.files.has(CONTAINERD_CONFIG_PATH)) {
+    const file: ResolvedFile = {
+      path: CONTAINERD_CONFIG_PATH,
+      mode: 0o644,
+      user: 'root',
+      group: 'root',
+      content: Buffer.from(containerdConfig(cri), 'utf8'),
+    };
+    x.files.set(file.path, file);
+    x.extraFiles.push(file);
   }
+  const unit = containerdUnit(x);
+  if (!unit.mask) pointUnitAtConfig(x, unit);
+  if (
+    profile.packageManager !== undefined &&
+    !x.packages.some((p) => p.name === 'containerd' || p.name === 'containerd.io')
+  ) {
+    x.packages.push({ name: 'containerd' });
+    x.packages.sort((a, b) => compare(a.name, b.name));
+  }
+}
 
-  const expanded: ResolvedConfig = {
-    ...config,
-    units: [...units.values()].sort((a, b) => compare(a.name, b.name)),
-    files: [...files.values()].sort((a, b) => compare(a.path, b.path)),
-    packages,
+/** The containerd unit, declared or added. */
+function containerdUnit(x: Expansion): ResolvedUnit {
+  const declared = x.units.get(CONTAINERD_UNIT);
+  if (declared !== undefined) return declared;
+  const unit: ResolvedUnit = {
+    name: CONTAINERD_UNIT,
+    enable: true,
+    mask: false,
+    // the runtime may already run from the image with its packaged config: restart it
+    command: 'restart',
+    onChange: 'restart',
+    dropIns: [],
+    filePaths: [],
   };
-  if (config.cri) expanded.cri = { ...config.cri };
-  return {
-    config: expanded,
-    extraUnits: expanded.units.filter((u) => changedUnits.has(u.name)),
-    extraFiles,
-  };
+  x.units.set(unit.name, unit);
+  x.changedUnits.add(unit.name);
+  return unit;
+}
+
+/** The unit reads oscar's config (its drop-in) and restarts when the config file changes. */
+function pointUnitAtConfig(x: Expansion, unit: ResolvedUnit): void {
+  if (!unit.dropIns.some((d) => d.name === CONTAINERD_DROP_IN)) {
+    unit.dropIns.push({ name: CONTAINERD_DROP_IN, content: CONTAINERD_DROP_IN_CONTENT });
+    unit.dropIns.sort((a, b) => compare(a.name, b.name));
+    x.changedUnits.add(unit.name);
+  }
+  if (!unit.filePaths.includes(CONTAINERD_CONFIG_PATH)) {
+    unit.filePaths.push(CONTAINERD_CONFIG_PATH);
+    unit.filePaths.sort(compare);
+    x.changedUnits.add(unit.name);
+  }
 }

@@ -21,7 +21,7 @@
 import type { ResolvedConfig } from '../../api/resolved.js';
 import { errorFields, type Logger } from '../../log/logger.js';
 import { Beneath } from '../disk/beneath.js';
-import { mapLimit } from '../../api/util.js';
+import { mapLimit, sleep } from '../../api/util.js';
 import { Accounts } from '../disk/fs.js';
 import {
   expectationOf,
@@ -230,7 +230,7 @@ export class DriftMonitor implements DriftHooks {
       const c = this.chain;
       await c;
       if (this.debounceTimer || this.packageTimer || this.watcher?.busy === true) {
-        await new Promise((r) => setTimeout(r, 10));
+        await sleep(10);
         continue;
       }
       if (c === this.chain) return;

@@ -26,6 +26,7 @@ import {
 import type { Logger } from '../../log/logger.js';
 import { certificateRequest, newNodeKey, publicKeyDigest } from './csr.js';
 import { CertificateStore, unusable, type NodeCertificate } from './store.js';
+import { sleep } from '../../api/util.js';
 
 const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 
@@ -282,7 +283,7 @@ export class NodeIdentity implements KubeCredentials {
       if (Date.now() > deadline) {
         throw new IdentityError(`certificate request ${name} was not approved in time`);
       }
-      await new Promise((r) => setTimeout(r, pollMs));
+      await sleep(pollMs);
     }
   }
 }

@@ -104,7 +104,7 @@ export interface GrantedAgentOptions extends GrantAdmissionOptions {
   retryMaxMs?: number;
 }
 
-/** The agent in grant mode (`oscar agent --osc`, wired by ./follow-grants.ts). */
+/** The agent in grant mode (`oscar agent --osc`, wired by ../wiring/follow-grants.ts). */
 export function grantedAgent(o: GrantedAgentOptions): Agent<GrantAdmission> {
   return new Agent({
     admission: new GrantAdmission(o),

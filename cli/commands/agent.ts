@@ -290,7 +290,7 @@ async function grantMode(w: Wiring): Promise<Running> {
     { osc: `${namespace}/${osc}` },
     'connecting to the API server (grant mode)',
   );
-  const { followGrants } = await import('../../agent/rollout/follow-grants.js');
+  const { followGrants } = await import('../../agent/wiring/follow-grants.js');
   // drift goes to the node reporter too, which followGrants makes
   const driftReporters = [...w.reporters];
   const late: { agent?: Agent } = {};

@@ -181,92 +181,101 @@ export async function checkFiles(
   strict = false,
 ): Promise<DocumentResult[]> {
   const results: DocumentResult[] = [];
-  for (const path of files) {
-    const file = displayName(path);
-    let text: string;
-    try {
-      text = await readInput(path, context.stdin);
-    } catch (error) {
-      results.push({
-        file,
-        document: 0,
-        line: 0,
-        result: 'invalid',
-        errors: [{ line: 0, message: `cannot read: ${(error as Error).message}` }],
-        warnings: [],
-        notes: [],
-      });
-      continue;
-    }
-    const docs = loadDocuments(text);
-    const oscCount = docs.filter((d) => d.role === 'osc').length;
-    for (const doc of docs) {
-      if (doc.role === 'empty' && doc.errors.length === 0) continue;
-      const base = { file, document: doc.index, line: doc.line, ...metadataOf(doc.value) };
-      if (doc.errors.length > 0) {
-        results.push({
-          ...base,
-          result: 'invalid',
-          errors: doc.errors.map((e) => ({ line: e.line, message: e.message })),
-          warnings: [],
-          notes: [],
-        });
-        continue;
-      }
-      if (doc.role === 'other') {
-        results.push({
-          ...base,
-          result: 'skipped',
-          errors: [],
-          warnings: [],
-          notes: [
-            `skipping document ${String(doc.index)} (${describeDocument(doc.value)}): not an OperatingSystemConfig`,
-          ],
-        });
-        continue;
-      }
-      const located = (e: FieldError): Problem => ({
-        line: doc.lineOf(e.path),
-        ...(e.path ? { path: e.path } : {}),
-        message: e.message,
-      });
-      const schemaErrors = validateOperatingSystemConfig(doc.value);
-      const substitutedOsc =
-        schemaErrors.length > 0
-          ? { errors: schemaErrors }
-          : withPlaceholders(doc.value as OperatingSystemConfig, context.placeholders);
-      const checked =
-        'errors' in substitutedOsc
-          ? { errors: substitutedOsc.errors, warnings: [], notes: [] }
-          : await rendererChecks(substitutedOsc.osc, context);
-      const warnings = checked.warnings.map((message) => ({ line: doc.line, message }));
-      const failed = checked.errors.length > 0 || (strict && warnings.length > 0);
-      results.push({
-        ...base,
-        result: failed ? 'invalid' : 'valid',
-        errors: checked.errors.map(located),
-        warnings,
-        notes: checked.notes,
-      });
-    }
-    if (oscCount === 0 && docs.every((d) => d.errors.length === 0)) {
-      results.push({
-        file,
-        document: 0,
-        line: 1,
-        result: 'invalid',
-        errors: [
-          {
-            line: 1,
-            message: 'holds no OperatingSystemConfig (every document is of another kind)',
-          },
-        ],
-        warnings: [],
-        notes: [],
-      });
-    }
+  for (const path of files) results.push(...(await checkFile(path, context, strict)));
+  return results;
+}
+
+/** One file's results: one per non-empty document, and one more when none is an OSC. */
+async function checkFile(
+  path: string,
+  context: CheckContext,
+  strict: boolean,
+): Promise<DocumentResult[]> {
+  const file = displayName(path);
+  let text: string;
+  try {
+    text = await readInput(path, context.stdin);
+  } catch (error) {
+    return [fileProblem(file, 0, `cannot read: ${(error as Error).message}`)];
+  }
+  const docs = loadDocuments(text);
+  const results: DocumentResult[] = [];
+  for (const doc of docs) {
+    if (doc.role === 'empty' && doc.errors.length === 0) continue;
+    results.push(await checkDocument(file, doc, context, strict));
+  }
+  if (!docs.some((d) => d.role === 'osc') && docs.every((d) => d.errors.length === 0)) {
+    results.push(
+      fileProblem(file, 1, 'holds no OperatingSystemConfig (every document is of another kind)'),
+    );
   }
   return results;
+}
+
+/** A problem of the whole file (document 0) at one line. */
+function fileProblem(file: string, line: number, message: string): DocumentResult {
+  return {
+    file,
+    document: 0,
+    line,
+    result: 'invalid',
+    errors: [{ line, message }],
+    warnings: [],
+    notes: [],
+  };
+}
+
+/** One document: broken YAML, another kind (skipped), or an OSC through schema and renderer. */
+async function checkDocument(
+  file: string,
+  doc: ReturnType<typeof loadDocuments>[number],
+  context: CheckContext,
+  strict: boolean,
+): Promise<DocumentResult> {
+  const base = { file, document: doc.index, line: doc.line, ...metadataOf(doc.value) };
+  if (doc.errors.length > 0) {
+    return {
+      ...base,
+      result: 'invalid',
+      errors: doc.errors.map((e) => ({ line: e.line, message: e.message })),
+      warnings: [],
+      notes: [],
+    };
+  }
+  if (doc.role === 'other') {
+    return {
+      ...base,
+      result: 'skipped',
+      errors: [],
+      warnings: [],
+      notes: [
+        `skipping document ${String(doc.index)} (${describeDocument(doc.value)}): not an OperatingSystemConfig`,
+      ],
+    };
+  }
+  const located = (e: FieldError): Problem => ({
+    line: doc.lineOf(e.path),
+    ...(e.path ? { path: e.path } : {}),
+    message: e.message,
+  });
+  const schemaErrors = validateOperatingSystemConfig(doc.value);
+  const substitutedOsc =
+    schemaErrors.length > 0
+      ? { errors: schemaErrors }
+      : withPlaceholders(doc.value as OperatingSystemConfig, context.placeholders);
+  const checked =
+    'errors' in substitutedOsc
+      ? { errors: substitutedOsc.errors, warnings: [], notes: [] }
+      : await rendererChecks(substitutedOsc.osc, context);
+  const warnings = checked.warnings.map((message) => ({ line: doc.line, message }));
+  const failed = checked.errors.length > 0 || (strict && warnings.length > 0);
+  return {
+    ...base,
+    result: failed ? 'invalid' : 'valid',
+    errors: checked.errors.map(located),
+    warnings,
+    notes: checked.notes,
+  };
 }
 
 /** The human form: problems, warnings and notes as `file:line:` lines. */

@@ -294,6 +294,53 @@ async function render(
   deps: BootstrapDeps,
   tokenId: string,
 ): Promise<Rendered | Failure> {
+  const sources = renderSources(config, deps);
+  if ('reason' in sources) return sources;
+  const { settings } = deps;
+  const token = { id: tokenId, secret: (settings.newTokenSecret ?? newTokenSecret)() };
+  const rendered = await renderMachine(
+    settings.registry,
+    machineInput(config, t, deps, sources, token),
+  );
+  if (!rendered.ok) {
+    const where =
+      rendered.stage === 'bootstrap'
+        ? 'the bootstrap additions'
+        : `OperatingSystemConfig "${config.spec.provisionRef.name}"`;
+    return {
+      reason: rendered.stage === 'resolve' ? 'ReferenceNotFound' : 'InvalidProvisionConfig',
+      message: `${where}: ${errorsMessage(rendered.errors)}.`,
+    };
+  }
+  const data = {
+    [KEY_VALUE]: rendered.userData,
+    [KEY_FORMAT]: Buffer.from(rendered.format, 'utf8'),
+  };
+  const size = rendered.userData.length + rendered.format.length + 11;
+  if (size > LIMITS.secretBytes) {
+    return {
+      reason: 'TooLarge',
+      message: `The user data would be ${formatBytes(size)}, above the ${formatBytes(LIMITS.secretBytes)} a Secret holds.`,
+    };
+  }
+  return {
+    data,
+    format: rendered.format,
+    size,
+    warnings: rendered.warnings,
+    token,
+    signing: rendered.placeholders.has('bootstrap.token'),
+  };
+}
+
+/** What a machine's user data is made from: the provision OSC and where the agent comes from. */
+interface RenderSources {
+  provision: NonNullable<ReturnType<BootstrapCaches['osc']>>;
+  agent: { url: string; sha256: string };
+}
+
+/** Both referenced OSCs exist (the reconcile one for the agent to follow) and an agent source. */
+function renderSources(config: ConfigObject, deps: BootstrapDeps): RenderSources | Failure {
   const { caches, settings } = deps;
   const ns = config.metadata.namespace ?? '';
   const { provisionRef, reconcileRef } = config.spec;
@@ -326,9 +373,22 @@ async function render(
         "No agent source: set the controller's --agent-url and --agent-sha256, or spec.agent.url and spec.agent.sha256.",
     };
   }
-  const token = { id: tokenId, secret: (settings.newTokenSecret ?? newTokenSecret)() };
-  const rendered = await renderMachine(settings.registry, {
-    provision: { name: provisionRef.name, namespace: ns, spec: provision.spec },
+  return { provision, agent: { url, sha256 } };
+}
+
+/** The machine's placeholders (its name, cluster, API server, token, values) and additions. */
+function machineInput(
+  config: ConfigObject,
+  t: Target,
+  deps: BootstrapDeps,
+  sources: RenderSources,
+  token: { id: string; secret: string },
+): Parameters<typeof renderMachine>[1] {
+  const { caches, settings } = deps;
+  const ns = config.metadata.namespace ?? '';
+  const { provisionRef, reconcileRef } = config.spec;
+  return {
+    provision: { name: provisionRef.name, namespace: ns, spec: sources.provision.spec },
     refs: (spec) => caches.references(ns, spec),
     placeholders: {
       machine: { name: t.machineName, namespace: ns },
@@ -345,38 +405,9 @@ async function render(
       apiServer: settings.apiServer,
       token,
       reconcileOsc: reconcileRef.name,
-      agent: { url, sha256 },
+      agent: sources.agent,
     },
     ...(config.spec.format ? { format: config.spec.format } : {}),
-  });
-  if (!rendered.ok) {
-    const where =
-      rendered.stage === 'bootstrap'
-        ? 'the bootstrap additions'
-        : `OperatingSystemConfig "${provisionRef.name}"`;
-    return {
-      reason: rendered.stage === 'resolve' ? 'ReferenceNotFound' : 'InvalidProvisionConfig',
-      message: `${where}: ${errorsMessage(rendered.errors)}.`,
-    };
-  }
-  const data = {
-    [KEY_VALUE]: rendered.userData,
-    [KEY_FORMAT]: Buffer.from(rendered.format, 'utf8'),
-  };
-  const size = rendered.userData.length + rendered.format.length + 11;
-  if (size > LIMITS.secretBytes) {
-    return {
-      reason: 'TooLarge',
-      message: `The user data would be ${formatBytes(size)}, above the ${formatBytes(LIMITS.secretBytes)} a Secret holds.`,
-    };
-  }
-  return {
-    data,
-    format: rendered.format,
-    size,
-    warnings: rendered.warnings,
-    token,
-    signing: rendered.placeholders.has('bootstrap.token'),
   };
 }
 

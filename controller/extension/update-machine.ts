@@ -80,7 +80,6 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
   if ('missing' in target) {
     return { kind: 'progress', message: target.missing, retryAfterSeconds: RETRY_WAITING_SECONDS };
   }
-  const short = target.checksum.slice(0, 12);
   if (!n) {
     return {
       kind: 'progress',
@@ -88,69 +87,111 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
       retryAfterSeconds: RETRY_WAITING_SECONDS,
     };
   }
+  const refusal = notThisMachines(n, i);
+  if (refusal) return refusal;
+  const state = grantState(n, i, target);
+  if (!state.granted || state.retry) return grantDecision(i, target, state.retry);
+  return nodeOutcome(n, i.node, target, state.answered);
+}
+
+/** A node of another namespace, or one whose agent does not follow grants, is not updated. */
+function notThisMachines(n: OscNodeObject, i: UpdateInputs): Decision | undefined {
   if (!ofNamespace(n, i.namespace)) {
     return {
       kind: 'failure',
-      message: `node ${node} is not this Machine's: its grant (or, before any grant, its report) is another namespace's; node names are cluster-wide, rename the Machine`,
+      message: `node ${i.node} is not this Machine's: its grant (or, before any grant, its report) is another namespace's; node names are cluster-wide, rename the Machine`,
     };
   }
   if (n.status?.source !== 'Grant') {
     return {
       kind: 'failure',
-      message: `node ${node}'s agent follows ${n.status?.source ?? 'nothing yet'}, not grants: in-place updates need the agent in grant mode (oscar agent --osc), see docs/cluster-api.md`,
+      message: `node ${i.node}'s agent follows ${n.status?.source ?? 'nothing yet'}, not grants: in-place updates need the agent in grant mode (oscar agent --osc), see docs/cluster-api.md`,
     };
   }
+  return undefined;
+}
+
+type RevisionReport = NonNullable<NonNullable<OscNodeObject['status']>['revision']>;
+
+/**
+ * Whether the node holds a grant of the target, whether its report answers that grant (this
+ * generation, this checksum), and whether a failed answer is old enough to grant again.
+ */
+function grantState(
+  n: OscNodeObject,
+  i: UpdateInputs,
+  target: ReconcileState,
+): { granted: boolean; answered: RevisionReport | undefined; retry: boolean } {
   const grant = n.spec?.revision;
   const granted =
     grant !== undefined &&
     grant.namespace === i.namespace &&
     grant.osc === target.osc &&
     grant.checksum === target.checksum;
-  const report = n.status.revision;
+  const report = n.status?.revision;
   const answered =
     granted &&
     report !== undefined &&
     report.observedGeneration === (n.metadata.generation ?? 0) &&
-    report.checksum === target.checksum;
+    report.checksum === target.checksum
+      ? report
+      : undefined;
   const failedAt =
-    answered && (report.phase === 'RolledBack' || report.phase === 'Failed')
-      ? Date.parse(report.lastTransitionTime)
+    answered && (answered.phase === 'RolledBack' || answered.phase === 'Failed')
+      ? Date.parse(answered.lastTransitionTime)
       : undefined;
   const retry =
     failedAt !== undefined &&
     Number.isFinite(failedAt) &&
     i.now.getTime() - failedAt >= REGRANT_AFTER_FAILURE_SECONDS * 1000;
-  if (!granted || retry) {
-    const rev = await i.revision(target);
-    const policy = await i.policy();
-    const g = grantFor(
-      { number: rev.number, secretName: rev.secretName, checksum: target.checksum },
-      {
-        tryMode: true,
-        canary: false,
-        policy,
-        namespace: i.namespace,
-        osc: target.osc,
-        now: i.now,
-      },
-    );
-    return {
-      kind: 'grant',
-      grant: g,
-      message: `${retry ? 'granted again' : 'granted'} node ${node} ${target.osc} (checksum ${short})`,
-    };
-  }
+  return { granted, answered, retry };
+}
+
+/** A grant of the target's revision in try mode (again, after an old failure). */
+async function grantDecision(
+  i: UpdateInputs,
+  target: ReconcileState,
+  again: boolean,
+): Promise<Decision> {
+  const rev = await i.revision(target);
+  const policy = await i.policy();
+  const g = grantFor(
+    { number: rev.number, secretName: rev.secretName, checksum: target.checksum },
+    {
+      tryMode: true,
+      canary: false,
+      policy,
+      namespace: i.namespace,
+      osc: target.osc,
+      now: i.now,
+    },
+  );
+  return {
+    kind: 'grant',
+    grant: g,
+    message: `${again ? 'granted again' : 'granted'} node ${i.node} ${target.osc} (checksum ${target.checksum.slice(0, 12)})`,
+  };
+}
+
+/** Granted: done once confirmed and applied, a failure when it failed or needs replacing. */
+function nodeOutcome(
+  n: OscNodeObject,
+  node: string,
+  target: ReconcileState,
+  answered: RevisionReport | undefined,
+): Decision {
+  const short = target.checksum.slice(0, 12);
   const status = n.status;
-  if (answered && report.phase === 'Confirmed' && status.appliedChecksum === target.checksum) {
+  if (answered?.phase === 'Confirmed' && status?.appliedChecksum === target.checksum) {
     return { kind: 'done', message: `node ${node} applied ${target.osc} (checksum ${short})` };
   }
-  if (answered && (report.phase === 'RolledBack' || report.phase === 'Failed')) {
+  if (answered && (answered.phase === 'RolledBack' || answered.phase === 'Failed')) {
     return {
       kind: 'failure',
-      message: `node ${node} ${report.phase === 'RolledBack' ? 'rolled back' : 'failed to apply'} ${target.osc} (checksum ${short}): ${report.reason}: ${report.message}${nodeError(n)}`,
+      message: `node ${node} ${answered.phase === 'RolledBack' ? 'rolled back' : 'failed to apply'} ${target.osc} (checksum ${short}): ${answered.reason}: ${answered.message}${nodeError(n)}`,
     };
   }
-  if (status.needsReplacement === true && status.desiredChecksum === target.checksum) {
+  if (status?.needsReplacement === true && status.desiredChecksum === target.checksum) {
     return {
       kind: 'failure',
       message: `node ${node} cannot take ${target.osc} in place (ReplacementNeeded)${nodeError(n)}`,
@@ -158,7 +199,7 @@ export async function decideUpdate(i: UpdateInputs): Promise<Decision> {
   }
   return {
     kind: 'progress',
-    message: `node ${node} is applying ${target.osc} (checksum ${short}${answered ? `, ${report.phase}` : ''})`,
+    message: `node ${node} is applying ${target.osc} (checksum ${short}${answered ? `, ${answered.phase}` : ''})`,
     retryAfterSeconds: RETRY_APPLYING_SECONDS,
   };
 }

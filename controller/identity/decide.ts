@@ -204,6 +204,165 @@ function renewalOfHolder(
   return { action: 'approve', config: holder.config, uid: holder.uid };
 }
 
+/** Who a request from one of oscar's identities claims to be, once its requester is known. */
+interface Claim {
+  action: 'claim';
+  kind: 'bootstrap' | 'renewal';
+  machine: string;
+  config: string;
+  uid: string;
+  /** Set for a first identity: the token to consume. */
+  tokenId?: string;
+}
+
+/**
+ * A first identity: the machine and config the token was issued for, while the machine's name is
+ * its own and the token unused (a retried approval of the CSR that took it is still allowed).
+ */
+function bootstrapClaim(csr: CsrObject, tokenId: string, ctx: DecideContext): Decision | Claim {
+  const found = ctx.tokenMachine(tokenId);
+  if (!found) {
+    // Not a token of a config this controller watches: another oscar controller's (one per
+    // namespace set), or a token no config holds any more. Only approvals matter: leave it.
+    return {
+      action: 'ignore',
+      why: `bootstrap token ${tokenId} is not the current token of an OscarConfig this controller watches`,
+    };
+  }
+  const { machine, config, uid } = found;
+  const others = ctx.machineConfigs(machine).filter((c) => c.config !== found.config);
+  // A retried approval of the CSR that already took this token is the holder's: not a newcomer.
+  if (others.length > 0 && found.tokenAvailable) {
+    return {
+      action: 'deny',
+      reason: 'MachineNameTaken',
+      message: `machine ${machine} is also named by OscarConfig ${others.map((c) => c.config).join(', ')}: node identities are cluster-wide (oscar:node:${machine}); rename this machine`,
+      config,
+    };
+  }
+  if (!found.tokenAvailable && found.consumedBy !== csr.metadata.name) {
+    return {
+      action: 'deny',
+      reason: 'TokenAlreadyUsed',
+      message: `bootstrap token ${tokenId} of machine ${machine} was already used${found.consumedBy ? ` (by CSR ${found.consumedBy})` : ''}: one identity per token; renewals are requested with the node's certificate`,
+      config,
+    };
+  }
+  return { action: 'claim', kind: 'bootstrap', machine, config, uid, tokenId };
+}
+
+/** A renewal: the node's own machine, under the one live config holding its identity. */
+function renewalClaim(machine: string, uids: string[], ctx: DecideContext): Decision | Claim {
+  const renewal = renewalHolder(machine, ctx.machineConfigs(machine), uids);
+  if (renewal.action !== 'approve') return renewal;
+  return { action: 'claim', kind: 'renewal', machine, config: renewal.config, uid: renewal.uid };
+}
+
+/** Why a claimed request is refused (its reason and message), or nothing. */
+interface Refusal {
+  reason: string;
+  message: string;
+}
+
+/** A parsed request under review, with the identity it claims. */
+interface Review {
+  csr: CsrObject;
+  request: ParsedRequest;
+  claim: Claim;
+  maxExpirationSeconds: number;
+}
+
+/** The only signer oscar approves for. */
+function signerIsNodeSigner(csr: CsrObject): Refusal | undefined {
+  if (csr.spec.signerName === NODE_SIGNER) return undefined;
+  return {
+    reason: 'WrongSigner',
+    message: `spec.signerName is ${csr.spec.signerName}; an oscar node asks only ${NODE_SIGNER}`,
+  };
+}
+
+/** The request parses (spec.request is a PKCS#10 request oscar reads). */
+function requestParses(parsed: ParsedRequest | Error): Refusal | undefined {
+  if (!(parsed instanceof Error)) return undefined;
+  return { reason: 'InvalidRequest', message: `spec.request: ${parsed.message}` };
+}
+
+function signatureVerifies({ request }: Review): Refusal | undefined {
+  if (request.signatureValid) return undefined;
+  return {
+    reason: 'InvalidRequest',
+    message: 'spec.request: its signature does not verify with its own key',
+  };
+}
+
+/** Exactly CN=oscar:node:<machine>, O=oscar:nodes, O=oscar:config:<uid> of the claim. */
+function subjectIsExact({ request, claim }: Review): Refusal | undefined {
+  const subject = subjectProblem(request.subject, claim.machine, claim.uid);
+  if (subject === undefined) return undefined;
+  return claim.kind === 'renewal'
+    ? { reason: 'RenewalSubjectMismatch', message: `a renewal names its requester: ${subject}` }
+    : {
+        reason: 'WrongSubject',
+        message: `bootstrap token of machine ${claim.machine}: ${subject}`,
+      };
+}
+
+/** No attributes, so no extension request: no subject alternative names. */
+function noAttributes({ request }: Review): Refusal | undefined {
+  if (request.attributes.length === 0) return undefined;
+  return {
+    reason: 'AttributesNotAllowed',
+    message: `spec.request carries attributes (${request.attributes.join(', ')}): no extensions, no subject alternative names`,
+  };
+}
+
+/** Usages within the allowed ones, client auth among them. */
+function clientAuthUsages({ csr }: Review): Refusal | undefined {
+  const usages = csr.spec.usages ?? [];
+  const extra = usages.filter((u) => !ALLOWED_USAGES.includes(u));
+  if (extra.length === 0 && usages.includes('client auth')) return undefined;
+  return {
+    reason: 'WrongUsages',
+    message: `spec.usages must be within ${ALLOWED_USAGES.join(', ')} and include client auth; got ${usages.join(', ') || '(none)'}`,
+  };
+}
+
+/** expirationSeconds given and at most the cap. */
+function lifetimeWithinCap({ csr, maxExpirationSeconds }: Review): Refusal | undefined {
+  const seconds = csr.spec.expirationSeconds;
+  if (seconds !== undefined && seconds <= maxExpirationSeconds) return undefined;
+  return {
+    reason: 'LifetimeTooLong',
+    message: `spec.expirationSeconds must be set and at most ${String(maxExpirationSeconds)}; got ${seconds === undefined ? '(unset: the signer default)' : String(seconds)}`,
+  };
+}
+
+/** The checks of a parsed request, in order: the first refusal is the decision. */
+const REQUEST_CHECKS: readonly ((review: Review) => Refusal | undefined)[] = [
+  signatureVerifies,
+  subjectIsExact,
+  noAttributes,
+  clientAuthUsages,
+  lifetimeWithinCap,
+];
+
+function firstRefusal(
+  csr: CsrObject,
+  parsed: ParsedRequest | Error,
+  claim: Claim,
+  maxExpirationSeconds: number,
+): Refusal | undefined {
+  const early = signerIsNodeSigner(csr) ?? requestParses(parsed);
+  // A request that does not parse has its refusal by then (early is set).
+  if (early || parsed instanceof Error) return early;
+  const review: Review = { csr, request: parsed, claim, maxExpirationSeconds };
+  for (const check of REQUEST_CHECKS) {
+    const refusal = check(review);
+    if (refusal) return refusal;
+  }
+  return undefined;
+}
+
 export function decide(
   csr: CsrObject,
   parsed: ParsedRequest | Error,
@@ -212,97 +371,17 @@ export function decide(
   if (decided(csr)) return { action: 'ignore', why: 'already decided' };
   const requester = requesterOf(csr);
   if (!requester) return { action: 'ignore', why: 'not requested by an oscar identity' };
-
-  let machine: string;
-  let config: string;
-  let uid: string;
-  let tokenId: string | undefined;
-  if (requester.kind === 'bootstrap') {
-    const found = ctx.tokenMachine(requester.tokenId);
-    if (!found) {
-      // Not a token of a config this controller watches: another oscar controller's (one per
-      // namespace set), or a token no config holds any more. Only approvals matter: leave it.
-      return {
-        action: 'ignore',
-        why: `bootstrap token ${requester.tokenId} is not the current token of an OscarConfig this controller watches`,
-      };
-    }
-    ({ machine, config, uid } = found);
-    const others = ctx.machineConfigs(machine).filter((c) => c.config !== found.config);
-    // A retried approval of the CSR that already took this token is the holder's: not a newcomer.
-    if (others.length > 0 && found.tokenAvailable) {
-      return {
-        action: 'deny',
-        reason: 'MachineNameTaken',
-        message: `machine ${machine} is also named by OscarConfig ${others.map((c) => c.config).join(', ')}: node identities are cluster-wide (oscar:node:${machine}); rename this machine`,
-        config,
-      };
-    }
-    if (!found.tokenAvailable && found.consumedBy !== csr.metadata.name) {
-      return {
-        action: 'deny',
-        reason: 'TokenAlreadyUsed',
-        message: `bootstrap token ${requester.tokenId} of machine ${machine} was already used${found.consumedBy ? ` (by CSR ${found.consumedBy})` : ''}: one identity per token; renewals are requested with the node's certificate`,
-        config,
-      };
-    }
-    tokenId = requester.tokenId;
-  } else {
-    machine = requester.machine;
-    const renewal = renewalHolder(machine, ctx.machineConfigs(machine), requester.uids);
-    if (renewal.action !== 'approve') return renewal;
-    ({ config, uid } = renewal);
-  }
-  const deny = (reason: string, message: string): Decision => ({
-    action: 'deny',
-    reason,
-    message,
-    config,
-  });
-
-  if (csr.spec.signerName !== NODE_SIGNER) {
-    return deny(
-      'WrongSigner',
-      `spec.signerName is ${csr.spec.signerName}; an oscar node asks only ${NODE_SIGNER}`,
-    );
-  }
-  if (parsed instanceof Error) return deny('InvalidRequest', `spec.request: ${parsed.message}`);
-  if (!parsed.signatureValid) {
-    return deny('InvalidRequest', 'spec.request: its signature does not verify with its own key');
-  }
-  const subject = subjectProblem(parsed.subject, machine, uid);
-  if (subject !== undefined) {
-    return deny(
-      requester.kind === 'node' ? 'RenewalSubjectMismatch' : 'WrongSubject',
-      requester.kind === 'node'
-        ? `a renewal names its requester: ${subject}`
-        : `bootstrap token of machine ${machine}: ${subject}`,
-    );
-  }
-  if (parsed.attributes.length > 0) {
-    return deny(
-      'AttributesNotAllowed',
-      `spec.request carries attributes (${parsed.attributes.join(', ')}): no extensions, no subject alternative names`,
-    );
-  }
-  const usages = csr.spec.usages ?? [];
-  const extra = usages.filter((u) => !ALLOWED_USAGES.includes(u));
-  if (extra.length > 0 || !usages.includes('client auth')) {
-    return deny(
-      'WrongUsages',
-      `spec.usages must be within ${ALLOWED_USAGES.join(', ')} and include client auth; got ${usages.join(', ') || '(none)'}`,
-    );
-  }
-  const seconds = csr.spec.expirationSeconds;
-  if (seconds === undefined || seconds > ctx.maxExpirationSeconds) {
-    return deny(
-      'LifetimeTooLong',
-      `spec.expirationSeconds must be set and at most ${String(ctx.maxExpirationSeconds)}; got ${seconds === undefined ? '(unset: the signer default)' : String(seconds)}`,
-    );
-  }
+  const claim =
+    requester.kind === 'bootstrap'
+      ? bootstrapClaim(csr, requester.tokenId, ctx)
+      : renewalClaim(requester.machine, requester.uids, ctx);
+  if (claim.action !== 'claim') return claim;
+  const refusal = firstRefusal(csr, parsed, claim, ctx.maxExpirationSeconds);
+  if (refusal) return { action: 'deny', ...refusal, config: claim.config };
+  const { kind, machine, config, uid, tokenId } = claim;
   return {
     action: 'approve',
-    kind: requester.kind === 'bootstrap' ? 'bootstrap' : 'renewal',
+    kind,
     machine,
     config,
     uid,

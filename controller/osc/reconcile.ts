@@ -273,6 +273,94 @@ function errorsMessage(errors: readonly FieldError[]): string {
   return errors.map(formatFieldError).join('; ');
 }
 
+const VALID: ConditionInput = {
+  type: 'Valid',
+  status: 'True',
+  reason: 'Valid',
+  message: 'The configuration passed validation.',
+};
+
+/** The last good rendering's fields, kept when this pass renders nothing new. */
+function keptRendering(current: OperatingSystemConfigStatus): OperatingSystemConfigStatus {
+  const status: OperatingSystemConfigStatus = {};
+  for (const k of [
+    'secretRef',
+    'checksum',
+    'checksumShort',
+    'format',
+    'size',
+    'warnings',
+  ] as const) {
+    if (current[k] !== undefined) (status as Record<string, unknown>)[k] = current[k];
+  }
+  return status;
+}
+
+/** A new rendering's fields over the kept ones (no warnings field when there are none). */
+function recordRendering(
+  status: OperatingSystemConfigStatus,
+  outcome: Extract<Outcome, { kind: 'rendered' }>,
+): void {
+  status.secretRef = { name: outcome.secret.name };
+  status.checksum = outcome.secret.checksum;
+  status.checksumShort = outcome.secret.checksum.slice(0, 12);
+  status.format = outcome.format;
+  status.size = outcome.size;
+  status.warnings = outcome.warnings;
+  if (outcome.warnings.length === 0) delete status.warnings;
+}
+
+/** Valid, Rendered and Ready for an outcome; `lastGood` says what the Secret keeps on a failure. */
+function outcomeConditions(outcome: Outcome, lastGood: string): ConditionInput[] {
+  switch (outcome.kind) {
+    case 'rendered':
+      return [
+        VALID,
+        {
+          type: 'Rendered',
+          status: 'True',
+          reason: 'Rendered',
+          message: `Rendered as ${outcome.format} (${formatBytes(outcome.size)}) into Secret ${outcome.secret.name}.`,
+        },
+        {
+          type: 'Ready',
+          status: 'True',
+          reason: 'Rendered',
+          message: `Secret ${outcome.secret.name} is up to date.`,
+        },
+      ];
+    case 'invalid': {
+      const message = `${errorsMessage(outcome.errors)}.${lastGood}`;
+      return [
+        { type: 'Valid', status: 'False', reason: outcome.reason, message },
+        {
+          type: 'Rendered',
+          status: 'False',
+          reason: outcome.reason,
+          message: `Not rendered: the configuration is invalid.${lastGood}`,
+        },
+        { type: 'Ready', status: 'False', reason: outcome.reason, message },
+      ];
+    }
+    case 'tooLarge':
+      return notRendered(
+        'TooLarge',
+        `The rendered Secret would hold ${formatBytes(outcome.size)}, above the ${formatBytes(LIMITS.secretBytes)} a Kubernetes Secret can hold; move large files into the image or fetch them at boot, or split the configuration.${lastGood}`,
+      );
+    case 'renderFailed':
+      return notRendered('RenderFailed', `Rendering failed: ${outcome.message}.${lastGood}`);
+  }
+}
+
+/** A valid configuration that did not render: Rendered and Ready false for one reason. */
+function notRendered(reason: string, message: string): ConditionInput[] {
+  return [
+    VALID,
+    { type: 'Rendered', status: 'False', reason, message },
+    { type: 'Ready', status: 'False', reason, message },
+  ];
+}
+
 /**
  * The status for an outcome, keeping the last good rendering's fields when nothing new rendered.
  * status.nodes counts against the checksum the status ends up with (the last good one when this
@@ -290,96 +378,14 @@ function desiredStatus(
   const lastGood = current.checksumShort
     ? ` The Secret keeps the last good rendering (checksum ${current.checksumShort}).`
     : '';
-  let inputs: ConditionInput[];
-  const status: OperatingSystemConfigStatus = {};
-  for (const k of [
-    'secretRef',
-    'checksum',
-    'checksumShort',
-    'format',
-    'size',
-    'warnings',
-  ] as const) {
-    if (current[k] !== undefined) (status as Record<string, unknown>)[k] = current[k];
-  }
-  switch (outcome.kind) {
-    case 'rendered':
-      inputs = [
-        {
-          type: 'Valid',
-          status: 'True',
-          reason: 'Valid',
-          message: 'The configuration passed validation.',
-        },
-        {
-          type: 'Rendered',
-          status: 'True',
-          reason: 'Rendered',
-          message: `Rendered as ${outcome.format} (${formatBytes(outcome.size)}) into Secret ${outcome.secret.name}.`,
-        },
-        {
-          type: 'Ready',
-          status: 'True',
-          reason: 'Rendered',
-          message: `Secret ${outcome.secret.name} is up to date.`,
-        },
-      ];
-      status.secretRef = { name: outcome.secret.name };
-      status.checksum = outcome.secret.checksum;
-      status.checksumShort = outcome.secret.checksum.slice(0, 12);
-      status.format = outcome.format;
-      status.size = outcome.size;
-      status.warnings = outcome.warnings;
-      if (outcome.warnings.length === 0) delete status.warnings;
-      break;
-    case 'invalid': {
-      const message = `${errorsMessage(outcome.errors)}.${lastGood}`;
-      inputs = [
-        { type: 'Valid', status: 'False', reason: outcome.reason, message },
-        {
-          type: 'Rendered',
-          status: 'False',
-          reason: outcome.reason,
-          message: `Not rendered: the configuration is invalid.${lastGood}`,
-        },
-        { type: 'Ready', status: 'False', reason: outcome.reason, message },
-      ];
-      break;
-    }
-    case 'tooLarge': {
-      const message = `The rendered Secret would hold ${formatBytes(outcome.size)}, above the ${formatBytes(LIMITS.secretBytes)} a Kubernetes Secret can hold; move large files into the image or fetch them at boot, or split the configuration.${lastGood}`;
-      inputs = [
-        {
-          type: 'Valid',
-          status: 'True',
-          reason: 'Valid',
-          message: 'The configuration passed validation.',
-        },
-        { type: 'Rendered', status: 'False', reason: 'TooLarge', message },
-        { type: 'Ready', status: 'False', reason: 'TooLarge', message },
-      ];
-      break;
-    }
-    case 'renderFailed': {
-      const message = `Rendering failed: ${outcome.message}.${lastGood}`;
-      inputs = [
-        {
-          type: 'Valid',
-          status: 'True',
-          reason: 'Valid',
-          message: 'The configuration passed validation.',
-        },
-        { type: 'Rendered', status: 'False', reason: 'RenderFailed', message },
-        { type: 'Ready', status: 'False', reason: 'RenderFailed', message },
-      ];
-      break;
-    }
-  }
+  const status = keptRendering(current);
+  if (outcome.kind === 'rendered') recordRendering(status, outcome);
   // Under a rollout the nodes are updated when they carry its target — after `rollout undo` the
   // stable revision, not the newest rendering — so UPDATED agrees with ROLLOUT Complete.
   const counts = countNodes(nodes, current.rollout?.checksum ?? status.checksum);
   if (osc.spec.purpose === 'reconcile' || counts.total > 0) status.nodes = counts;
   if (generation !== undefined) status.observedGeneration = generation;
+  const inputs = outcomeConditions(outcome, lastGood);
   status.conditions = setConditions(current.conditions, inputs, generation, now);
   return status;
 }

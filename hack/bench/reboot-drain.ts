@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { followGrants, type GrantWiring } from '../../agent/rollout/follow-grants.js';
+import { followGrants, type GrantWiring } from '../../agent/wiring/follow-grants.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { runController } from '../../controller/main.js';

@@ -10,7 +10,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ApplyResult } from '../../agent/apply.js';
-import { followGrants, type GrantWiring } from '../../agent/rollout/follow-grants.js';
+import { followGrants, type GrantWiring } from '../../agent/wiring/follow-grants.js';
 import type { Applier } from '../../agent/applier.js';
 import { LOCAL_UNIT_PROBE } from '../../agent/rollout/health.js';
 import { TryState } from '../../agent/rollout/try-state.js';

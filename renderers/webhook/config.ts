@@ -63,109 +63,140 @@ export interface WebhookEntry {
   maxResponseBytes?: number;
 }
 
+interface ParseOptions {
+  source: string;
+  baseDir?: string;
+  readFile?: (path: string) => Promise<string>;
+}
+
 /**
  * Parses and checks the configuration text. `source` names it in errors; relative caFile paths
  * are taken from `baseDir`. Throws ValidationError naming each bad field.
  */
 export async function parseRenderersConfig(
   text: string,
-  options: { source: string; baseDir?: string; readFile?: (path: string) => Promise<string> } = {
-    source: 'renderers config',
-  },
+  options: ParseOptions = { source: 'renderers config' },
 ): Promise<WebhookEntry[]> {
-  const read = options.readFile ?? ((path: string) => readFile(path, 'utf8'));
+  const doc = mappingOf(text, options.source);
+  const errors: FieldError[] = [];
+  const entries: WebhookEntry[] = [];
+  for (const [type, raw] of Object.entries(doc)) {
+    const entry = await entryOf(type, raw, options);
+    if (Array.isArray(entry)) errors.push(...entry);
+    else entries.push(entry);
+  }
+  if (errors.length > 0) throw new ValidationError(errors);
+  return entries;
+}
+
+/** The text as a mapping of type → entry (empty text: no entries). */
+function mappingOf(text: string, source: string): Record<string, unknown> {
   let doc: unknown;
   try {
     doc = parse(text, { uniqueKeys: true });
   } catch (error) {
     throw new ValidationError([
-      fieldError('', `${options.source} is not YAML or JSON: ${(error as Error).message}`),
+      fieldError('', `${source} is not YAML or JSON: ${(error as Error).message}`),
     ]);
   }
-  if (doc === null || doc === undefined) return [];
+  if (doc === null || doc === undefined) return {};
   if (typeof doc !== 'object' || Array.isArray(doc)) {
     throw new ValidationError([
-      fieldError('', `${options.source} must be a mapping of OS type → { url, formats, … }`),
+      fieldError('', `${source} must be a mapping of OS type → { url, formats, … }`),
     ]);
   }
-  const errors: FieldError[] = [];
-  const entries: WebhookEntry[] = [];
-  for (const [type, raw] of Object.entries(doc as Record<string, unknown>)) {
-    if (!TYPE.test(type) || type.length > 63) {
-      errors.push(fieldError(type, 'is not a valid spec.type (lowercase a-z, 0-9 and "-")'));
-      continue;
-    }
-    if (!checkEntry.Check(raw)) {
-      for (const e of checkEntry.Errors(raw) as Iterable<{
-        instancePath: string;
-        message: string;
-        keyword: string;
-        params: Record<string, unknown>;
-      }>) {
-        const sub = toFieldPath(e.instancePath);
-        const extra =
-          e.keyword === 'additionalProperties'
-            ? ` (${JSON.stringify(e.params.additionalProperties ?? e.params)}); known: url, formats, caBundle, caFile, timeoutSeconds, retries, maxResponseBytes`
-            : '';
-        errors.push(fieldError(sub ? `${type}.${sub}` : type, `${e.message}${extra}`));
-      }
-      continue;
-    }
-    let url: URL;
-    try {
-      url = new URL(raw.url);
-    } catch {
-      errors.push(
-        fieldError(
-          `${type}.url`,
-          `"${raw.url}" is not a URL; write e.g. https://renderer.example.svc:8443/render`,
-        ),
-      );
-      continue;
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      errors.push(fieldError(`${type}.url`, 'must start with http:// or https://'));
-      continue;
-    }
-    if (raw.caBundle !== undefined && raw.caFile !== undefined) {
-      errors.push(fieldError(`${type}.caFile`, 'set caBundle or caFile, not both'));
-      continue;
-    }
-    if ((raw.caBundle !== undefined || raw.caFile !== undefined) && url.protocol !== 'https:') {
-      errors.push(fieldError(`${type}.url`, 'a CA bundle is set but the URL is not https://'));
-      continue;
-    }
-    const entry: WebhookEntry = { type, url: raw.url, formats: [...raw.formats] };
-    if (raw.caBundle !== undefined) entry.ca = raw.caBundle;
-    if (raw.caFile !== undefined) {
-      const path = isAbsolute(raw.caFile)
-        ? raw.caFile
-        : resolvePath(options.baseDir ?? '.', raw.caFile);
-      try {
-        entry.ca = await read(path);
-      } catch (error) {
-        errors.push(
-          fieldError(`${type}.caFile`, `cannot read ${path}: ${(error as Error).message}`),
-        );
-        continue;
-      }
-    }
-    if (entry.ca !== undefined && !entry.ca.includes('-----BEGIN CERTIFICATE-----')) {
-      errors.push(
-        fieldError(
-          `${type}.${raw.caFile === undefined ? 'caBundle' : 'caFile'}`,
-          'holds no PEM certificate (-----BEGIN CERTIFICATE-----)',
-        ),
-      );
-      continue;
-    }
-    if (raw.timeoutSeconds !== undefined) entry.timeoutMs = Math.round(raw.timeoutSeconds * 1000);
-    if (raw.retries !== undefined) entry.retries = raw.retries;
-    if (raw.maxResponseBytes !== undefined) entry.maxResponseBytes = raw.maxResponseBytes;
-    entries.push(entry);
+  return doc as Record<string, unknown>;
+}
+
+/** One entry checked and its CA read, or the errors of its first bad field. */
+async function entryOf(
+  type: string,
+  raw: unknown,
+  options: ParseOptions,
+): Promise<WebhookEntry | FieldError[]> {
+  if (!TYPE.test(type) || type.length > 63) {
+    return [fieldError(type, 'is not a valid spec.type (lowercase a-z, 0-9 and "-")')];
   }
-  if (errors.length > 0) throw new ValidationError(errors);
-  return entries;
+  if (!checkEntry.Check(raw)) return schemaErrors(type, raw);
+  const problem = endpointProblem(type, raw);
+  if (problem) return [problem];
+  const entry: WebhookEntry = { type, url: raw.url, formats: [...raw.formats] };
+  const ca = await caOf(type, raw, options);
+  if (typeof ca === 'object') return [ca];
+  if (ca !== undefined) entry.ca = ca;
+  if (raw.timeoutSeconds !== undefined) entry.timeoutMs = Math.round(raw.timeoutSeconds * 1000);
+  if (raw.retries !== undefined) entry.retries = raw.retries;
+  if (raw.maxResponseBytes !== undefined) entry.maxResponseBytes = raw.maxResponseBytes;
+  return entry;
+}
+
+/** The schema's errors, each under the entry's type, an unknown field with the known ones. */
+function schemaErrors(type: string, raw: unknown): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const e of checkEntry.Errors(raw) as Iterable<{
+    instancePath: string;
+    message: string;
+    keyword: string;
+    params: Record<string, unknown>;
+  }>) {
+    const sub = toFieldPath(e.instancePath);
+    const extra =
+      e.keyword === 'additionalProperties'
+        ? ` (${JSON.stringify(e.params.additionalProperties ?? e.params)}); known: url, formats, caBundle, caFile, timeoutSeconds, retries, maxResponseBytes`
+        : '';
+    errors.push(fieldError(sub ? `${type}.${sub}` : type, `${e.message}${extra}`));
+  }
+  return errors;
+}
+
+/** The URL is http(s); a CA (one way of giving it) only with https. */
+function endpointProblem(type: string, raw: RendererEntry): FieldError | undefined {
+  let url: URL;
+  try {
+    url = new URL(raw.url);
+  } catch {
+    return fieldError(
+      `${type}.url`,
+      `"${raw.url}" is not a URL; write e.g. https://renderer.example.svc:8443/render`,
+    );
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    return fieldError(`${type}.url`, 'must start with http:// or https://');
+  }
+  if (raw.caBundle !== undefined && raw.caFile !== undefined) {
+    return fieldError(`${type}.caFile`, 'set caBundle or caFile, not both');
+  }
+  if ((raw.caBundle !== undefined || raw.caFile !== undefined) && url.protocol !== 'https:') {
+    return fieldError(`${type}.url`, 'a CA bundle is set but the URL is not https://');
+  }
+  return undefined;
+}
+
+/** The CA bundle, given or read from caFile (relative to baseDir); it must hold a certificate. */
+async function caOf(
+  type: string,
+  raw: RendererEntry,
+  options: ParseOptions,
+): Promise<string | FieldError | undefined> {
+  let ca = raw.caBundle;
+  if (raw.caFile !== undefined) {
+    const read = options.readFile ?? ((path: string) => readFile(path, 'utf8'));
+    const path = isAbsolute(raw.caFile)
+      ? raw.caFile
+      : resolvePath(options.baseDir ?? '.', raw.caFile);
+    try {
+      ca = await read(path);
+    } catch (error) {
+      return fieldError(`${type}.caFile`, `cannot read ${path}: ${(error as Error).message}`);
+    }
+  }
+  if (ca !== undefined && !ca.includes('-----BEGIN CERTIFICATE-----')) {
+    return fieldError(
+      `${type}.${raw.caFile === undefined ? 'caBundle' : 'caFile'}`,
+      'holds no PEM certificate (-----BEGIN CERTIFICATE-----)',
+    );
+  }
+  return ca;
 }
 
 export async function loadRenderersConfigFile(path: string): Promise<WebhookEntry[]> {

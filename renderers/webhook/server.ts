@@ -46,7 +46,6 @@ export function createRendererApp(
   types: readonly string[] = registry.types(),
   options: ServeOptions = {},
 ): express.Express {
-  const served = new Set(types);
   const app = express();
   app.disable('x-powered-by');
   // express would hash every response for an ETag: megabytes of sha1 no client uses
@@ -57,99 +56,121 @@ export function createRendererApp(
   app.post(
     RENDER_PATH,
     express.json({ limit: options.maxRequestBytes ?? 16 * 1024 * 1024, type: () => true }),
-    async (req: Request, res: Response) => {
-      const t0 = performance.now();
-      let type = '?';
-      let format = '?';
-      const done = (status: number, code?: string): void => {
-        options.onRequest?.({
-          type,
-          format,
-          status,
-          ms: performance.now() - t0,
-          ...(code ? { code } : {}),
-        });
-      };
-      let decoded;
-      try {
-        decoded = decodeRequest(req.body);
-      } catch (error) {
-        if (!(error instanceof ProtocolError)) throw error;
-        sendError(res, 400, { code: 'BadRequest', message: error.message });
-        done(400, 'BadRequest');
-        return;
-      }
-      const { config, context } = decoded;
-      type = config.type;
-      format = context.format;
-      const renderer = served.has(config.type) ? registry.get(config.type) : undefined;
-      if (renderer === undefined) {
-        sendError(res, 422, {
-          code: 'UnknownType',
-          field: 'spec.type',
-          message: `this renderer serves ${[...served]
-            .sort()
-            .map((t) => `"${t}"`)
-            .join(', ')}, not "${config.type}"`,
-        });
-        done(422, 'UnknownType');
-        return;
-      }
-      try {
-        const result = await renderer.render(config, context);
-        res
-          .status(200)
-          .type('application/json')
-          .send(JSON.stringify(encodeResponse(result)));
-        done(200);
-      } catch (error) {
-        if (error instanceof ValidationError) {
-          const first = error.errors[0];
-          sendError(res, 422, {
-            code: 'Invalid',
-            message:
-              error.errors.length === 1 && first
-                ? first.message
-                : error.errors.map(formatFieldError).join('; '),
-            ...(error.errors.length === 1 && first?.path ? { field: first.path } : {}),
-          });
-          done(422, 'Invalid');
-          return;
-        }
-        sendError(res, 500, { code: 'RenderFailed', message: (error as Error).message });
-        done(500, 'RenderFailed');
-      }
-    },
+    renderHandler(registry, new Set(types), options),
   );
   // body-parser's failures (bad JSON, too large) as RenderErrors rather than HTML pages
-  app.use(
-    (
-      error: Error & { type?: string; status?: number },
-      _req: Request,
-      res: Response,
-      next: NextFunction,
-    ) => {
-      if (res.headersSent) {
-        next(error);
-        return;
-      }
-      const [status, detail]: [number, ErrorDetail] =
-        error.type === 'entity.too.large'
-          ? [
-              413,
-              {
-                code: 'RequestTooLarge',
-                message: 'the request body is larger than this renderer accepts',
-              },
-            ]
-          : error.type === 'entity.parse.failed'
-            ? [400, { code: 'BadRequest', message: 'the request body is not JSON' }]
-            : [error.status ?? 500, { code: 'Internal', message: error.message }];
-      sendError(res, status, detail);
-      options.onRequest?.({ type: '?', format: '?', status, ms: 0, code: detail.code });
-    },
-  );
+  app.use(bodyErrorHandler(options));
   return app;
+}
+
+/** POST /render: decode the request, pick the served renderer, render, answer; one log entry. */
+function renderHandler(
+  registry: RendererRegistry,
+  served: ReadonlySet<string>,
+  options: ServeOptions,
+): (req: Request, res: Response) => Promise<void> {
+  return async (req, res) => {
+    const t0 = performance.now();
+    let type = '?';
+    let format = '?';
+    const answer = (status: number, detail?: ErrorDetail): void => {
+      if (detail) sendError(res, status, detail);
+      options.onRequest?.({
+        type,
+        format,
+        status,
+        ms: performance.now() - t0,
+        ...(detail ? { code: detail.code } : {}),
+      });
+    };
+    let decoded;
+    try {
+      decoded = decodeRequest(req.body);
+    } catch (error) {
+      if (!(error instanceof ProtocolError)) throw error;
+      answer(400, { code: 'BadRequest', message: error.message });
+      return;
+    }
+    const { config, context } = decoded;
+    type = config.type;
+    format = context.format;
+    const renderer = served.has(config.type) ? registry.get(config.type) : undefined;
+    if (renderer === undefined) {
+      answer(422, unknownType(served, config.type));
+      return;
+    }
+    try {
+      const result = await renderer.render(config, context);
+      res
+        .status(200)
+        .type('application/json')
+        .send(JSON.stringify(encodeResponse(result)));
+      answer(200);
+    } catch (error) {
+      answer(...renderFailure(error));
+    }
+  };
+}
+
+function unknownType(served: ReadonlySet<string>, type: string): ErrorDetail {
+  return {
+    code: 'UnknownType',
+    field: 'spec.type',
+    message: `this renderer serves ${[...served]
+      .sort()
+      .map((t) => `"${t}"`)
+      .join(', ')}, not "${type}"`,
+  };
+}
+
+/** A renderer's refusal (422 with its field errors) or crash (500). */
+function renderFailure(error: unknown): [number, ErrorDetail] {
+  if (!(error instanceof ValidationError)) {
+    return [500, { code: 'RenderFailed', message: (error as Error).message }];
+  }
+  const first = error.errors[0];
+  return [
+    422,
+    {
+      code: 'Invalid',
+      message:
+        error.errors.length === 1 && first
+          ? first.message
+          : error.errors.map(formatFieldError).join('; '),
+      ...(error.errors.length === 1 && first?.path ? { field: first.path } : {}),
+    },
+  ];
+}
+
+/** body-parser's failures: 413 too large, 400 not JSON, anything else as itself. */
+function bodyErrorHandler(
+  options: ServeOptions,
+): (
+  error: Error & { type?: string; status?: number },
+  req: Request,
+  res: Response,
+  next: NextFunction,
+) => void {
+  return (error, _req, res, next) => {
+    if (res.headersSent) {
+      next(error);
+      return;
+    }
+    const [status, detail]: [number, ErrorDetail] =
+      error.type === 'entity.too.large'
+        ? [
+            413,
+            {
+              code: 'RequestTooLarge',
+              message: 'the request body is larger than this renderer accepts',
+            },
+          ]
+        : error.type === 'entity.parse.failed'
+          ? [400, { code: 'BadRequest', message: 'the request body is not JSON' }]
+          : [error.status ?? 500, { code: 'Internal', message: error.message }];
+    sendError(res, status, detail);
+    options.onRequest?.({ type: '?', format: '?', status, ms: 0, code: detail.code });
+  };
 }
 
 export interface ListenOptions {

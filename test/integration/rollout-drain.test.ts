@@ -11,7 +11,7 @@ import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { followGrants } from '../../agent/rollout/follow-grants.js';
+import { followGrants } from '../../agent/wiring/follow-grants.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import type {
   OperatingSystemConfigSpec,

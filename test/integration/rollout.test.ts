@@ -8,8 +8,8 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { GrantWiring } from '../../agent/rollout/follow-grants.js';
-import { followGrants } from '../../agent/rollout/follow-grants.js';
+import type { GrantWiring } from '../../agent/wiring/follow-grants.js';
+import { followGrants } from '../../agent/wiring/follow-grants.js';
 import type { KubeReporter } from '../../agent/report.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import type {

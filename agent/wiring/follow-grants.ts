@@ -12,22 +12,26 @@ import { fanOut, type Reporter } from '../loop.js';
 import type { ApplyDeps } from '../apply.js';
 import type { DriftHooks } from '../model/drift.js';
 import { KubeReporter } from '../report.js';
-import { GrantSource } from './grant-source.js';
+import { GrantSource } from '../rollout/grant-source.js';
 import type { Agent } from '../agent.js';
 import { nodeApplier, type Applier } from '../applier.js';
-import { grantedAgent, type GrantAdmission, type GrantReporter } from './grant-admission.js';
-import type { Grant } from './grant.js';
+import {
+  grantedAgent,
+  type GrantAdmission,
+  type GrantReporter,
+} from '../rollout/grant-admission.js';
+import type { Grant } from '../rollout/grant.js';
 import {
   LOCAL_UNIT_PROBE,
   NodeHealthProbe,
   SystemctlUnitProbe,
   type HealthProbe,
   type UnitProbe,
-} from './health.js';
+} from '../rollout/health.js';
 import { KubeNodeReadiness, type NodeReadinessProbe } from '../reboot/node-ready.js';
 import { RebootHooks, SystemctlRebooter, type Rebooter } from '../reboot/reboot.js';
-import type { VerifyStep } from './soak.js';
-import { TryState } from './try-state.js';
+import type { VerifyStep } from '../rollout/soak.js';
+import { TryState } from '../rollout/try-state.js';
 
 export interface FollowGrantsOptions {
   namespace: string;
