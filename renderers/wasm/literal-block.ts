@@ -9,7 +9,6 @@
  * text with no line that is not empty (no literal block carries it), are left to the JavaScript
  * path, which stays the reference: literal-block.test.ts checks both agree.
  */
-import type { ByteBuilder } from '../byte-builder.js';
 import { WASM_BASE64 } from './literal-block-bytes.js';
 
 /** What writeLiteralBlock did: wrote the block, found the text unreadable, or left it alone. */
@@ -61,6 +60,15 @@ const HEADERS = {
 };
 
 /**
+ * What the block is written into: the renderers' ByteBuilder fits it. Declared here, not imported,
+ * so that this room stays below the renderers that use it (no import back up).
+ */
+export interface BlockSink {
+  ascii(text: string): BlockSink;
+  bytesOf(src: Buffer, start: number, end: number): BlockSink;
+}
+
+/**
  * Writes `before` (ASCII), then `content` as the literal block literalBlock(content.toString(),
  * parentIndent) would make, then an LF, into `out`, when isReadableText(content) holds; writes
  * nothing otherwise. 'unreadable' is isReadableText's verdict; 'undecided' leaves the content to
@@ -70,7 +78,7 @@ export function writeLiteralBlock(
   content: Buffer,
   parentIndent: number,
   before: string,
-  out: ByteBuilder,
+  out: BlockSink,
 ): BlockVerdict {
   const n = content.length;
   const pad = parentIndent + 2;
