@@ -247,60 +247,14 @@ export class GrantSource {
 
   private async watchLoop(): Promise<void> {
     let failures = 0;
-    const base = this.opts.backoffBaseMs ?? 500;
-    const max = this.opts.backoffMaxMs ?? 30_000;
-    const selector = `metadata.name=${this.opts.node}`;
     while (!this.stopped) {
       this.watchAbort = new AbortController();
       const abort = AbortSignal.any([this.stopAll.signal, this.watchAbort.signal]);
       try {
-        if (this.resourceVersion === undefined) {
-          this.opts.onRequest?.();
-          const list = await this.opts.http.request<{
-            metadata?: { resourceVersion?: string };
-            items?: NodeObject[];
-          }>('GET', NODES, {
-            query: { fieldSelector: selector },
-            signal: abort,
-            timeoutMs: 30_000,
-          });
-          this.recovered();
-          const item = list.items?.[0];
-          if (item) this.handle(item);
-          this.resourceVersion = list.metadata?.resourceVersion;
-          // the list is a read at that version over the new connection: a status write at or
-          // before it is seen (the watch, starting after it, never delivers that write; without
-          // this the connectivity proof waited for the next bookmark, a minute or more)
-          this.saw(this.resourceVersion);
-        }
-        this.opts.onRequest?.();
-        await this.opts.http.stream(
-          NODES,
-          {
-            query: {
-              watch: 'true',
-              fieldSelector: selector,
-              allowWatchBookmarks: 'true',
-              resourceVersion: this.resourceVersion,
-              timeoutSeconds: String(this.opts.watchTimeoutSeconds ?? 600),
-            },
-            signal: abort,
-          },
-          (line) => {
-            failures = 0;
-            const event = JSON.parse(line) as WatchEvent;
-            if (event.type === 'ERROR') {
-              if (event.object.code === 410) throw new Gone(event.object.message ?? 'too old');
-              throw new Error(
-                `watch error: ${event.object.message ?? JSON.stringify(event.object)}`,
-              );
-            }
-            const rv = event.object.metadata?.resourceVersion;
-            if (rv) this.resourceVersion = rv;
-            if (event.type === 'ADDED' || event.type === 'MODIFIED') this.handle(event.object);
-            this.saw(rv);
-          },
-        );
+        if (this.resourceVersion === undefined) await this.listOwnObject(abort);
+        await this.watchOwnObject(abort, () => {
+          failures = 0;
+        });
         this.lastEventAt = Date.now(); // a normal end (timeoutSeconds) shows the watch worked
       } catch (error) {
         if (this.isStopped()) return;
@@ -310,21 +264,83 @@ export class GrantSource {
           continue;
         }
         failures++;
-        const delay = Math.min(max, base * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
-        this.log?.warn(
-          { node: this.opts.node, retryInMs: Math.round(delay), ...errorFields(error) },
-          'grant watch failed; reconnecting',
-        );
-        if (failures === 1) this.transportFailed(error as Error);
-        await new Promise<void>((r) => {
-          const t = setTimeout(r, delay);
-          this.watchAbort.signal.addEventListener('abort', () => {
-            clearTimeout(t);
-            r();
-          });
-        });
+        await this.backOff(failures, error as Error);
       }
     }
+  }
+
+  private get selector(): string {
+    return `metadata.name=${this.opts.node}`;
+  }
+
+  /** The node object as it is now, and the version the watch starts after. */
+  private async listOwnObject(abort: AbortSignal): Promise<void> {
+    this.opts.onRequest?.();
+    const list = await this.opts.http.request<{
+      metadata?: { resourceVersion?: string };
+      items?: NodeObject[];
+    }>('GET', NODES, {
+      query: { fieldSelector: this.selector },
+      signal: abort,
+      timeoutMs: 30_000,
+    });
+    this.recovered();
+    const item = list.items?.[0];
+    if (item) this.handle(item);
+    this.resourceVersion = list.metadata?.resourceVersion;
+    // the list is a read at that version over the new connection: a status write at or
+    // before it is seen (the watch, starting after it, never delivers that write; without
+    // this the connectivity proof waited for the next bookmark, a minute or more)
+    this.saw(this.resourceVersion);
+  }
+
+  /** Watches the node object from the version last seen until the server ends the watch. */
+  private async watchOwnObject(abort: AbortSignal, onEvent: () => void): Promise<void> {
+    this.opts.onRequest?.();
+    await this.opts.http.stream(
+      NODES,
+      {
+        query: {
+          watch: 'true',
+          fieldSelector: this.selector,
+          allowWatchBookmarks: 'true',
+          resourceVersion: this.resourceVersion,
+          timeoutSeconds: String(this.opts.watchTimeoutSeconds ?? 600),
+        },
+        signal: abort,
+      },
+      (line) => {
+        onEvent();
+        const event = JSON.parse(line) as WatchEvent;
+        if (event.type === 'ERROR') {
+          if (event.object.code === 410) throw new Gone(event.object.message ?? 'too old');
+          throw new Error(`watch error: ${event.object.message ?? JSON.stringify(event.object)}`);
+        }
+        const rv = event.object.metadata?.resourceVersion;
+        if (rv) this.resourceVersion = rv;
+        if (event.type === 'ADDED' || event.type === 'MODIFIED') this.handle(event.object);
+        this.saw(rv);
+      },
+    );
+  }
+
+  /** Waits out an exponential, jittered backoff (cut short by restartWatch or stop). */
+  private async backOff(failures: number, error: Error): Promise<void> {
+    const base = this.opts.backoffBaseMs ?? 500;
+    const max = this.opts.backoffMaxMs ?? 30_000;
+    const delay = Math.min(max, base * 2 ** (failures - 1)) * (0.5 + Math.random() / 2);
+    this.log?.warn(
+      { node: this.opts.node, retryInMs: Math.round(delay), ...errorFields(error) },
+      'grant watch failed; reconnecting',
+    );
+    if (failures === 1) this.transportFailed(error);
+    await new Promise<void>((r) => {
+      const t = setTimeout(r, delay);
+      this.watchAbort.signal.addEventListener('abort', () => {
+        clearTimeout(t);
+        r();
+      });
+    });
   }
 
   /** A method, not the field: the flag flips while awaits are pending. */
