@@ -43,7 +43,7 @@ import {
   nodeReady,
   prepareKubeletImage,
   type NodeObject,
-} from './kubelet-support.js';
+} from '../support/kubelet-support.js';
 
 /** kubeadm join's preflight checks a container cannot pass (see the header). */
 const CONTAINER_PREFLIGHT_IGNORES = [

@@ -30,7 +30,7 @@ import {
   bootKubeletMachine,
   waitNodeReady,
   type NodeObject,
-} from './kubelet-support.js';
+} from '../support/kubelet-support.js';
 
 let skipReason: string | undefined;
 let cluster: Cluster | undefined;

@@ -27,7 +27,7 @@ import {
   nodeReady,
   prepareKubeletImage,
   type NodeObject,
-} from '../e2e/kubelet-support.js';
+} from './kubelet-support.js';
 import { runBootstrapController, serveAgent, type AgentServer } from './agent-server.js';
 import { run } from './exec.js';
 import {

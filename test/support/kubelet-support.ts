@@ -8,9 +8,9 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { bootNode, persistentRoot, type Bind, type Node } from '../support/nspawn.js';
-import { missing, repoRoot } from '../support/tools.js';
-import { waitFor } from '../support/wait.js';
+import { bootNode, persistentRoot, type Bind, type Node } from './nspawn.js';
+import { missing, repoRoot } from './tools.js';
+import { waitFor } from './wait.js';
 
 /** kubelet's and kubeadm's directory (hack/testenv/build.sh --node; ~10 min once, then cached). */
 export function nodeBinaries(): string | undefined {
