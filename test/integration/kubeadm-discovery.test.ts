@@ -13,12 +13,13 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import type { KubeHttp } from '../../kube/client.js';
 import type { DataObject } from '../../controller/kube/types.js';
 import type { ConfigObject } from '../../controller/bootstrap/types.js';
 import { repoRoot } from '../support/tools.js';
 import { Api, startController, waitFor } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { kubeOps } from '../support/cluster.js';
 
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const CLUSTER_INFO = '/api/v1/namespaces/kube-public/configmaps/cluster-info';
@@ -32,22 +33,7 @@ function http(): KubeHttp {
   return api.http;
 }
 
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await http().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
-
-async function apply(path: string, body: Record<string, unknown>): Promise<void> {
-  await http().request('PATCH', path, {
-    query: { fieldManager: 'test', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body,
-  });
-}
+const { get, apply } = kubeOps(http, 'test');
 
 const oscPath = (name: string) =>
   `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${name}`;
