@@ -102,27 +102,23 @@ function opensslCaHash(caPath: string): string {
   return `sha256:${hex ?? ''}`;
 }
 
-beforeAll(async () => {
-  if (clusterUnavailable !== null) return;
-  ns = uniqueName('kubeadm');
-  await apply(`/api/v1/namespaces/${ns}`, {
+/** kubeadm's cluster-info, as `kubeadm init phase bootstrap-token` writes it (server and CA). */
+async function ensureClusterInfo(): Promise<void> {
+  if ((await get(CLUSTER_INFO)) !== undefined) return;
+  const info = testEnvInfo();
+  const ca = Buffer.from(await readFile(info.caPath, 'utf8')).toString('base64');
+  const kubeconfig = `apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: ${ca}\n    server: ${info.server}\n  name: ""\ncontexts: null\ncurrent-context: ""\nusers: null\n`;
+  await apply(CLUSTER_INFO, {
     apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name: ns },
+    kind: 'ConfigMap',
+    metadata: { name: 'cluster-info', namespace: 'kube-public' },
+    data: { kubeconfig },
   });
-  // kubeadm's cluster-info, as `kubeadm init phase bootstrap-token` writes it (server and CA)
-  if ((await get(CLUSTER_INFO)) === undefined) {
-    const info = testEnvInfo();
-    const ca = Buffer.from(await readFile(info.caPath, 'utf8')).toString('base64');
-    const kubeconfig = `apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: ${ca}\n    server: ${info.server}\n  name: ""\ncontexts: null\ncurrent-context: ""\nusers: null\n`;
-    await apply(CLUSTER_INFO, {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: 'cluster-info', namespace: 'kube-public' },
-      data: { kubeconfig },
-    });
-    madeClusterInfo = true;
-  }
+  madeClusterInfo = true;
+}
+
+/** examples/kubeadm-worker/'s OSCs, a plain provision OSC and one that would leak the token. */
+async function applyOscs(): Promise<void> {
   for (const file of ['kubeadm-worker/provision.yaml', 'kubeadm-worker/reconcile.yaml']) {
     for (const doc of await exampleDocs(file)) {
       const name = (doc.metadata as { name: string }).name;
@@ -145,6 +141,18 @@ beforeAll(async () => {
       },
     ],
   });
+}
+
+beforeAll(async () => {
+  if (clusterUnavailable !== null) return;
+  ns = uniqueName('kubeadm');
+  await apply(`/api/v1/namespaces/${ns}`, {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: ns },
+  });
+  await ensureClusterInfo();
+  await applyOscs();
   const started = await startController([ns], {
     bootstrap: {
       enabled: true,
