@@ -99,11 +99,12 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
 
   it('the service enabled by user-data is running with a main PID', async (ctx) => {
     if (node === undefined) return ctx.skip(skipReason);
+    const booted = node;
     // the start job was queued with --no-block; give it until it settles (a wait, not a timing check)
     const props = await waitFor(
       'oscar-smoke.service to leave activating/inactive',
       async () => {
-        const p = await node.show('oscar-smoke.service', [
+        const p = await booted.show('oscar-smoke.service', [
           'ActiveState',
           'MainPID',
           'UnitFileState',
