@@ -15,7 +15,7 @@ import { attachCluster } from '../../test/support/cluster.js';
 import type { KubeHttp } from '../../kube/client.js';
 import { buildCapi } from '../../test/support/capi.js';
 import { nodeRoot } from '../../test/support/tools.js';
-import { nodeBinaries, nodeReady, type NodeObject } from '../../test/e2e/kubelet-support.js';
+import { nodeBinaries, nodeReady, type NodeObject } from '../../test/support/kubelet-support.js';
 import {
   applyObject,
   getObject,

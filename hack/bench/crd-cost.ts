@@ -20,10 +20,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
+import { attachCluster } from '../../test/support/cluster.js';
 import { parse, stringify } from 'yaml';
-import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, HttpKubeClient } from '../../kube/client.js';
-import { applyCrds, attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH } from '../../kube/client.js';
+import { applyCrds } from '../testenv/testenv.js';
+import { benchOscSpec, benchOscStatus, inPool } from './support/osc.js';
 import { diffHistograms, getRaw, requestLatencies } from './apiserver-metrics.js';
 
 const { values: opts } = parseArgs({
@@ -81,63 +82,9 @@ const VARIANTS: Record<string, (schema: Json) => Json> = {
   },
 };
 
-function spec(i: number): Json {
-  const files = Array.from({ length: 40 }, (_, f) => ({
-    path: `/etc/bench/app-${String(f)}.conf`,
-    permissions: '0644',
-    content: {
-      inline: {
-        data: `# config ${String(f)} of node pool ${String(i)}\n${'key=value\n'.repeat(40)}gen=0\n`,
-      },
-    },
-  }));
-  const units = Array.from({ length: 10 }, (_, u) => ({
-    name: `bench-${String(u)}.service`,
-    content: `[Unit]\nDescription=bench ${String(u)}\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n`,
-    filePaths: [`/etc/bench/app-${String(u)}.conf`],
-  }));
-  return { type: 'ubuntu', purpose: 'reconcile', files, units };
-}
-
-function status(): Json {
-  const now = new Date().toISOString();
-  const cond = (type: string): Json => ({
-    type,
-    status: 'True',
-    reason: type,
-    message: `${type} message of some length, as the controller writes it.`,
-    lastTransitionTime: now,
-    observedGeneration: 1,
-  });
-  return {
-    observedGeneration: 1,
-    conditions: [cond('Valid'), cond('Rendered'), cond('Ready')],
-    secretRef: { name: 'oscar-x-reconcile' },
-    checksum: 'a'.repeat(64),
-    checksumShort: 'a'.repeat(12),
-    format: 'cloud-config',
-    size: 30000,
-    nodes: { total: 0, updated: 0, degraded: 0, drifted: 0 },
-  };
-}
-
-async function pool(n: number, fn: (i: number) => Promise<void>): Promise<number> {
-  let next = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      while (next < n) await fn(next++);
-    }),
-  );
-  return performance.now() - t0;
-}
-
 async function main(): Promise<void> {
-  const attach = process.env.OSCAR_TESTENV_STATE;
-  const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({ log });
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
-  const http = new HttpKubeClient(kc);
+  const cluster = await attachCluster({ log });
+  const { env, api: http, kubeConfig: kc } = cluster;
   const dir = await mkdtemp(join(tmpdir(), 'oscar-crd-cost-'));
   const ns = `crd-cost-${Date.now().toString(36)}`;
   const lines: string[] = [];
@@ -176,7 +123,7 @@ async function main(): Promise<void> {
       fn: (i: number) => Promise<unknown>,
     ): Promise<void> => {
       const before = requestLatencies(await getRaw(kc, '/metrics'), [resource]);
-      const ms = await pool(K, async (i) => {
+      const ms = await inPool(K, CLIENTS, async (i) => {
         await fn(i);
       });
       const d = diffHistograms(before, requestLatencies(await getRaw(kc, '/metrics'), [resource]));
@@ -202,7 +149,7 @@ async function main(): Promise<void> {
             apiVersion,
             kind,
             metadata: { name: `apply-${String(i)}`, namespace: ns },
-            spec: spec(i),
+            spec: benchOscSpec(i),
           },
         }),
       );
@@ -212,7 +159,7 @@ async function main(): Promise<void> {
             apiVersion,
             kind,
             metadata: { name: `post-${String(i)}`, namespace: ns },
-            spec: spec(i),
+            spec: benchOscSpec(i),
           },
         }),
       );
@@ -224,14 +171,14 @@ async function main(): Promise<void> {
             apiVersion,
             kind,
             metadata: { name: `apply-${String(i)}`, namespace: ns },
-            status: status(),
+            status: benchOscStatus(),
           },
         }),
       );
       await measure(`${variant}: status (JSON merge patch)`, 'operatingsystemconfigs', (i) =>
         http.request('PATCH', `${base}/post-${String(i)}/status`, {
           contentType: CONTENT_MERGE_PATCH,
-          body: { status: status() },
+          body: { status: benchOscStatus() },
         }),
       );
       await measure(`${variant}: finalizer (server-side apply)`, 'operatingsystemconfigs', (i) =>
@@ -252,7 +199,7 @@ async function main(): Promise<void> {
         }),
       );
       // Not measured: clear the finalizers so the namespace can go.
-      await pool(K, async (i) => {
+      await inPool(K, CLIENTS, async (i) => {
         await http.request('PATCH', `${base}/post-${String(i)}`, {
           contentType: CONTENT_MERGE_PATCH,
           body: { metadata: { finalizers: null } },
@@ -267,7 +214,7 @@ async function main(): Promise<void> {
       http.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
         body: {
           metadata: { name: `post-${String(i)}`, namespace: ns },
-          stringData: { 'spec.json': JSON.stringify(spec(i)) },
+          stringData: { 'spec.json': JSON.stringify(benchOscSpec(i)) },
         },
       }),
     );
@@ -279,14 +226,14 @@ async function main(): Promise<void> {
           apiVersion: 'v1',
           kind: 'Secret',
           metadata: { name: `apply-${String(i)}`, namespace: ns },
-          stringData: { 'spec.json': JSON.stringify(spec(i)) },
+          stringData: { 'spec.json': JSON.stringify(benchOscSpec(i)) },
         },
       }),
     );
     console.log(
       [
         '',
-        `CRD schema cost — ${String(K)} writes each of the bench OSC (${(JSON.stringify(spec(0)).length / 1024).toFixed(1)} KiB spec), ${String(CLIENTS)} clients`,
+        `CRD schema cost — ${String(K)} writes each of the bench OSC (${(JSON.stringify(benchOscSpec(0)).length / 1024).toFixed(1)} KiB spec), ${String(CLIENTS)} clients`,
         ...lines,
       ].join('\n'),
     );
@@ -294,7 +241,7 @@ async function main(): Promise<void> {
     await http.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
     http.close();
-    if (!attach) await env.stop();
+    await cluster.stop();
   }
 }
 

@@ -28,7 +28,7 @@ import {
   nodeBinaries,
   nodeReady,
   type NodeObject,
-} from '../../test/e2e/kubelet-support.js';
+} from '../../test/support/kubelet-support.js';
 import { getRaw } from './apiserver-metrics.js';
 
 const { values } = parseArgs({ options: { nodes: { type: 'string', default: '2' } } });

@@ -20,17 +20,18 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { followGrants, type GrantWiring } from '../../agent/wiring/follow-grants.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { runController } from '../../controller/main.js';
 import type { OscNodeObject } from '../../controller/osc/node-index.js';
-import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, HttpKubeClient } from '../../kube/client.js';
+import { CONTENT_MERGE_PATCH, HttpKubeClient } from '../../kube/client.js';
 import { createLogger } from '../../log/logger.js';
 import { createReadyPod, createWebBudget } from '../../test/integration/support/workloads.js';
 import { waitFor } from '../../test/support/wait.js';
-import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
+import { attachCluster } from '../../test/support/cluster.js';
+import { applyBenchOsc } from './support/osc.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -261,23 +262,6 @@ async function setUp(http: HttpKubeClient, ns: string): Promise<void> {
   await createWebBudget(http, ns, PODS - 1, 1);
 }
 
-async function applyOsc(http: HttpKubeClient, ns: string, version: number): Promise<void> {
-  await http.request(
-    'PATCH',
-    `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${OSC}`,
-    {
-      query: { fieldManager: 'bench', force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body: {
-        apiVersion: 'oscar.dev/v1alpha1',
-        kind: 'OperatingSystemConfig',
-        metadata: { name: OSC, namespace: ns },
-        spec: spec(version),
-      },
-    },
-  );
-}
-
 async function checksumOf(http: HttpKubeClient, ns: string, version: number): Promise<string> {
   return waitFor(`revision ${String(version)} rendered`, async () => {
     const o = await http.request<{
@@ -289,13 +273,8 @@ async function checksumOf(http: HttpKubeClient, ns: string, version: number): Pr
 }
 
 async function main(): Promise<void> {
-  const own = !process.env.OSCAR_TESTENV_STATE;
-  const env: TestEnv = own
-    ? await startTestEnv({ log })
-    : await attachTestEnv(process.env.OSCAR_TESTENV_STATE ?? '');
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
-  const http = new HttpKubeClient(kc);
+  const cluster = await attachCluster({ log });
+  const { env, api: http, kubeConfig: kc } = cluster;
   const ns = `rb-${Math.random().toString(36).slice(2, 8)}`;
   const work = await mkdtemp(join(tmpdir(), 'oscar-bench-reboot-'));
   let stopping = false;
@@ -311,7 +290,7 @@ async function main(): Promise<void> {
   try {
     await setUp(http, ns);
     const pods = keepPods(http, ns, () => stopping);
-    await applyOsc(http, ns, 1);
+    await applyBenchOsc(http, ns, OSC, spec(1));
     for (let i = 0; i < N; i++) {
       const s = new SimNode(`${ns}-n${String(i)}`, join(work, String(i)), kc, http, ns);
       sims.push(s);
@@ -334,7 +313,7 @@ async function main(): Promise<void> {
       `${String(N)} nodes on revision 1, ${String(PODS)} pods; rolling out a Reboot-level change`,
     );
     const started = Date.now();
-    await applyOsc(http, ns, 2);
+    await applyBenchOsc(http, ns, OSC, spec(2));
     const v2 = await checksumOf(http, ns, 2);
     await waitFor(
       'every node drained, rebooted, confirmed and uncordoned',
@@ -355,7 +334,7 @@ async function main(): Promise<void> {
     for (const s of sims)
       await http.request('DELETE', `/api/v1/nodes/${s.name}`).catch(() => undefined);
     await rm(work, { recursive: true, force: true });
-    if (own) await env.stop();
+    await cluster.stop();
   }
 }
 

@@ -19,18 +19,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
 import { scaledCount } from '../../api/rollout.js';
 import type { OperatingSystemConfigSpec, RolloutStatus } from '../../api/schema.js';
-import { CONTENT_APPLY_PATCH, HttpKubeClient } from '../../kube/client.js';
-import {
-  attachTestEnv,
-  startTestEnv,
-  writeKubeconfigFor,
-  type TestEnv,
-} from '../testenv/testenv.js';
+import { attachCluster } from '../../test/support/cluster.js';
+import { waitFor } from '../../test/support/wait.js';
+import { writeKubeconfigFor } from '../testenv/testenv.js';
 import { readState } from '../testenv/state.js';
 import { getRaw } from './apiserver-metrics.js';
+import { applyBenchOsc } from './support/osc.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -204,16 +200,8 @@ async function main(): Promise<void> {
   await access(entry).catch(() => {
     throw new Error(`${entry} is missing: run "npm run build" first`);
   });
-  let env: TestEnv;
-  let own = false;
-  if (process.env.OSCAR_TESTENV_STATE) env = await attachTestEnv(process.env.OSCAR_TESTENV_STATE);
-  else {
-    env = await startTestEnv({ log });
-    own = true;
-  }
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
-  const admin = new HttpKubeClient(kc);
+  const cluster = await attachCluster({ log });
+  const { env, api: admin, kubeConfig: kc } = cluster;
   const ns = `bench-rollout-${Date.now().toString(36)}`;
   const work = await mkdtemp(join(tmpdir(), 'oscar-bench-rollout-'));
   const state = await readState(env.stateFile);
@@ -264,20 +252,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'oscar:benc
     });
 
     const apply = (version: number): Promise<unknown> =>
-      admin.request(
-        'PATCH',
-        `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${OSC}`,
-        {
-          query: { fieldManager: 'bench', force: true },
-          contentType: CONTENT_APPLY_PATCH,
-          body: {
-            apiVersion: 'oscar.dev/v1alpha1',
-            kind: 'OperatingSystemConfig',
-            metadata: { name: OSC, namespace: ns },
-            spec: spec(version),
-          },
-        },
-      );
+      applyBenchOsc(admin, ns, OSC, spec(version));
     const rollout = async (): Promise<RolloutStatus | undefined> =>
       (
         await admin.request<{ status?: { rollout?: RolloutStatus } }>(
@@ -290,14 +265,18 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'oscar:benc
       ok: (r: RolloutStatus) => boolean,
     ): Promise<RolloutStatus> => {
       let last = '';
-      for (;;) {
-        const r = await rollout().catch(() => undefined);
-        if (r && ok(r)) return r;
-        const line = r ? `${r.phase} r${String(r.revision)} ${r.message}` : 'no rollout yet';
-        if (line !== last) log(`${what}: ${line}`);
-        last = line;
-        await new Promise((res) => setTimeout(res, 500));
-      }
+      return waitFor(
+        what,
+        async () => {
+          const r = await rollout();
+          if (r && ok(r)) return r;
+          const line = r ? `${r.phase} r${String(r.revision)} ${r.message}` : 'no rollout yet';
+          if (line !== last) log(`${what}: ${line}`);
+          last = line;
+          return undefined;
+        },
+        { timeoutMs: 3_600_000, intervalMs: 500, onTimeout: () => last },
+      );
     };
 
     controller = spawn(
@@ -428,7 +407,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: 'oscar:benc
       .catch(() => undefined);
     admin.close();
     await rm(work, { recursive: true, force: true });
-    if (own) await env.stop();
+    await cluster.stop();
   }
 }
 

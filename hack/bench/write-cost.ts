@@ -16,21 +16,20 @@
 //   flock /tmp/oscar-bench.lock node --import tsx hack/bench/write-cost.ts [--count 200] [--rounds 3]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 import { parseArgs } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
+import { attachCluster } from '../../test/support/cluster.js';
 import { API_VERSION, OSC_KIND } from '../../api/schema.js';
 import {
   ACCEPT_METADATA,
   CONTENT_APPLY_PATCH,
   CONTENT_JSON_PATCH,
   CONTENT_MERGE_PATCH,
-  HttpKubeClient,
 } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer } from '../../controller/kube/informer.js';
 import type { KubeObject } from '../../controller/kube/types.js';
 import { oscPath } from '../../controller/osc/writer.js';
 import { secretUpdatePatch } from '../../controller/osc/secret-object.js';
-import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { readState } from '../testenv/state.js';
+import { benchOscSpec, benchOscStatus, inPool } from './support/osc.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -46,46 +45,6 @@ const log = (m: string): void => {
   process.stderr.write(`[write-cost] ${new Date().toISOString().slice(11, 19)} ${m}\n`);
 };
 type Json = Record<string, unknown>;
-
-function spec(i: number): Json {
-  const files = Array.from({ length: 40 }, (_, f) => ({
-    path: `/etc/bench/app-${String(f)}.conf`,
-    permissions: '0644',
-    content: {
-      inline: {
-        data: `# config ${String(f)} of node pool ${String(i)}\n${'key=value\n'.repeat(40)}gen=0\n`,
-      },
-    },
-  }));
-  const units = Array.from({ length: 10 }, (_, u) => ({
-    name: `bench-${String(u)}.service`,
-    content: `[Unit]\nDescription=bench ${String(u)}\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n`,
-    filePaths: [`/etc/bench/app-${String(u)}.conf`],
-  }));
-  return { type: 'ubuntu', purpose: 'reconcile', files, units };
-}
-
-function status(): Json {
-  const now = new Date().toISOString();
-  const cond = (type: string): Json => ({
-    type,
-    status: 'True',
-    reason: type,
-    message: `${type} message of some length, as the controller writes it.`,
-    lastTransitionTime: now,
-    observedGeneration: 1,
-  });
-  return {
-    observedGeneration: 1,
-    conditions: [cond('Valid'), cond('Rendered'), cond('Ready')],
-    secretRef: { name: 'oscar-x-reconcile' },
-    checksum: 'a'.repeat(64),
-    checksumShort: 'a'.repeat(12),
-    format: 'cloud-config',
-    size: 30000,
-    nodes: { total: 0, updated: 0, degraded: 0, drifted: 0 },
-  };
-}
 
 const rendering = (v: string): string =>
   Buffer.from(
@@ -128,15 +87,6 @@ function secret(
   };
 }
 
-async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      while (next < n) await fn(next++);
-    }),
-  );
-}
-
 async function cpuOf(pid: number): Promise<number> {
   const { readFile } = await import('node:fs/promises');
   const stat = await readFile(`/proc/${String(pid)}/stat`, 'utf8');
@@ -152,11 +102,8 @@ interface Created {
 }
 
 async function main(): Promise<void> {
-  const attach = process.env.OSCAR_TESTENV_STATE;
-  const env: TestEnv = attach ? await attachTestEnv(attach) : await startTestEnv({ log });
-  const kc = new KubeConfig();
-  kc.loadFromFile(env.kubeconfigPath);
-  const http = new HttpKubeClient(kc);
+  const cluster = await attachCluster({ log });
+  const { env, api: http } = cluster;
   const pid = (await readState(env.stateFile)).apiserver.ref?.pid;
   if (pid === undefined) throw new Error('no kube-apiserver pid in the test cluster state');
   const ns = `write-cost-${Date.now().toString(36)}`;
@@ -181,7 +128,7 @@ async function main(): Promise<void> {
     const measure = async (label: string, fn: (i: number) => Promise<void>): Promise<void> => {
       const c = await cpuOf(pid);
       const t = performance.now();
-      await pool(K, fn);
+      await inPool(K, CLIENTS, fn);
       const wall = (performance.now() - t) / 1000;
       const used = (await cpuOf(pid)) - c - idlePerSecond * wall;
       const perWrite = (1000 * used) / K;
@@ -198,7 +145,7 @@ async function main(): Promise<void> {
             apiVersion: API_VERSION,
             kind: OSC_KIND,
             metadata: { name, namespace: ns },
-            spec: spec(i),
+            spec: benchOscSpec(i),
           },
         });
         into[i] = {
@@ -209,7 +156,7 @@ async function main(): Promise<void> {
         };
       };
       if (label) await measure(label, create);
-      else await pool(K, create);
+      else await inPool(K, CLIENTS, create);
     };
 
     for (let r = 0; r < ROUNDS; r++) {
@@ -269,7 +216,7 @@ async function main(): Promise<void> {
             apiVersion: API_VERSION,
             kind: OSC_KIND,
             metadata: { name: o.name, namespace: ns },
-            status: status(),
+            status: benchOscStatus(),
           },
         });
       });
@@ -279,7 +226,7 @@ async function main(): Promise<void> {
           query: { fieldManager: 'oscar-controller' },
           contentType: CONTENT_MERGE_PATCH,
           accept: ACCEPT_METADATA,
-          body: { metadata: { resourceVersion: o.resourceVersion }, status: status() },
+          body: { metadata: { resourceVersion: o.resourceVersion }, status: benchOscStatus() },
         });
       });
       await measure('status (PUT)', async (i) => {
@@ -287,7 +234,7 @@ async function main(): Promise<void> {
         await http.request('PUT', `${oscPath(ns, o.name)}/status`, {
           query: { fieldManager: 'oscar-controller' },
           accept: ACCEPT_METADATA,
-          body: { ...o.object, status: status() },
+          body: { ...o.object, status: benchOscStatus() },
         });
       });
     }
@@ -307,7 +254,7 @@ async function main(): Promise<void> {
     await watcher?.stop();
     await http.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
     http.close();
-    if (!attach) await env.stop();
+    await cluster.stop();
   }
 }
 

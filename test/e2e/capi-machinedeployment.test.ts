@@ -18,7 +18,7 @@ import { buildCapi } from '../support/capi.js';
 import { clusterOrSkip, type Cluster } from '../support/cluster.js';
 import { nodeSuiteGate } from '../support/tools.js';
 import { waitFor } from '../support/wait.js';
-import { nodeBinaries, nodeReady, type NodeObject } from './kubelet-support.js';
+import { nodeBinaries, nodeReady, type NodeObject } from '../support/kubelet-support.js';
 import { applyObject, getObject, machineDeployment } from './nspawn-provider/cluster.js';
 import { providerIdOf } from './nspawn-provider/decide.js';
 import {

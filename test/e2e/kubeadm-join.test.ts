@@ -16,34 +16,16 @@
 // SystemVerification (the host's kernel config and cgroup v1 hierarchy show through) and
 // FileContent--proc-sys-net-ipv4-ip_forward (the host's network namespace, not turned on here),
 // through /etc/default/kubeadm-join written into the image.
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ControllerHandle } from '../../controller/main.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
-import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
-import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
-import {
-  attachTestEnv,
-  startTestEnv,
-  ToolMissingError,
-  type TestEnv,
-} from '../../hack/testenv/testenv.js';
-import { runBootstrapController, serveAgent, type AgentServer } from '../support/agent-server.js';
-import { run } from '../support/exec.js';
+import type { KubeOps } from '../support/cluster.js';
+import { journalTails, KUBELET_JOURNALS } from '../support/journals.js';
 import { KUBEADM_AUTO_APPROVAL, prepareKubeadmCluster } from '../support/kubeadm-cluster.js';
-import { bootNode, persistentRoot, type Node } from '../support/nspawn.js';
-import { missing, nodeRoot, requireTools } from '../support/tools.js';
-import {
-  exampleDocs,
-  hostSysctls,
-  kubeletBinds,
-  nodeBinaries,
-  nodeReady,
-  prepareKubeletImage,
-  type NodeObject,
-} from './kubelet-support.js';
+import { bootKubeletMachine, exampleDocs, waitNodeReady } from '../support/kubelet-support.js';
+import { startKubeletSuite, type KubeletSuite } from '../support/kubelet-suite.js';
+import type { Node } from '../support/nspawn.js';
+import { waitFor } from '../support/wait.js';
 
 /** kubeadm join's preflight checks a container cannot pass (see the header). */
 const CONTAINER_PREFLIGHT_IGNORES = [
@@ -52,63 +34,23 @@ const CONTAINER_PREFLIGHT_IGNORES = [
 ];
 
 let skipReason: string | undefined;
-let env: TestEnv | undefined;
-let ownEnv = false;
-let admin: KubeHttp | undefined;
-let controller: ControllerHandle | undefined;
-let server: AgentServer | undefined;
-let agent: BuiltAgent | undefined;
-let bin = '';
-let ns = '';
-let restoreSysctls: (() => Promise<void>) | undefined;
+let suite: KubeletSuite | undefined;
 const cleanups: (() => Promise<void>)[] = [];
-const nodes: Node[] = [];
 const machine = `ka-${process.pid.toString(36)}`;
+const ns = `e2e-ka-${process.pid.toString(36)}`;
 
-function api(): KubeHttp {
-  if (!admin) throw new Error('no API server');
-  return admin;
+function ops(): KubeletSuite {
+  if (!suite) throw new Error('no API server');
+  return suite;
 }
-
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await api().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
-
-async function apply(path: string, body: Record<string, unknown>): Promise<void> {
-  await api().request('PATCH', path, {
-    query: { fieldManager: 'e2e', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body,
-  });
-}
-
-async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined>,
-  timeoutMs: number,
-  onTimeout?: () => Promise<string>,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${onTimeout ? `\n${await onTimeout()}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, 1000));
-  }
-}
+const get: KubeOps['get'] = (path) => ops().get(path);
+const apply: KubeOps['apply'] = (path, body) => ops().apply(path, body);
 
 /** examples/kubeadm-worker/'s OSCs, verbatim, in the test's namespace. */
-async function applyWorkerOscs(): Promise<void> {
+async function applyWorkerOscs(kube: KubeOps): Promise<void> {
   for (const file of ['kubeadm-worker/provision.yaml', 'kubeadm-worker/reconcile.yaml']) {
     for (const doc of await exampleDocs(file, ns)) {
-      await apply(
+      await kube.apply(
         `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${doc.metadata.name}`,
         doc,
       );
@@ -134,14 +76,16 @@ async function userData(): Promise<string> {
   const secret = await waitFor(
     'user data',
     () => get<{ data?: { value?: string } }>(`/api/v1/namespaces/${ns}/secrets/${machine}`),
-    60_000,
+    { timeoutMs: 60_000, intervalMs: 1000 },
   );
   return Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8');
 }
 
-/** The container's part: kubelet's drop-in directory and preflight's ignores (see the header). */
+/**
+ * The container's part besides kubelet's own (bootKubeletMachine's): kubelet's drop-in directory
+ * and preflight's ignores (see the header).
+ */
 async function prepareKubeadmImage(root: string): Promise<void> {
-  await prepareKubeletImage(root);
   await mkdir(join(root, 'etc/default'), { recursive: true });
   await writeFile(
     join(root, 'etc/default/kubelet'),
@@ -153,81 +97,23 @@ async function prepareKubeadmImage(root: string): Promise<void> {
   );
 }
 
-async function journals(node: Node): Promise<string> {
-  const tail = async (u: string, n: number) =>
-    `--- ${u}\n${(await node.journal(u)).split('\n').slice(-n).join('\n')}`;
-  return [
-    await tail('kubeadm-join.service', 40),
-    await tail('kubelet.service', 30),
-    await tail('containerd.service', 10),
-    await tail('oscar-agent.service', 25),
-    await tail('cloud-final.service', 10),
-  ].join('\n');
-}
+/** kubeadm join's journal first, then a kubelet machine's. */
+const journals = (node: Node): Promise<string> =>
+  journalTails(node, [['kubeadm-join.service', 40], ...KUBELET_JOURNALS]);
 
 beforeAll(async () => {
-  if (!requireTools(['systemd-nspawn', 'nsenter', 'pgrep', 'mount'])) {
-    skipReason = 'systemd-nspawn, nsenter, pgrep or mount missing (run hack/deps.sh)';
-    return;
-  }
-  if (nodeRoot() === undefined) {
-    skipReason = 'no node root (see the printed reason)';
-    return;
-  }
-  const built = nodeBinaries();
-  if (built === undefined) {
-    skipReason = 'no kubelet/kubeadm (see the printed reason)';
-    return;
-  }
-  bin = built;
-  try {
-    const attach = process.env.OSCAR_TESTENV_STATE;
-    if (attach) env = await attachTestEnv(attach);
-    else {
-      env = await startTestEnv({ log: (m) => process.stderr.write(`[testenv] ${m}\n`) });
-      ownEnv = true;
-    }
-  } catch (error) {
-    if (error instanceof ToolMissingError) {
-      skipReason = 'no test API server';
-      missing('the test API server', error.message);
-      return;
-    }
-    throw error;
-  }
-  restoreSysctls = await hostSysctls();
-  admin = kubeHttp(await loadKubeCredentials(env.kubeconfigPath));
-  await prepareKubeadmCluster(env, join(bin, 'kubeadm'));
-  agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
-  server = await serveAgent(agent.path);
-  ns = `e2e-ka-${process.pid.toString(36)}`;
-  await apply(`/api/v1/namespaces/${ns}`, {
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name: ns },
-  });
-  await applyWorkerOscs();
-  controller = await runBootstrapController({
-    env,
+  const started = await startKubeletSuite({
     namespace: ns,
-    agentUrl: server.url,
-    agentSha256: agent.sha256,
+    prepareCluster: (cluster, bin) => prepareKubeadmCluster(cluster.env, join(bin, 'kubeadm')),
+    applyOscs: applyWorkerOscs,
   });
+  if ('skip' in started) skipReason = started.skip;
+  else suite = started;
 }, 3_600_000);
 
 afterAll(async () => {
-  for (const n of nodes) await n.stop().catch(() => undefined);
   for (const c of cleanups) await c().catch(() => undefined);
-  await restoreSysctls?.();
-  await controller?.stop();
-  await server?.close();
-  if (env) {
-    const kubectl = (args: string[]) =>
-      run(env?.info.kubectlPath ?? 'kubectl', ['--kubeconfig', env?.kubeconfigPath ?? '', ...args]);
-    await kubectl(['delete', 'node', machine, '--ignore-not-found', '--wait=false']);
-    if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
-  }
-  if (ownEnv) await env?.stop();
+  await suite?.stop([machine]);
 }, 120_000);
 
 interface OscNodeStatus {
@@ -256,7 +142,7 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
         const c = await get<ConfigStatus>(configPath());
         return c?.status?.bootstrapTokenID ? c : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
     const tokenId = configObj.status?.bootstrapTokenID ?? '';
     const token = await get<{ data: Record<string, string> }>(
@@ -269,7 +155,7 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
     await waitFor(
       `cluster-info signed for token ${tokenId}`,
       async () => (await get<ClusterInfo>(clusterInfoPath))?.data?.[`jws-kubeconfig-${tokenId}`],
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
     // and nothing but oscar approves kubelet certificates here
     for (const name of KUBEADM_AUTO_APPROVAL) {
@@ -278,43 +164,23 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
       );
     }
 
-    const disk = await persistentRoot(nodeRoot() ?? '');
-    cleanups.push(disk.cleanup);
-    await prepareKubeadmImage(disk.root);
-    const containerd = await mkdtemp(join(tmpdir(), 'oscar-containerd-'));
-    cleanups.push(() => rm(containerd, { recursive: true, force: true }));
-    const t0 = Date.now();
-    const node = await bootNode({
-      root: disk.root,
+    const booted = await bootKubeletMachine({
+      lower: ops().lower,
+      bin: ops().bin,
       name: machine,
-      volatile: false,
-      seed: { userData: seed },
-      binds: [
-        ...kubeletBinds(bin, containerd),
-        { src: join(bin, 'kubeadm'), dst: '/usr/bin/kubeadm' },
-      ],
-      writableProcSys: true,
+      userData: seed,
+      prepare: prepareKubeadmImage,
+      binds: [{ src: join(ops().bin, 'kubeadm'), dst: '/usr/bin/kubeadm' }],
     });
-    nodes.push(node);
-    const nodePath = `/api/v1/nodes/${machine}`;
-    await waitFor(
-      'the Node to register',
-      () => get<NodeObject>(nodePath),
-      480_000,
-      () => journals(node),
-    );
-    const tRegistered = Date.now();
-    const ready = await waitFor(
-      'the Node to be Ready',
-      async () => {
-        const n = await get<NodeObject>(nodePath);
-        return nodeReady(n) ? n : undefined;
-      },
-      240_000,
-      () => journals(node),
-    );
+    cleanups.push(booted.stop);
+    const { node, bootedAt: t0 } = booted;
+    const { registeredAt, ready, readyAt } = await waitNodeReady(get, machine, {
+      registerMs: 480_000,
+      readyMs: 240_000,
+      onTimeout: () => journals(node),
+    });
     process.stderr.write(
-      `[e2e] kubeadm join: boot → Node registered ${String(tRegistered - t0)} ms → Ready ${String(Date.now() - t0)} ms\n`,
+      `[e2e] kubeadm join: boot → Node registered ${String(registeredAt - t0)} ms → Ready ${String(readyAt - t0)} ms\n`,
     );
     expect(ready.status?.nodeInfo?.kubeletVersion).toBe('v1.37.2');
 
@@ -325,7 +191,7 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
         const s = await node.show('kubeadm-join.service', ['ActiveState', 'SubState', 'Result']);
         return s.SubState === 'exited' || s.ActiveState === 'failed' ? s : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
     expect(join_).toMatchObject({ ActiveState: 'active', Result: 'success' });
     expect(await node.journal('kubeadm-join.service')).toContain(
@@ -340,7 +206,7 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
           const s = await node.show('kubeadm-join.service', ['SubState', 'Result']);
           return s.SubState === 'running' ? undefined : s;
         },
-        30_000,
+        { timeoutMs: 30_000, intervalMs: 1000 },
       ),
     ).toEqual({ SubState: 'exited', Result: 'success' });
     // the agent applied the worker's OSC and sees neither unit as drifted
@@ -353,7 +219,7 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
         const applied = o?.status?.conditions?.find((c) => c.type === 'Applied');
         return applied?.status === 'True' ? o : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
     expect(
       (oscnode.status?.drift?.items ?? []).filter((i) =>
@@ -389,7 +255,7 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
         const c = await get<ConfigStatus>(configPath());
         return c?.status?.bootstrapTokenNeededBy?.length === 0 ? c : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
     expect(done.status?.conditions?.find((c) => c.type === 'KubeletIdentity')).toMatchObject({
       status: 'True',
@@ -403,7 +269,7 @@ describe('a machine joins through kubeadm join from its OscarConfig', () => {
         const info = await get<ClusterInfo>(clusterInfoPath);
         return info?.data?.[`jws-kubeconfig-${tokenId}`] === undefined ? true : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000, intervalMs: 1000 },
     );
   }, 1_200_000);
 });

@@ -15,41 +15,33 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ControllerHandle } from '../../controller/main.js';
-import { buildAgent, type BuiltAgent } from '../../hack/agent/build.js';
-import { runBootstrapController, serveAgent, type AgentServer } from '../support/agent-server.js';
-import type { Node } from '../support/nspawn.js';
-import { clusterOrSkip, kubeOps, type Cluster } from '../support/cluster.js';
-import { nodeRoot, nodeSuiteGate, repoRoot } from '../support/tools.js';
+import type { KubeOps } from '../support/cluster.js';
+import { journalTails } from '../support/journals.js';
+import { repoRoot } from '../support/tools.js';
 import { waitFor } from '../support/wait.js';
 import {
   exampleDocs,
-  hostSysctls,
-  nodeBinaries,
   nodeReady,
   bootKubeletMachine,
   waitNodeReady,
   type NodeObject,
-} from './kubelet-support.js';
+} from '../support/kubelet-support.js';
+import { startKubeletSuite, type KubeletSuite } from '../support/kubelet-suite.js';
 
 let skipReason: string | undefined;
-let cluster: Cluster | undefined;
-let controller: ControllerHandle | undefined;
-let server: AgentServer | undefined;
-let agent: BuiltAgent | undefined;
-let bin = '';
-let ns = '';
-let restoreSysctls: (() => Promise<void>) | undefined;
+let suite: KubeletSuite | undefined;
 const cleanups: (() => Promise<void>)[] = [];
 const machine = `kn-${process.pid.toString(36)}`;
+const ns = `e2e-kn-${process.pid.toString(36)}`;
 
-const { get, apply } = kubeOps(() => {
-  if (!cluster) throw new Error('no API server');
-  return cluster.api;
-});
+function ops(): KubeletSuite {
+  if (!suite) throw new Error('no API server');
+  return suite;
+}
+const get: KubeOps['get'] = (path) => ops().get(path);
 
 /** The worker's OSCs from examples/kubelet-worker/, in the test's namespace (maxPods swapped). */
-async function applyWorkerOscs(maxPods?: number): Promise<void> {
+async function applyWorkerOscs(maxPods?: number, { apply }: KubeOps = ops()): Promise<void> {
   for (const file of ['kubelet-worker/provision.yaml', 'kubelet-worker/reconcile.yaml']) {
     for (const doc of await exampleDocs(file, ns)) {
       const text = JSON.stringify(doc);
@@ -67,7 +59,7 @@ async function applyWorkerOscs(maxPods?: number): Promise<void> {
 async function userData(): Promise<string> {
   const [config] = await exampleDocs('kubelet-worker/oscarconfig.yaml', ns);
   if (!config) throw new Error('examples/kubelet-worker/oscarconfig.yaml is empty');
-  await apply(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`, {
+  await ops().apply(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${machine}`, {
     ...config,
     metadata: { name: machine, namespace: ns },
   });
@@ -79,64 +71,22 @@ async function userData(): Promise<string> {
   return Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8');
 }
 
-async function journals(node: Node): Promise<string> {
-  const tail = async (u: string, n: number) =>
-    `--- ${u}\n${(await node.journal(u)).split('\n').slice(-n).join('\n')}`;
-  return [
-    await tail('kubelet.service', 40),
-    await tail('containerd.service', 15),
-    await tail('oscar-agent.service', 25),
-    await tail('cloud-final.service', 10),
-  ].join('\n');
-}
-
 beforeAll(async () => {
-  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep', 'mount']);
-  if (gate.skip !== undefined) {
-    skipReason = gate.skip;
-    return;
-  }
-  const built = nodeBinaries();
-  if (built === undefined) {
-    skipReason = 'no kubelet (see the printed reason)';
-    return;
-  }
-  bin = built;
-  const attached = await clusterOrSkip();
-  if ('skip' in attached) {
-    skipReason = attached.skip;
-    return;
-  }
-  cluster = attached.cluster;
-  restoreSysctls = await hostSysctls();
-  const applied = await cluster.kubectl(['apply', '-k', join(repoRoot, 'deploy', 'identity')]);
-  if (applied.code !== 0) throw new Error(applied.stderr);
-  agent = await buildAgent({ log: (m) => process.stderr.write(`[build:agent] ${m}\n`) });
-  server = await serveAgent(agent.path);
-  const agentUrl = server.url;
-  ns = `e2e-kn-${process.pid.toString(36)}`;
-  await apply(`/api/v1/namespaces/${ns}`, {
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name: ns },
-  });
-  await applyWorkerOscs();
-  controller = await runBootstrapController({
-    env: cluster.env,
+  const started = await startKubeletSuite({
     namespace: ns,
-    agentUrl,
-    agentSha256: agent.sha256,
+    prepareCluster: async (cluster) => {
+      const applied = await cluster.kubectl(['apply', '-k', join(repoRoot, 'deploy', 'identity')]);
+      if (applied.code !== 0) throw new Error(applied.stderr);
+    },
+    applyOscs: (kube) => applyWorkerOscs(undefined, kube),
   });
+  if ('skip' in started) skipReason = started.skip;
+  else suite = started;
 }, 3_600_000);
 
 afterAll(async () => {
   for (const c of cleanups) await c().catch(() => undefined);
-  await restoreSysctls?.();
-  await controller?.stop();
-  await server?.close();
-  await cluster?.kubectl(['delete', 'node', machine, '--ignore-not-found', '--wait=false']);
-  if (ns) await cluster?.kubectl(['delete', 'namespace', ns, '--wait=false']);
-  await cluster?.stop();
+  await suite?.stop([machine]);
 }, 120_000);
 
 describe('a machine booted from oscar’s user data becomes a Ready Kubernetes Node', () => {
@@ -147,8 +97,8 @@ describe('a machine booted from oscar’s user data becomes a Ready Kubernetes N
     }
     const seed = await userData();
     const booted = await bootKubeletMachine({
-      lower: nodeRoot() ?? '',
-      bin,
+      lower: ops().lower,
+      bin: ops().bin,
       name: machine,
       userData: seed,
     });
@@ -159,7 +109,7 @@ describe('a machine booted from oscar’s user data becomes a Ready Kubernetes N
     const { registered, registeredAt, ready, readyAt } = await waitNodeReady(get, machine, {
       registerMs: 420_000,
       readyMs: 240_000,
-      onTimeout: () => journals(node),
+      onTimeout: () => journalTails(node),
     });
     process.stderr.write(
       `[e2e] boot → Node registered ${String(registeredAt - t0)} ms → Ready ${String(readyAt - t0)} ms\n`,
@@ -220,7 +170,7 @@ describe('a machine booted from oscar’s user data becomes a Ready Kubernetes N
         const n = await get<NodeObject>(nodePath);
         return n?.status?.capacity?.pods === '42' && nodeReady(n) ? n : undefined;
       },
-      { timeoutMs: 240_000, intervalMs: 1000, onTimeout: () => journals(node) },
+      { timeoutMs: 240_000, intervalMs: 1000, onTimeout: () => journalTails(node) },
     );
     process.stderr.write(
       `[e2e] kubelet change → Node Ready with maxPods 42: ${String(Date.now() - t1)} ms\n`,

@@ -13,6 +13,7 @@ import {
   type Node,
 } from '../support/nspawn.js';
 import { nodeSuiteGate } from '../support/tools.js';
+import { waitFor } from '../support/wait.js';
 
 const userData = `#cloud-config
 locale: C.UTF-8
@@ -98,13 +99,20 @@ describe('node smoke (systemd-nspawn + cloud-init NoCloud)', () => {
 
   it('the service enabled by user-data is running with a main PID', async (ctx) => {
     if (node === undefined) return ctx.skip(skipReason);
+    const booted = node;
     // the start job was queued with --no-block; give it until it settles (a wait, not a timing check)
-    let props: Record<string, string> = {};
-    for (let i = 0; i < 100; i++) {
-      props = await node.show('oscar-smoke.service', ['ActiveState', 'MainPID', 'UnitFileState']);
-      if (props.ActiveState !== 'activating' && props.ActiveState !== 'inactive') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const props = await waitFor(
+      'oscar-smoke.service to leave activating/inactive',
+      async () => {
+        const p = await booted.show('oscar-smoke.service', [
+          'ActiveState',
+          'MainPID',
+          'UnitFileState',
+        ]);
+        return p.ActiveState !== 'activating' && p.ActiveState !== 'inactive' ? p : undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
     expect(props.ActiveState).toBe('active');
     expect(props.UnitFileState).toBe('enabled');
     expect(Number(props.MainPID)).toBeGreaterThan(0);

@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RolloutStatus } from '../../api/schema.js';
 import { startKubeletFleet, workerOscs, type KubeletFleet } from '../support/kubelet-fleet.js';
 import { waitFor } from '../support/wait.js';
-import { nodeReady, type NodeObject } from './kubelet-support.js';
+import { nodeReady, type NodeObject } from '../support/kubelet-support.js';
 
 const id = process.pid.toString(36);
 const names = [`rd-${id}-a`, `rd-${id}-b`];

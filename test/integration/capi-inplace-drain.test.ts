@@ -16,7 +16,7 @@ import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { InPlaceExtension } from '../../controller/extension/service.js';
 import { ANNOTATION_CORDONED } from '../../controller/drain/drainer.js';
 import type { OscNodeObject } from '../../controller/osc/node-index.js';
-import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, isNotFound } from '../../kube/client.js';
+import { CONTENT_MERGE_PATCH } from '../../kube/client.js';
 import {
   adminClient,
   agentIdentity,
@@ -34,6 +34,8 @@ import {
   uniqueName,
 } from './support/cluster.js';
 import { applyCapiCrds, buildCapi, INFRA_GROUP } from '../support/capi.js';
+import { kubeOps } from '../support/cluster.js';
+import { extensionKubeconfig } from './support/extension.js';
 import {
   createReadyPod,
   createWebBudget,
@@ -43,7 +45,6 @@ import {
 
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 const IN_PROGRESS = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
-const repoRoot = new URL('../../', import.meta.url);
 
 const api = clusterUnavailable === null ? new Api() : undefined;
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -59,22 +60,7 @@ function http() {
   return api.http;
 }
 
-async function apply(path: string, obj: Record<string, unknown>): Promise<void> {
-  await http().request('PATCH', path, {
-    query: { fieldManager: 'test', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body: obj,
-  });
-}
-
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await http().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
+const { apply, get } = kubeOps(http, 'test');
 
 function reconcileSpec(extra: OperatingSystemConfigSpec['files'] = []): OperatingSystemConfigSpec {
   return {
@@ -222,13 +208,7 @@ beforeAll(async () => {
   await readyNode(other);
   await startAgent();
   // the extension as deploy/extension/rbac.yaml lets it be
-  const rbac = await readFile(new URL('deploy/extension/rbac.yaml', repoRoot), 'utf8');
-  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
-  expect(applied.code, applied.stderr).toBe(0);
-  const kubeconfig = await kubeconfigPathFor({
-    user: 'system:serviceaccount:oscar-system:oscar-extension',
-    groups: ['system:serviceaccounts', 'system:serviceaccounts:oscar-system'],
-  });
+  const kubeconfig = await extensionKubeconfig();
   ext = new InPlaceExtension(adminClient(kubeconfig), pino({ level: 'silent' }));
 }, 300_000);
 

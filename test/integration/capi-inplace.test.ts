@@ -39,12 +39,12 @@ import {
 } from './support/cluster.js';
 import { INFRA_GROUP, startCapiManager, type CapiManager } from '../support/capi.js';
 import { kubeOps } from '../support/cluster.js';
+import { extensionKubeconfig } from './support/extension.js';
 
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const NODES = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 const IN_PROGRESS = 'in-place-updates.internal.cluster.x-k8s.io/update-in-progress';
-const repoRoot = new URL('../../', import.meta.url);
 
 let capi: CapiManager | undefined;
 let skipReason: string | undefined;
@@ -356,18 +356,8 @@ async function checksumOf(osc: string): Promise<string> {
   return o.status?.checksum ?? '';
 }
 
-beforeAll(async () => {
-  if (clusterUnavailable !== null) return;
-  const info = testEnvInfo();
-  const manager = await startCapiManager(info);
-  if ('skip' in manager) {
-    skipReason = manager.skip;
-    return;
-  }
-  capi = manager.manager;
-  ns = uniqueName('ip'); // short: an agent's certificate CN carries it and the Machine's name
-  await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
-  await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'oscar-system' } });
+/** The OSCs the MachineDeployments use: the provision one, v1 → v2 (in place) → v3, flatcar. */
+async function applyOscs(): Promise<void> {
   await api?.applyOsc(ns, 'prov', provisionSpec);
   await api?.applyOsc(ns, 'v1', reconcileSpec('1'));
   // v2: the unit and its file changed — what the agent applies in place
@@ -385,38 +375,29 @@ beforeAll(async () => {
   );
   // flatcar: another OS — never in place
   await api?.applyOsc(ns, 'flatcar', { ...reconcileSpec('1'), type: 'flatcar' });
-  const controller = await startController([ns], {
-    bootstrap: {
-      enabled: true,
-      agentUrl: 'http://127.0.0.1:9/oscar-agent',
-      agentSha256: AGENT_SHA,
-      clusterName: 'demo',
-      tokenTtlMs: 20 * 60_000,
-    },
-  });
-  cleanups.push(controller.stop);
+}
 
-  // The extension: its deploy/ RBAC, a serving certificate for 127.0.0.1, its ExtensionConfig.
-  const rbac = await readFile(new URL('deploy/extension/rbac.yaml', repoRoot), 'utf8');
-  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
-  expect(applied.code, applied.stderr).toBe(0);
+/**
+ * The extension: its deploy/ RBAC identity, a serving certificate for 127.0.0.1, its
+ * ExtensionConfig; returns once Cluster API has discovered its three handlers.
+ */
+async function registerExtension(): Promise<void> {
+  const kubeconfig = await extensionKubeconfig();
   const dir = await mkdtemp(join(tmpdir(), 'oscar-ext-it-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const pki = new TestPki(dir);
   await pki.init();
   const pair = await pki.issueServing(['127.0.0.1'], []);
   extensionConfig = {
-    kubeconfig: await kubeconfigPathFor({
-      user: 'system:serviceaccount:oscar-system:oscar-extension',
-      groups: ['system:serviceaccounts', 'system:serviceaccounts:oscar-system'],
-    }),
+    kubeconfig,
     cert: await readFile(pair.certPath),
     key: await readFile(pair.keyPath),
     host: '127.0.0.1',
     port: 0,
     log: createLogger({ component: 'extension', level: 'warn' }),
   };
-  ext = await runExtension(extensionConfig);
+  const started = await runExtension(extensionConfig);
+  ext = started;
   cleanups.push(() => ext?.stop() ?? Promise.resolve());
   const extName = uniqueName('oscar');
   await apply({
@@ -425,7 +406,7 @@ beforeAll(async () => {
     metadata: { name: extName },
     spec: {
       clientConfig: {
-        url: `https://127.0.0.1:${String(ext.server.port)}`,
+        url: `https://127.0.0.1:${String(started.server.port)}`,
         caBundle: (await readFile(pki.caPath)).toString('base64'),
       },
       namespaceSelector: {},
@@ -444,8 +425,13 @@ beforeAll(async () => {
       60_000,
     ),
   );
+}
 
-  // The workload cluster is this API server: Cluster API finds the Nodes here.
+/**
+ * The workload cluster is this API server (Cluster API finds the Nodes here), with a
+ * control-plane Machine and its node, and the TestMachineTemplate the workers use.
+ */
+async function workloadCluster(kubeconfigPath: string): Promise<void> {
   await apply({
     apiVersion: CAPI,
     kind: 'Cluster',
@@ -461,7 +447,7 @@ beforeAll(async () => {
       namespace: ns,
       labels: { 'cluster.x-k8s.io/cluster-name': 'c1' },
     },
-    data: { value: (await readFile(info.kubeconfigPath)).toString('base64') },
+    data: { value: (await readFile(kubeconfigPath)).toString('base64') },
   });
   // A control-plane Machine with a node: Cluster API waits for one (the Cluster's
   // ControlPlaneInitialized) before it looks at any worker's node.
@@ -491,6 +477,33 @@ beforeAll(async () => {
     metadata: { name: 'tmt', namespace: ns },
     spec: { template: { spec: {} } },
   });
+}
+
+beforeAll(async () => {
+  if (clusterUnavailable !== null) return;
+  const info = testEnvInfo();
+  const manager = await startCapiManager(info);
+  if ('skip' in manager) {
+    skipReason = manager.skip;
+    return;
+  }
+  capi = manager.manager;
+  ns = uniqueName('ip'); // short: an agent's certificate CN carries it and the Machine's name
+  await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'oscar-system' } });
+  await applyOscs();
+  const controller = await startController([ns], {
+    bootstrap: {
+      enabled: true,
+      agentUrl: 'http://127.0.0.1:9/oscar-agent',
+      agentSha256: AGENT_SHA,
+      clusterName: 'demo',
+      tokenTtlMs: 20 * 60_000,
+    },
+  });
+  cleanups.push(controller.stop);
+  await registerExtension();
+  await workloadCluster(info.kubeconfigPath);
   infraLoop = infrastructure('a-');
 }, 600_000);
 

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import { CONTENT_APPLY_PATCH, type KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import type { DataObject } from '../../controller/kube/types.js';
 import type { ConfigObject } from '../../controller/bootstrap/types.js';
@@ -23,6 +23,7 @@ import { CertificateStore } from '../../agent/identity/store.js';
 import { createLogger } from '../../log/logger.js';
 import { Api, demoSpec, startController, waitFor } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { kubeOps } from '../support/cluster.js';
 
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const CSRS = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
@@ -37,14 +38,7 @@ function http(): KubeHttp {
   return api.http;
 }
 
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await http().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
+const { get } = kubeOps(http, 'test');
 
 const configPath = (name: string): string =>
   `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${name}`;

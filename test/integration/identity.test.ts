@@ -12,13 +12,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { parse } from 'yaml';
 import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
-import {
-  ApiError,
-  CONTENT_APPLY_PATCH,
-  CONTENT_MERGE_PATCH,
-  isNotFound,
-  type KubeHttp,
-} from '../../kube/client.js';
+import { ApiError, CONTENT_MERGE_PATCH, type KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials, type KubeCredentials } from '../../kube/credentials.js';
 import type { DataObject, KubeObject } from '../../controller/kube/types.js';
 import type { ConfigObject } from '../../controller/bootstrap/types.js';
@@ -29,6 +23,7 @@ import { createLogger } from '../../log/logger.js';
 import type { ClaimedNode } from '../../controller/identity/node-claim.js';
 import { Api, demoSpec, startController, waitFor } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { kubeOps } from '../support/cluster.js';
 
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const CSRS = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
@@ -44,22 +39,7 @@ function http(): KubeHttp {
   return api.http;
 }
 
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await http().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
-
-async function apply(path: string, body: Record<string, unknown>): Promise<void> {
-  await http().request('PATCH', path, {
-    query: { fieldManager: 'test', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body,
-  });
-}
+const { get, apply } = kubeOps(http, 'test');
 
 const configPath = (name: string, namespace = ns): string =>
   `/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${namespace}/oscarconfigs/${name}`;

@@ -13,12 +13,13 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import type { KubeHttp } from '../../kube/client.js';
 import type { DataObject } from '../../controller/kube/types.js';
 import type { ConfigObject } from '../../controller/bootstrap/types.js';
 import { repoRoot } from '../support/tools.js';
 import { Api, startController, waitFor } from './controller-support.js';
 import { clusterUnavailable, kubectl, testEnvInfo, uniqueName } from './support/cluster.js';
+import { kubeOps } from '../support/cluster.js';
 
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const CLUSTER_INFO = '/api/v1/namespaces/kube-public/configmaps/cluster-info';
@@ -32,22 +33,7 @@ function http(): KubeHttp {
   return api.http;
 }
 
-async function get<T>(path: string): Promise<T | undefined> {
-  try {
-    return await http().request<T>('GET', path);
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
-}
-
-async function apply(path: string, body: Record<string, unknown>): Promise<void> {
-  await http().request('PATCH', path, {
-    query: { fieldManager: 'test', force: true },
-    contentType: CONTENT_APPLY_PATCH,
-    body,
-  });
-}
+const { get, apply } = kubeOps(http, 'test');
 
 const oscPath = (name: string) =>
   `/apis/oscar.dev/v1alpha1/namespaces/${ns}/operatingsystemconfigs/${name}`;
@@ -116,27 +102,23 @@ function opensslCaHash(caPath: string): string {
   return `sha256:${hex ?? ''}`;
 }
 
-beforeAll(async () => {
-  if (clusterUnavailable !== null) return;
-  ns = uniqueName('kubeadm');
-  await apply(`/api/v1/namespaces/${ns}`, {
+/** kubeadm's cluster-info, as `kubeadm init phase bootstrap-token` writes it (server and CA). */
+async function ensureClusterInfo(): Promise<void> {
+  if ((await get(CLUSTER_INFO)) !== undefined) return;
+  const info = testEnvInfo();
+  const ca = Buffer.from(await readFile(info.caPath, 'utf8')).toString('base64');
+  const kubeconfig = `apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: ${ca}\n    server: ${info.server}\n  name: ""\ncontexts: null\ncurrent-context: ""\nusers: null\n`;
+  await apply(CLUSTER_INFO, {
     apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name: ns },
+    kind: 'ConfigMap',
+    metadata: { name: 'cluster-info', namespace: 'kube-public' },
+    data: { kubeconfig },
   });
-  // kubeadm's cluster-info, as `kubeadm init phase bootstrap-token` writes it (server and CA)
-  if ((await get(CLUSTER_INFO)) === undefined) {
-    const info = testEnvInfo();
-    const ca = Buffer.from(await readFile(info.caPath, 'utf8')).toString('base64');
-    const kubeconfig = `apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: ${ca}\n    server: ${info.server}\n  name: ""\ncontexts: null\ncurrent-context: ""\nusers: null\n`;
-    await apply(CLUSTER_INFO, {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: 'cluster-info', namespace: 'kube-public' },
-      data: { kubeconfig },
-    });
-    madeClusterInfo = true;
-  }
+  madeClusterInfo = true;
+}
+
+/** examples/kubeadm-worker/'s OSCs, a plain provision OSC and one that would leak the token. */
+async function applyOscs(): Promise<void> {
   for (const file of ['kubeadm-worker/provision.yaml', 'kubeadm-worker/reconcile.yaml']) {
     for (const doc of await exampleDocs(file)) {
       const name = (doc.metadata as { name: string }).name;
@@ -159,6 +141,18 @@ beforeAll(async () => {
       },
     ],
   });
+}
+
+beforeAll(async () => {
+  if (clusterUnavailable !== null) return;
+  ns = uniqueName('kubeadm');
+  await apply(`/api/v1/namespaces/${ns}`, {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: ns },
+  });
+  await ensureClusterInfo();
+  await applyOscs();
   const started = await startController([ns], {
     bootstrap: {
       enabled: true,

@@ -6,13 +6,9 @@
 // disruption Reboot, confirms it and is uncordoned; the second node's last pod is protected by the
 // budget, so the rollout waits and names the pod and the PDB. (The agents run on directory roots,
 // which never reboot: the reboot itself is the node e2e's and agent/rollout's tests'.)
-import { silentLogger } from '../../log/logger.js';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { followGrants } from '../../agent/wiring/follow-grants.js';
-import { LocalSystemd } from '../../agent/systemd.js';
 import type {
   OperatingSystemConfigSpec,
   RevisionGrant,
@@ -21,13 +17,8 @@ import type {
 } from '../../api/schema.js';
 import { ANNOTATION_CORDONED } from '../../controller/drain/drainer.js';
 import { Api, startController, waitFor } from './controller-support.js';
-import {
-  createTestNamespace,
-  kubeConfigFor,
-  kubectl,
-  skipWithoutCluster,
-  uniqueName,
-} from './support/cluster.js';
+import { createTestNamespace, kubectl, skipWithoutCluster, uniqueName } from './support/cluster.js';
+import { startGrantAgents } from './support/grant-agents.js';
 import {
   createNode,
   createReadyPod,
@@ -60,75 +51,6 @@ function spec(kernelArgs: string, rollout: RolloutPolicy): OperatingSystemConfig
   };
 }
 
-/**
- * Grant-mode agents for ns/OSC on directory roots, each with its own identity. `lost`: a node
- * whose reboot never ends — its agent asks for the reboot (journals its intent, reports
- * Verifying/Rebooting) and is stopped, as systemd stops it, and nothing boots again.
- */
-async function agents(ns: string, names: string[], lost: string[] = []): Promise<string[]> {
-  const template = await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8');
-  const rbac = names
-    .map((n) =>
-      template.replaceAll('NODE_NAME', n).replaceAll('NAMESPACE', ns).replaceAll('OSC_NAME', OSC),
-    )
-    .join('\n---\n');
-  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
-  expect(applied.code, applied.stderr).toBe(0);
-  cleanups.push(async () => {
-    await kubectl([
-      'delete',
-      'clusterrole,clusterrolebinding',
-      ...names.map((x) => `oscar-agent-${x}`),
-    ]);
-    await kubectl(['delete', 'oscnode', ...names, '--ignore-not-found']);
-  });
-  const roots: string[] = [];
-  for (const name of names) {
-    const kc = await kubeConfigFor({
-      user: `system:serviceaccount:${ns}:oscar-agent-${name}`,
-      groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-    });
-    const root = await mkdtemp(join(tmpdir(), 'oscar-rollout-drain-'));
-    const stateDir = join(root, 'var/lib/oscar');
-    await mkdir(stateDir, { recursive: true });
-    const gone: { stop?: () => Promise<void> } = {};
-    const { agent, reporter } = followGrants(kc, {
-      ...(lost.includes(name)
-        ? {
-            rebooter: {
-              reboot: () => {
-                setTimeout(() => void gone.stop?.(), 0); // after the step returns, as systemd's stop
-                return Promise.resolve();
-              },
-            },
-          }
-        : {}),
-      namespace: ns,
-      osc: OSC,
-      node: name,
-      deps: {
-        root,
-        stateDir,
-        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
-        owners: false,
-      },
-      pollIntervalMs: 60_000,
-      log: silentLogger(),
-      backoffMaxMs: 2_000,
-      tickMs: 200,
-    });
-    gone.stop = () => agent.stop();
-    cleanups.push(async () => {
-      await agent.stop();
-      reporter.stop();
-      await rm(root, { recursive: true, force: true });
-    });
-    await agent.start();
-    roots.push(root);
-  }
-  return roots;
-}
-
 describe('a Reboot-level rollout drains each node first', () => {
   it('cordons, evicts within the PDB, grants with disruption Reboot, uncordons on confirm; a PDB that cannot allow the last pod blocks the next node and is named', async () => {
     const ns = await createTestNamespace('rodrain');
@@ -143,7 +65,14 @@ describe('a Reboot-level rollout drains each node first', () => {
 
     const controller = await startController([ns]);
     cleanups.push(controller.stop);
-    const roots = await agents(ns, names);
+    const agents = await startGrantAgents({
+      namespace: ns,
+      osc: OSC,
+      names,
+      cleanups,
+      rootPrefix: 'oscar-rollout-drain-',
+    });
+    const roots = agents.map((x) => x.root);
     const policy: RolloutPolicy = {
       maxUnavailable: 1,
       soakSeconds: 1,
@@ -233,7 +162,14 @@ describe('a Reboot-level rollout drains each node first', () => {
     for (const n of names) cleanups.push(await createNode(admin, n));
     const controller = await startController([ns]);
     cleanups.push(controller.stop);
-    await agents(ns, names, [names[0]!]);
+    await startGrantAgents({
+      namespace: ns,
+      osc: OSC,
+      names,
+      cleanups,
+      rootPrefix: 'oscar-rollout-drain-',
+      lost: [names[0]!],
+    });
     const policy: RolloutPolicy = {
       maxUnavailable: 1,
       soakSeconds: 1,

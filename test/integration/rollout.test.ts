@@ -3,15 +3,9 @@
 // health checks) — each as its own least-privilege identity (deploy/agent-rbac.yaml), each
 // applying into its own directory root. A watch on every OperatingSystemConfigNode records each
 // status change and checks maxUnavailable at every one of them.
-import { silentLogger } from '../../log/logger.js';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { GrantWiring } from '../../agent/wiring/follow-grants.js';
-import { followGrants } from '../../agent/wiring/follow-grants.js';
-import type { KubeReporter } from '../../agent/report.js';
-import { LocalSystemd } from '../../agent/systemd.js';
 import type {
   OperatingSystemConfigNode,
   OperatingSystemConfigSpec,
@@ -23,13 +17,13 @@ import { CONTENT_MERGE_PATCH, HttpKubeClient } from '../../kube/client.js';
 import { Api, startController, waitFor } from './controller-support.js';
 import {
   createTestNamespace,
-  kubeConfigFor,
   kubeconfigPathFor,
   kubectl,
   skipWithoutCluster,
   testEnvInfo,
   uniqueName,
 } from './support/cluster.js';
+import { startGrantAgents, type GrantAgent } from './support/grant-agents.js';
 
 skipWithoutCluster();
 
@@ -58,68 +52,16 @@ function spec(version: string, rollout: RolloutPolicy): OperatingSystemConfigSpe
   };
 }
 
-interface Node {
-  name: string;
-  root: string;
-  agent: GrantWiring['agent'];
-  reporter: KubeReporter;
-}
-
 /** n grant-mode agents for ns/OSC, each with its own identity and root. */
-async function fleet(ns: string, n: number, prefix: string): Promise<Node[]> {
+function fleet(ns: string, n: number, prefix: string): Promise<GrantAgent[]> {
   const names = Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(2, '0')}`);
-  const template = await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8');
-  const rbac = names
-    .map((node) =>
-      template
-        .replaceAll('NODE_NAME', node)
-        .replaceAll('NAMESPACE', ns)
-        .replaceAll('OSC_NAME', OSC),
-    )
-    .join('\n---\n');
-  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
-  expect(applied.code, applied.stderr).toBe(0);
-  cleanups.push(async () => {
-    await kubectl([
-      'delete',
-      'clusterrole,clusterrolebinding',
-      ...names.map((x) => `oscar-agent-${x}`),
-    ]);
-    await kubectl(['delete', 'oscnode', ...names, '--ignore-not-found']);
+  return startGrantAgents({
+    namespace: ns,
+    osc: OSC,
+    names,
+    cleanups,
+    rootPrefix: 'oscar-rollout-it-',
   });
-  const nodes: Node[] = [];
-  for (const name of names) {
-    const kc = await kubeConfigFor({
-      user: `system:serviceaccount:${ns}:oscar-agent-${name}`,
-      groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-    });
-    const root = await mkdtemp(join(tmpdir(), 'oscar-rollout-it-'));
-    const stateDir = join(root, 'var/lib/oscar');
-    await mkdir(stateDir, { recursive: true });
-    const { agent, reporter } = followGrants(kc, {
-      namespace: ns,
-      osc: OSC,
-      node: name,
-      deps: {
-        root,
-        stateDir,
-        systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
-        owners: false,
-      },
-      pollIntervalMs: 60_000,
-      log: silentLogger(),
-      backoffMaxMs: 2_000,
-      tickMs: 200,
-    });
-    cleanups.push(async () => {
-      await agent.stop();
-      reporter.stop();
-      await rm(root, { recursive: true, force: true });
-    });
-    nodes.push({ name, root, agent, reporter });
-  }
-  await Promise.all(nodes.map((x) => x.agent.start()));
-  return nodes;
 }
 
 /** Every status change of every node, with the unavailable count right after it. */

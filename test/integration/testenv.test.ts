@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { PatchStrategy, Watch } from '@kubernetes/client-node';
-import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { stringify } from 'yaml';
 import { renderKubeconfig } from '../../hack/testenv/kubeconfig.js';
 import { procStartTime } from '../../hack/testenv/proc.js';
@@ -27,6 +27,7 @@ import {
   uniqueName,
 } from './support/cluster.js';
 import { objectApi, OSC_API_VERSION, refusal } from './support/objects.js';
+import { waitFor } from '../support/wait.js';
 
 skipWithoutCluster();
 
@@ -181,12 +182,14 @@ describe('identities', () => {
       subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'oscar:viewers' }],
     });
     // The RBAC authorizer reads bindings from an informer: allow a moment to propagate.
-    await vi.waitFor(
+    await waitFor(
+      'the viewer to list OSCs in its namespace',
       async () => {
         const list = await viewer.list(OSC_API_VERSION, 'OperatingSystemConfig', ns);
         expect(list.items).toEqual([]);
+        return true;
       },
-      { timeout: 10_000, interval: 200 },
+      { timeoutMs: 10_000, intervalMs: 200 },
     );
     // Only list was granted, and only in that namespace.
     const otherNs = await refusal(() =>
@@ -277,27 +280,31 @@ describe('@kubernetes/client-node', () => {
       (err: unknown) => (ended = err ?? 'closed'),
     );
     try {
-      await vi.waitFor(
+      await waitFor(
+        'the initial ADDED and BOOKMARK',
         () => {
           expect(ended).toBeNull();
           expect(events.map((e) => e.type)).toEqual(['ADDED', 'BOOKMARK']);
+          return true;
         },
-        { timeout: 10_000 },
+        { timeoutMs: 10_000, intervalMs: 50 },
       );
       expect(events[0]?.obj.metadata.name).toBe('existing');
       expect(events[1]?.obj.metadata.annotations?.['k8s.io/initial-events-end']).toBe('true');
 
       await api.create(osc('added', ns));
       await api.delete(osc('existing', ns));
-      await vi.waitFor(
+      await waitFor(
+        'the ADDED and DELETED events',
         () => {
           const changes = events.filter((e) => e.type !== 'BOOKMARK').slice(1);
           expect(changes.map((e) => `${e.type} ${e.obj.metadata.name}`)).toEqual([
             'ADDED added',
             'DELETED existing',
           ]);
+          return true;
         },
-        { timeout: 10_000 },
+        { timeoutMs: 10_000, intervalMs: 50 },
       );
     } finally {
       abort.abort();
@@ -330,7 +337,8 @@ describe('controllers (kube-controller-manager)', () => {
     };
     await api.create(secret);
     await api.delete(owner);
-    await vi.waitFor(
+    await waitFor(
+      'the owned Secret to be collected',
       async () => {
         const r = await refusal(() =>
           api.read({
@@ -340,8 +348,9 @@ describe('controllers (kube-controller-manager)', () => {
           }),
         );
         expect(r.code).toBe(404);
+        return true;
       },
-      { timeout: 60_000, interval: 250 },
+      { timeoutMs: 60_000, intervalMs: 250 },
     );
   });
 
@@ -351,22 +360,25 @@ describe('controllers (kube-controller-manager)', () => {
     const ns: Obj = { apiVersion: 'v1', kind: 'Namespace', metadata: { name } };
     await api.create(ns);
     await api.create(osc('inside', name));
-    await vi.waitFor(
+    await waitFor(
+      'the default ServiceAccount of the namespace',
       () =>
         api.read({
           apiVersion: 'v1',
           kind: 'ServiceAccount',
           metadata: { name: 'default', namespace: name },
         }),
-      { timeout: 30_000, interval: 250 },
+      { timeoutMs: 30_000, intervalMs: 250 },
     );
     await api.delete(ns);
-    await vi.waitFor(
+    await waitFor(
+      'the namespace to be gone',
       async () => {
         const r = await refusal(() => api.read(ns));
         expect(r.code).toBe(404);
+        return true;
       },
-      { timeout: 60_000, interval: 500 },
+      { timeoutMs: 60_000, intervalMs: 500 },
     );
   });
 });
@@ -440,11 +452,13 @@ describe('bootstrap tokens and CSR signing (what per-machine bootstrap needs)', 
     const api = objectApi(adminKubeConfig());
     const expired = bootstrapToken(randomId(6), randomId(16), new Date(Date.now() - 1000));
     await api.create(expired);
-    await vi.waitFor(
+    await waitFor(
+      'the expired token Secret to be cleaned',
       async () => {
         expect((await refusal(() => api.read(expired))).code).toBe(404);
+        return true;
       },
-      { timeout: 60_000, interval: 250 },
+      { timeoutMs: 60_000, intervalMs: 250 },
     );
   });
 
@@ -485,13 +499,14 @@ describe('bootstrap tokens and CSR signing (what per-machine bootstrap needs)', 
       await kubectl(['delete', 'csr', name, '--ignore-not-found']);
     });
     expect((await kubectl(['certificate', 'approve', name])).code).toBe(0);
-    const pem = await vi.waitFor(
+    const pem = await waitFor(
+      'the CSR to be signed',
       async () => {
         const r = await kubectl(['get', 'csr', name, '-o', 'jsonpath={.status.certificate}']);
         expect(r.stdout).not.toBe('');
         return Buffer.from(r.stdout, 'base64').toString('utf8');
       },
-      { timeout: 60_000, interval: 250 },
+      { timeoutMs: 60_000, intervalMs: 250 },
     );
     const info = testEnvInfo();
     const path = join(dir, 'kubeconfig');

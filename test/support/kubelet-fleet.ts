@@ -5,30 +5,24 @@
 // sandbox_image set to the local pause image. Pods on them use hostNetwork: the machines share one
 // network namespace, so a pod network per node (a bridge and its addresses) would collide between
 // them — a VM has its own.
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ControllerHandle } from '../../controller/main.js';
 import { buildAgent } from '../../hack/agent/build.js';
 import { freePort } from '../../hack/testenv/proc.js';
-import {
-  attachTestEnv,
-  startTestEnv,
-  ToolMissingError,
-  type TestEnv,
-} from '../../hack/testenv/testenv.js';
-import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../kube/client.js';
+import type { TestEnv } from '../../hack/testenv/testenv.js';
+import type { KubeHttp } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import {
   exampleDocs,
   hostSysctls,
-  kubeletBinds,
+  bootKubeletMachine,
   nodeBinaries,
   nodeReady,
-  prepareKubeletImage,
   type NodeObject,
-} from '../e2e/kubelet-support.js';
+} from './kubelet-support.js';
+import { journalTails } from './journals.js';
 import { runBootstrapController, serveAgent, type AgentServer } from './agent-server.js';
+import { clusterOrSkip, kubeOps } from './cluster.js';
 import { run } from './exec.js';
 import {
   imagesBind,
@@ -37,8 +31,8 @@ import {
   containerConfigToml,
   type LocalImages,
 } from './images.js';
-import { bootNode, persistentRoot, type Node } from './nspawn.js';
-import { missing, nodeRoot, repoRoot, requireTools } from './tools.js';
+import type { Node } from './nspawn.js';
+import { nodeRoot, repoRoot, requireTools } from './tools.js';
 import { waitFor } from './wait.js';
 
 type Doc = Awaited<ReturnType<typeof exampleDocs>>[number];
@@ -91,27 +85,6 @@ async function prereqs(): Promise<Prereqs | string> {
   return { lower, bin, images };
 }
 
-async function testEnv(log: (m: string) => void): Promise<{ env: TestEnv; own: boolean } | string> {
-  try {
-    const attach = process.env.OSCAR_TESTENV_STATE;
-    if (attach) return { env: await attachTestEnv(attach), own: false };
-    return {
-      env: await startTestEnv({
-        log: (m) => {
-          log(`[testenv] ${m}`);
-        },
-      }),
-      own: true,
-    };
-  } catch (error) {
-    if (error instanceof ToolMissingError) {
-      missing('the test API server', error.message);
-      return 'no test API server';
-    }
-    throw error;
-  }
-}
-
 /** The worker's OSCs from examples/kubelet-worker/ with the local pause image, and `edit`. */
 export async function workerOscs(
   namespace: string,
@@ -133,23 +106,15 @@ export async function workerOscs(
   return docs;
 }
 
-/** What a machine's image gets before its first boot, besides the user data. */
-async function prepareImage(root: string, port: number): Promise<void> {
-  await prepareKubeletImage(root);
-  await prepareImageImport(root);
-  // kubelet's ports: its own per machine, since the machines share the host's network
-  const dir = join(root, 'etc/kubernetes/kubelet.conf.d');
-  await mkdir(dir, { recursive: true });
-  await writeFile(
-    join(dir, '91-machine.conf'),
-    [
-      'apiVersion: kubelet.config.k8s.io/v1beta1',
-      'kind: KubeletConfiguration',
-      `port: ${String(port)}`,
-      'healthzPort: 0',
-      '',
-    ].join('\n'),
-  );
+/** kubelet's ports: its own per machine, since the machines share the host's network. */
+function machinePorts(port: number): string {
+  return [
+    'apiVersion: kubelet.config.k8s.io/v1beta1',
+    'kind: KubeletConfiguration',
+    `port: ${String(port)}`,
+    'healthzPort: 0',
+    '',
+  ].join('\n');
 }
 
 /**
@@ -160,11 +125,14 @@ export async function startKubeletFleet(o: FleetOptions): Promise<KubeletFleet |
   const log = o.log ?? ((m: string) => process.stderr.write(`${m}\n`));
   const pre = await prereqs();
   if (typeof pre === 'string') return pre;
-  const started = await testEnv(log);
-  if (typeof started === 'string') return started;
-  const { env } = started;
-  const cleanups: (() => Promise<unknown>)[] = [];
-  if (started.own) cleanups.push(() => env.stop());
+  const started = await clusterOrSkip({
+    log: (m) => {
+      log(`[testenv] ${m}`);
+    },
+  });
+  if ('skip' in started) return started.skip;
+  const { env } = started.cluster;
+  const cleanups: (() => Promise<unknown>)[] = [() => started.cluster.stop()];
   const stop = async (): Promise<void> => {
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
   };
@@ -196,21 +164,11 @@ async function startFleet(
     if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
     return r.stdout;
   };
+  const ops = kubeOps(api);
   const apply = async (path: string, body: unknown): Promise<void> => {
-    await api.request('PATCH', path, {
-      query: { fieldManager: 'e2e', force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body,
-    });
+    await ops.apply(path, body as Record<string, unknown>);
   };
-  const get = async <T>(path: string): Promise<T | undefined> => {
-    try {
-      return await api.request<T>('GET', path);
-    } catch (error) {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    }
-  };
+  const get = ops.get;
   const ns = o.namespace;
   await kubectl(['apply', '-k', join(repoRoot, 'deploy', 'identity')]);
   const agent = await buildAgent({
@@ -239,19 +197,12 @@ async function startFleet(
     agentSha256: agent.sha256,
   });
   cleanups.push(() => controller.stop());
-  const journals = async (node: Node): Promise<string> => {
-    const parts: string[] = [];
-    for (const [u, n] of [
+  const journals = (node: Node): Promise<string> =>
+    journalTails(node, [
       ['kubelet.service', 30],
       ['containerd.service', 15],
       ['oscar-agent.service', 25],
-    ] as const) {
-      parts.push(
-        `--- ${node.name} ${u}\n${(await node.journal(u)).split('\n').slice(-n).join('\n')}`,
-      );
-    }
-    return parts.join('\n');
-  };
+    ]);
   const nodes: Node[] = [];
   for (const name of o.names) {
     nodes.push(await bootMachine({ name, ns, pre, apply, get, cleanups, kubectl }));
@@ -298,22 +249,18 @@ async function bootMachine(m: {
     { timeoutMs: 60_000, intervalMs: 500 },
   );
   const userData = Buffer.from(secret.data?.value ?? '', 'base64').toString('utf8');
-  const disk = await persistentRoot(m.pre.lower);
-  m.cleanups.push(disk.cleanup);
-  await prepareImage(disk.root, await freePort('127.0.0.1'));
-  const containerd = await mkdtemp(join(tmpdir(), 'oscar-containerd-'));
-  m.cleanups.push(() => rm(containerd, { recursive: true, force: true }));
   m.cleanups.push(() =>
     m.kubectl(['delete', 'node', m.name, '--ignore-not-found', '--wait=false']),
   );
-  const node = await bootNode({
-    root: disk.root,
+  const machine = await bootKubeletMachine({
+    lower: m.pre.lower,
+    bin: m.pre.bin,
     name: m.name,
-    volatile: false,
-    seed: { userData },
-    binds: [...kubeletBinds(m.pre.bin, containerd), imagesBind(m.pre.images)],
-    writableProcSys: true,
+    userData,
+    dropIns: { '91-machine.conf': machinePorts(await freePort('127.0.0.1')) },
+    prepare: prepareImageImport,
+    binds: [imagesBind(m.pre.images)],
   });
-  m.cleanups.push(() => node.stop());
-  return node;
+  m.cleanups.push(machine.stop);
+  return machine.node;
 }

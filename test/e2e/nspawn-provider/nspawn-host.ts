@@ -4,7 +4,7 @@
 // machines share the host's network).
 import { freePort } from '../../../hack/testenv/proc.js';
 import type { Node } from '../../support/nspawn.js';
-import { bootKubeletMachine } from '../kubelet-support.js';
+import { bootKubeletMachine } from '../../support/kubelet-support.js';
 import { kubeletDropIn } from './decide.js';
 import type { Booted, MachineHost } from './provider.js';
 

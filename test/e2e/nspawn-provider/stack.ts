@@ -14,7 +14,7 @@ import { waitFor } from '../../support/wait.js';
 import { runBootstrapController, serveAgent } from '../../support/agent-server.js';
 import { run } from '../../support/exec.js';
 import { repoRoot } from '../../support/tools.js';
-import { exampleDocs, hostSysctls } from '../kubelet-support.js';
+import { exampleDocs, hostSysctls } from '../../support/kubelet-support.js';
 import {
   applyObject,
   applyWorkloadCluster,

@@ -8,9 +8,9 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { bootNode, persistentRoot, type Bind, type Node } from '../support/nspawn.js';
-import { missing, repoRoot } from '../support/tools.js';
-import { waitFor } from '../support/wait.js';
+import { bootNode, persistentRoot, type Bind, type Node } from './nspawn.js';
+import { missing, repoRoot } from './tools.js';
+import { waitFor } from './wait.js';
 
 /** kubelet's and kubeadm's directory (hack/testenv/build.sh --node; ~10 min once, then cached). */
 export function nodeBinaries(): string | undefined {
@@ -128,12 +128,16 @@ export interface KubeletMachineOptions {
   userData: string;
   /** More kubelet drop-ins (file name → content), e.g. one port per kubelet on a shared network. */
   dropIns?: Record<string, string>;
+  /** More to write into the image before the first boot (kubeadm's defaults, image imports). */
+  prepare?: (root: string) => Promise<void>;
+  /** More host paths bound into the machine (a kubeadm binary, the local images). */
+  binds?: Bind[];
 }
 
 /**
  * One machine as every kubelet suite boots it: a persistent root with the container's kubelet
- * drop-in (and `dropIns`), containerd's state on a host directory, cloud-init seeded with
- * `userData`. On a failed boot whatever was made is removed again.
+ * drop-in (and `dropIns`, then whatever `prepare` writes), containerd's state on a host
+ * directory, `binds` besides kubelet's, cloud-init seeded with `userData`. On a failed boot whatever was made is removed again.
  */
 export async function bootKubeletMachine(o: KubeletMachineOptions): Promise<KubeletMachine> {
   const cleanups: (() => Promise<unknown>)[] = [];
@@ -148,6 +152,7 @@ export async function bootKubeletMachine(o: KubeletMachineOptions): Promise<Kube
     for (const [file, content] of Object.entries(o.dropIns ?? {})) {
       await writeFile(join(dir, file), content);
     }
+    await o.prepare?.(disk.root);
     const containerd = await mkdtemp(join(tmpdir(), 'oscar-containerd-'));
     cleanups.push(() => rm(containerd, { recursive: true, force: true }));
     const bootedAt = Date.now();
@@ -156,7 +161,7 @@ export async function bootKubeletMachine(o: KubeletMachineOptions): Promise<Kube
       name: o.name,
       volatile: false,
       seed: { userData: o.userData },
-      binds: kubeletBinds(o.bin, containerd),
+      binds: [...kubeletBinds(o.bin, containerd), ...(o.binds ?? [])],
       writableProcSys: true,
     });
     cleanups.push(() => node.stop());

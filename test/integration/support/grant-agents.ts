@@ -1,0 +1,116 @@
+/**
+ * Real grant-mode agents (followGrants: the grant source, the node reporter, try mode with real
+ * health checks) for the rollout suites: each node its own least-privilege identity
+ * (deploy/agent-rbac.yaml, the service account `oscar-agent-<node>`), each applying into its own
+ * directory root, which never reboots (or, for the `lost` ones, never comes back).
+ */
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'vitest';
+import { followGrants, type GrantWiring } from '../../../agent/wiring/follow-grants.js';
+import type { KubeReporter } from '../../../agent/report.js';
+import { LocalSystemd } from '../../../agent/systemd.js';
+import { silentLogger } from '../../../log/logger.js';
+import { kubeConfigFor, kubectl } from './cluster.js';
+
+export interface GrantAgent {
+  name: string;
+  root: string;
+  agent: GrantWiring['agent'];
+  reporter: KubeReporter;
+}
+
+export interface GrantAgentsOptions {
+  namespace: string;
+  osc: string;
+  /** The node names, one agent each. */
+  names: string[];
+  /** Where each undo goes (the suite's cleanups, run in reverse after each test). */
+  cleanups: (() => Promise<void>)[];
+  /** The prefix of each agent's temporary root. */
+  rootPrefix: string;
+  /**
+   * Nodes whose reboot never ends: the agent asks for the reboot (journals its intent, reports
+   * Verifying/Rebooting) and is stopped, as systemd stops it, and nothing boots again.
+   */
+  lost?: string[];
+}
+
+/** Applies the agents' RBAC, starts one agent per name, registers their undo; returns them started. */
+export async function startGrantAgents(o: GrantAgentsOptions): Promise<GrantAgent[]> {
+  await applyAgentRbac(o);
+  const agents: GrantAgent[] = [];
+  for (const name of o.names) agents.push(await grantAgent(o, name));
+  await Promise.all(agents.map((x) => x.agent.start()));
+  return agents;
+}
+
+async function applyAgentRbac(o: GrantAgentsOptions): Promise<void> {
+  const template = await readFile(
+    new URL('../../../deploy/agent-rbac.yaml', import.meta.url),
+    'utf8',
+  );
+  const rbac = o.names
+    .map((node) =>
+      template
+        .replaceAll('NODE_NAME', node)
+        .replaceAll('NAMESPACE', o.namespace)
+        .replaceAll('OSC_NAME', o.osc),
+    )
+    .join('\n---\n');
+  const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
+  expect(applied.code, applied.stderr).toBe(0);
+  o.cleanups.push(async () => {
+    await kubectl([
+      'delete',
+      'clusterrole,clusterrolebinding',
+      ...o.names.map((x) => `oscar-agent-${x}`),
+    ]);
+    await kubectl(['delete', 'oscnode', ...o.names, '--ignore-not-found']);
+  });
+}
+
+async function grantAgent(o: GrantAgentsOptions, name: string): Promise<GrantAgent> {
+  const ns = o.namespace;
+  const kc = await kubeConfigFor({
+    user: `system:serviceaccount:${ns}:oscar-agent-${name}`,
+    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
+  });
+  const root = await mkdtemp(join(tmpdir(), o.rootPrefix));
+  const stateDir = join(root, 'var/lib/oscar');
+  await mkdir(stateDir, { recursive: true });
+  const gone: { stop?: () => Promise<void> } = {};
+  const { agent, reporter } = followGrants(kc, {
+    ...(o.lost?.includes(name)
+      ? {
+          rebooter: {
+            reboot: () => {
+              setTimeout(() => void gone.stop?.(), 0); // after the step returns, as systemd's stop
+              return Promise.resolve();
+            },
+          },
+        }
+      : {}),
+    namespace: ns,
+    osc: o.osc,
+    node: name,
+    deps: {
+      root,
+      stateDir,
+      systemd: new LocalSystemd(root, join(stateDir, 'would-run.log')),
+      owners: false,
+    },
+    pollIntervalMs: 60_000,
+    log: silentLogger(),
+    backoffMaxMs: 2_000,
+    tickMs: 200,
+  });
+  gone.stop = () => agent.stop();
+  o.cleanups.push(async () => {
+    await agent.stop();
+    reporter.stop();
+    await rm(root, { recursive: true, force: true });
+  });
+  return { name, root, agent, reporter };
+}
