@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { ControllerHandle } from '../../controller/main.js';
 import { buildAgent } from '../../hack/agent/build.js';
 import { freePort } from '../../hack/testenv/proc.js';
+import { readState } from '../../hack/testenv/state.js';
 import {
   attachTestEnv,
   startTestEnv,
@@ -50,6 +51,8 @@ export interface FleetOptions {
   namespace: string;
   /** Changes to the worker's reconcile OSC spec before it is applied (rollout policy, files). */
   reconcile?: (spec: Record<string, unknown>) => void;
+  /** A cluster that schedules pods and runs Deployments (kube-scheduler and their controllers). */
+  workloads?: boolean;
   log?: (m: string) => void;
 }
 
@@ -91,12 +94,23 @@ async function prereqs(): Promise<Prereqs | string> {
   return { lower, bin, images };
 }
 
-async function testEnv(log: (m: string) => void): Promise<{ env: TestEnv; own: boolean } | string> {
+async function testEnv(
+  log: (m: string) => void,
+  workloads: boolean,
+): Promise<{ env: TestEnv; own: boolean } | string> {
   try {
     const attach = process.env.OSCAR_TESTENV_STATE;
-    if (attach) return { env: await attachTestEnv(attach), own: false };
+    if (attach) {
+      if (workloads && (await readState(attach)).scheduler === null) {
+        throw new Error(
+          `OSCAR_TESTENV_STATE's cluster runs no kube-scheduler; unset it to start one with workloads`,
+        );
+      }
+      return { env: await attachTestEnv(attach), own: false };
+    }
     return {
       env: await startTestEnv({
+        workloads,
         log: (m) => {
           log(`[testenv] ${m}`);
         },
@@ -160,7 +174,7 @@ export async function startKubeletFleet(o: FleetOptions): Promise<KubeletFleet |
   const log = o.log ?? ((m: string) => process.stderr.write(`${m}\n`));
   const pre = await prereqs();
   if (typeof pre === 'string') return pre;
-  const started = await testEnv(log);
+  const started = await testEnv(log, o.workloads === true);
   if (typeof started === 'string') return started;
   const { env } = started;
   const cleanups: (() => Promise<unknown>)[] = [];
