@@ -62,8 +62,8 @@ export interface StartOptions {
   controllers?: boolean;
   /**
    * Also run what turns a Deployment into running pods: kube-scheduler (built by
-   * `build.sh --node`, with the node binaries) and the deployment, replicaset and
-   * root-ca-cert-publisher controllers. Default false: the suites without nodes need none of it.
+   * `build.sh --node`, with the node binaries) and the deployment, replicaset,
+   * root-ca-certificate-publisher and node-lifecycle controllers. Default false: the suites without nodes need none of it.
    */
   workloads?: boolean;
   /** Additional static-token users by short name. */
@@ -104,12 +104,16 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = join(here, '..', '..');
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Runs build.sh (instant when cached) and returns the bin directory it prints. */
-export async function buildBinaries(log: (msg: string) => void): Promise<string> {
+/**
+ * Runs build.sh (instant when cached) and returns the bin directory it prints; `node` builds the
+ * node binaries too (kubelet, kubeadm, kube-scheduler: `build.sh --node`).
+ */
+export async function buildBinaries(log: (msg: string) => void, node = false): Promise<string> {
   const fromEnv = process.env.OSCAR_TESTENV_BIN;
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  const args = [join(here, 'build.sh'), ...(node ? ['--node'] : [])];
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [join(here, 'build.sh')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -370,7 +374,11 @@ const WORKLOAD_CONTROLLERS = [
   'deployment-controller',
   'replicaset-controller',
   // kube-root-ca.crt in every namespace: each pod's service-account volume projects it
-  'root-ca-cert-publisher-controller',
+  'root-ca-certificate-publisher-controller',
+  // lifts the node.kubernetes.io/not-ready taint a new Node gets at admission once it is Ready
+  // (the scheduler binds no pod to a tainted Node); no taint-eviction-controller: a Node that
+  // reboots keeps its pods, as drains are oscar's to do
+  'node-lifecycle-controller',
 ];
 
 function controllerManagerArgs(runDir: string, workloads: boolean): string[] {
@@ -501,7 +509,7 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
   const crdDir = opts.crdDir === undefined ? join(repoRoot, 'deploy', 'crds') : opts.crdDir;
 
   await reapAbandonedRuns(log);
-  const binDir = opts.binDir ?? (await buildBinaries(log));
+  const binDir = opts.binDir ?? (await buildBinaries(log, opts.workloads === true));
   const versions = await readVersions();
 
   await mkdir(runsRoot(), { recursive: true });

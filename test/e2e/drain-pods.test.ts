@@ -141,7 +141,32 @@ interface Watch {
   cordoned: Set<string>;
   /** Every pod UID seen, with the node it ran on. */
   seen: Map<string, string>;
+  /** Per node, when (Date.now()) it was first seen cordoned, empty of the app's pods, uncordoned. */
+  times: Map<string, { cordoned: number; empty?: number; uncordoned?: number }>;
   stop: () => Promise<void>;
+}
+
+/** A node's drain as the watcher saw it: cordon → no pod of the app left → uncordon. */
+function track(w: Watch, node: string, cordoned: boolean, podsOnNode: number): void {
+  const t = w.times.get(node);
+  const now = Date.now();
+  if (t === undefined) {
+    if (cordoned) w.times.set(node, { cordoned: now, ...(podsOnNode === 0 ? { empty: now } : {}) });
+    return;
+  }
+  if (t.empty === undefined && podsOnNode === 0) t.empty = now;
+  if (t.uncordoned === undefined && !cordoned) t.uncordoned = now;
+}
+
+/** "node: drain X s, cordon → uncordon Y s" per node, for the log. */
+function timings(w: Watch): string {
+  const s = (ms: number | undefined): string => (ms === undefined ? '?' : (ms / 1000).toFixed(1));
+  return [...w.times]
+    .map(
+      ([n, t]) =>
+        `${n}: drain ${s(t.empty === undefined ? undefined : t.empty - t.cordoned)} s, cordon → uncordon ${s(t.uncordoned === undefined ? undefined : t.uncordoned - t.cordoned)} s`,
+    )
+    .join('; ');
 }
 
 /** Polls pods and Nodes every 300 ms until stopped. */
@@ -152,6 +177,7 @@ function watch(f: KubeletFleet): Watch {
     bothCordoned: false,
     cordoned: new Set(),
     seen: new Map(),
+    times: new Map(),
     stop: async () => {
       state.running = false;
       await loop;
@@ -163,10 +189,13 @@ function watch(f: KubeletFleet): Watch {
     for (const p of all) if (p.spec?.nodeName) w.seen.set(p.metadata.uid, p.spec.nodeName);
     let cordoned = 0;
     for (const n of names) {
-      if ((await f.get<NodeWithSpec>(`/api/v1/nodes/${n}`))?.spec?.unschedulable === true) {
+      const isCordoned =
+        (await f.get<NodeWithSpec>(`/api/v1/nodes/${n}`))?.spec?.unschedulable === true;
+      if (isCordoned) {
         cordoned += 1;
         w.cordoned.add(n);
       }
+      track(w, n, isCordoned, all.filter((p) => p.spec?.nodeName === n).length);
     }
     if (cordoned > 1) w.bothCordoned = true;
   };
@@ -256,7 +285,7 @@ describe('a Reboot-level rollout over two nodes running a Deployment under a PDB
       await w1.stop();
     }
     process.stderr.write(
-      `[e2e] reboot-level rollout with evictions over 2 nodes: ${String(Date.now() - t1)} ms\n`,
+      `[e2e] reboot-level rollout with evictions over 2 nodes: ${String(Date.now() - t1)} ms (${timings(w1)})\n`,
     );
     expect(w1.minReady).toBeGreaterThanOrEqual(REPLICAS - 1); // the PDB was never violated
     expect(w1.bothCordoned).toBe(false); // maxUnavailable 1
@@ -317,6 +346,7 @@ describe('a Reboot-level rollout over two nodes running a Deployment under a PDB
     } finally {
       await w2.stop();
     }
+    process.stderr.write(`[e2e] after the budget was relaxed: ${timings(w2)}\n`);
     expect(w2.bothCordoned).toBe(false);
     expect(w2.minReady).toBeGreaterThanOrEqual(REPLICAS - 1);
     for (const n of f.nodes) {
