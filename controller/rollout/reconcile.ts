@@ -201,10 +201,17 @@ async function writeGrants(plan: RolloutPlan, deps: RolloutDeps): Promise<number
 }
 
 /**
- * Phase 4a: one drain step per node the plan wants empty, its outcome written into the plan's
- * status.rollout.drains (the next pass grants a Drained node); then the uncordons.
+ * Phase 4a: the uncordons first — a node that confirmed is back in service before the next one is
+ * cordoned, so no more nodes than maxUnavailable are out at any moment (the other order left two
+ * cordoned for a moment, seen by test/e2e/drain-pods.test.ts) — then one drain step per node the
+ * plan wants empty, its outcome written into the plan's status.rollout.drains (the next pass
+ * grants a Drained node).
  */
-async function driveDrains(plan: RolloutPlan, deps: RolloutDeps): Promise<void> {
+export async function driveDrains(
+  plan: Pick<RolloutPlan, 'drains' | 'uncordons' | 'status'>,
+  deps: Pick<RolloutDeps, 'drainer'>,
+): Promise<void> {
+  for (const node of plan.uncordons) await deps.drainer?.uncordon(node);
   const entries = new Map((plan.status?.drains ?? []).map((d) => [d.node, d]));
   for (const node of plan.drains) {
     const entry = entries.get(node);
@@ -225,7 +232,6 @@ async function driveDrains(plan: RolloutPlan, deps: RolloutDeps): Promise<void> 
       entry.message = `drain step failed: ${(error as Error).message}`;
     }
   }
-  for (const node of plan.uncordons) await deps.drainer?.uncordon(node);
 }
 
 /** Fields whose change is written at once; the rest (counts, message, wave) waits its turn. */
