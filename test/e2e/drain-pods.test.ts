@@ -346,7 +346,9 @@ describe('a Reboot-level rollout over two nodes running a Deployment under a PDB
     } finally {
       await w2.stop();
     }
-    process.stderr.write(`[e2e] after the budget was relaxed: ${timings(w2)}\n`);
+    process.stderr.write(
+      `[e2e] second rollout (blocked by the budget, then relaxed): ${timings(w2)}\n`,
+    );
     expect(w2.bothCordoned).toBe(false);
     expect(w2.minReady).toBeGreaterThanOrEqual(REPLICAS - 1);
     for (const n of f.nodes) {
