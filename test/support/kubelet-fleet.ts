@@ -103,7 +103,7 @@ async function testEnv(
     if (attach) {
       if (workloads && (await readState(attach)).scheduler === null) {
         throw new Error(
-          `OSCAR_TESTENV_STATE's cluster runs no kube-scheduler; unset it to start one with workloads`,
+          "OSCAR_TESTENV_STATE names a cluster without kube-scheduler: start one with 'hack/testenv/cli.ts start --workloads', or unset it",
         );
       }
       return { env: await attachTestEnv(attach), own: false };
