@@ -138,7 +138,7 @@ echo "unexpected go $*" >&2; exit 2`;
     expect(warm.stderr).toBe('');
   });
 
-  it('--node adds kubelet and kubeadm to the same bin directory, building only those', async () => {
+  it('--node adds kubelet, kubeadm and kube-scheduler to the same bin directory, building only those', async () => {
     await stub(stubs, 'go', `echo "$*" >>"\${GO_LOG}"\n${fakeGo}`);
     const log = join(work, 'go.log');
     const env = { PATH: `${stubs}:${process.env.PATH ?? ''}`, OSCAR_CACHE: cache, GO_LOG: log };
@@ -149,14 +149,18 @@ echo "unexpected go $*" >&2; exit 2`;
     expect(node.code).toBe(0);
     expect(node.stdout).toBe(plane.stdout);
     const bin = node.stdout.trim();
-    for (const b of ['kube-apiserver', 'kubectl', 'etcd', 'kubelet', 'kubeadm']) {
+    for (const b of ['kube-apiserver', 'kubectl', 'etcd', 'kubelet', 'kubeadm', 'kube-scheduler']) {
       expect(existsSync(join(bin, b)), b).toBe(true);
     }
     const built = (await readFile(log, 'utf8'))
       .trim()
       .split('\n')
       .map((l) => l.split(' ').pop());
-    expect(built).toEqual(['k8s.io/kubernetes/cmd/kubelet', 'k8s.io/kubernetes/cmd/kubeadm']);
+    expect(built).toEqual([
+      'k8s.io/kubernetes/cmd/kubelet',
+      'k8s.io/kubernetes/cmd/kubeadm',
+      'k8s.io/kubernetes/cmd/kube-scheduler',
+    ]);
     const warm = await run('testenv/build.sh', env, ['--node']);
     expect(warm.stderr).toBe('');
     expect(warm.stdout).toBe(plane.stdout);

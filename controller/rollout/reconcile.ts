@@ -201,13 +201,16 @@ async function writeGrants(plan: RolloutPlan, deps: RolloutDeps): Promise<number
 }
 
 /**
- * Phase 4a: the uncordons first, then one drain step per node the plan wants empty, its outcome
- * written into the plan's status.rollout.drains (the next pass grants a Drained node). In that
- * order: a pass that frees a node's place and gives it to the next node must not cordon the next
- * before the first is uncordoned — never more Nodes cordoned than maxUnavailable, not even for the
- * moment between two writes (the reboot e2e's watcher saw both of two nodes cordoned).
+ * Phase 4a: the uncordons first — a node that confirmed is back in service before the next one is
+ * cordoned, so no more nodes than maxUnavailable are out at any moment (the other order left two
+ * cordoned for a moment, seen by test/e2e/drain-pods.test.ts) — then one drain step per node the
+ * plan wants empty, its outcome written into the plan's status.rollout.drains (the next pass
+ * grants a Drained node).
  */
-async function driveDrains(plan: RolloutPlan, deps: RolloutDeps): Promise<void> {
+export async function driveDrains(
+  plan: Pick<RolloutPlan, 'drains' | 'uncordons' | 'status'>,
+  deps: Pick<RolloutDeps, 'drainer'>,
+): Promise<void> {
   for (const node of plan.uncordons) await deps.drainer?.uncordon(node);
   const entries = new Map((plan.status?.drains ?? []).map((d) => [d.node, d]));
   for (const node of plan.drains) {

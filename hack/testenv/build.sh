@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the pinned Go modules in this
-# folder into ${OSCAR_CACHE:-$HOME/.cache/oscar}/testenv/<versions>/bin; with --node also kubelet
-# and kubeadm (for the Kubernetes node e2e), from the same module set and with the same version
-# stamp, so a Node reports the API server's version.
+# folder into ${OSCAR_CACHE:-$HOME/.cache/oscar}/testenv/<versions>/bin; with --node also kubelet,
+# kubeadm and kube-scheduler (for the Kubernetes node e2e: nodes, and pods scheduled onto them),
+# from the same module set and with the same version stamp, so a Node reports the API server's
+# version.
 # Idempotent: when the binaries for these exact versions exist it exits at once.
 # (Edit this file by writing a new one and renaming it: bash reads a running script lazily.)
 # Prints the bin directory on stdout (everything else goes to stderr).
@@ -27,7 +28,7 @@ bin="$out/bin"
 binaries=(kube-apiserver kube-controller-manager kubectl etcd)
 case "${1:-}" in
   '') ;;
-  --node) binaries+=(kubelet kubeadm) ;;
+  --node) binaries+=(kubelet kubeadm kube-scheduler) ;;
   *)
     echo "build.sh: unknown argument ${1}; usage: build.sh [--node]" >&2
     exit 2
@@ -75,7 +76,7 @@ export GOFLAGS="-p=2 ${GOFLAGS:-} -trimpath"
 export CGO_ENABLED=0
 
 start=$SECONDS
-echo "build.sh: building what is missing of ${binaries[*]} ($kube_version, etcd $etcd_version; a cold build takes 15-45 min, kubelet + kubeadm ~10 more)" >&2
+echo "build.sh: building what is missing of ${binaries[*]} ($kube_version, etcd $etcd_version; a cold build takes 15-45 min, kubelet + kubeadm + kube-scheduler ~12 more)" >&2
 build() { # $1 = binary name, $2 = package, $3 = ldflags
   [[ -x "$bin/$1" ]] && return 0
   echo "build.sh: $1" >&2

@@ -44,25 +44,29 @@ program
   .option('--no-crds', 'apply no CRDs')
   .option('--host <addr>', 'listen address', '127.0.0.1')
   .option('--san <name...>', 'extra subjectAltNames for the serving certificate')
-  .action(async (o: { crds: string | boolean; host: string; san?: string[] }) => {
-    const t0 = Date.now();
-    const env = await startTestEnv({
-      ownerPid: null,
-      host: o.host,
-      crdDir: o.crds === false ? null : typeof o.crds === 'string' ? o.crds : undefined,
-      extraSans: o.san ?? [],
-      log,
-    });
-    log(`cluster ready in ${String(Date.now() - t0)} ms`);
-    process.stdout.write(
-      [
-        `export KUBECONFIG=${sq(env.kubeconfigPath)}`,
-        `export OSCAR_TESTENV_STATE=${sq(env.stateFile)}`,
-        `export OSCAR_TESTENV_KUBECTL=${sq(env.kubectlPath)}`,
-        '',
-      ].join('\n'),
-    );
-  });
+  .option('--workloads', 'also run kube-scheduler and the Deployment/ReplicaSet controllers')
+  .action(
+    async (o: { crds: string | boolean; host: string; san?: string[]; workloads?: boolean }) => {
+      const t0 = Date.now();
+      const env = await startTestEnv({
+        ownerPid: null,
+        host: o.host,
+        crdDir: o.crds === false ? null : typeof o.crds === 'string' ? o.crds : undefined,
+        extraSans: o.san ?? [],
+        workloads: o.workloads === true,
+        log,
+      });
+      log(`cluster ready in ${String(Date.now() - t0)} ms`);
+      process.stdout.write(
+        [
+          `export KUBECONFIG=${sq(env.kubeconfigPath)}`,
+          `export OSCAR_TESTENV_STATE=${sq(env.stateFile)}`,
+          `export OSCAR_TESTENV_KUBECTL=${sq(env.kubectlPath)}`,
+          '',
+        ].join('\n'),
+      );
+    },
+  );
 
 program
   .command('stop [stateFile]')

@@ -52,6 +52,8 @@ export interface TestEnvState {
   apiserver: ServiceState;
   /** Garbage collector, namespace and service-account controllers; null when disabled. */
   controllerManager: ServiceState | null;
+  /** kube-scheduler, for clusters that run workloads (StartOptions.workloads); else null. */
+  scheduler: ServiceState | null;
 }
 
 /** All runs live under one root so a later run can find and reap abandoned ones. */
@@ -65,11 +67,16 @@ export async function readState(stateFile: string): Promise<TestEnvState> {
   if (state.formatVersion !== 1) {
     throw new Error(`${stateFile}: unknown formatVersion ${String(state.formatVersion)}`);
   }
-  // Runs recorded before the controller manager existed have no entry for it.
-  const full = state as Omit<TestEnvState, 'controllerManager'> & {
+  // Runs recorded before the controller manager (or the scheduler) existed have no entry for it.
+  const full = state as Omit<TestEnvState, 'controllerManager' | 'scheduler'> & {
     controllerManager?: ServiceState | null;
+    scheduler?: ServiceState | null;
   };
-  return { ...full, controllerManager: full.controllerManager ?? null };
+  return {
+    ...full,
+    controllerManager: full.controllerManager ?? null,
+    scheduler: full.scheduler ?? null,
+  };
 }
 
 export async function writeState(stateFile: string, state: TestEnvState): Promise<void> {
@@ -97,8 +104,9 @@ export async function updateState(
 export async function teardownRun(stateFile: string, runDir: string): Promise<void> {
   try {
     const state = await readState(stateFile);
-    const kcm = state.controllerManager;
-    if (kcm !== null && kcm.ref !== null) await stopProcess(kcm.ref);
+    for (const controller of [state.scheduler, state.controllerManager]) {
+      if (controller !== null && controller.ref !== null) await stopProcess(controller.ref);
+    }
     // The API server lingers after SIGTERM (see API_SERVER_GRACE_MS in testenv.ts).
     if (state.apiserver.ref !== null) await stopProcess(state.apiserver.ref, 'SIGTERM', 5_000);
     if (state.etcd.ref !== null) await stopProcess(state.etcd.ref);

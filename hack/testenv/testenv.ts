@@ -22,6 +22,7 @@ import {
   teardownRun,
   updateState,
   writeState,
+  type ServiceState,
   type TestEnvInfo,
   type TestEnvState,
   type TokenUser,
@@ -59,6 +60,12 @@ export interface StartOptions {
    * "default" ServiceAccounts) — what a real cluster does. Default true.
    */
   controllers?: boolean;
+  /**
+   * Also run what turns a Deployment into running pods: kube-scheduler (built by
+   * `build.sh --node`, with the node binaries) and the deployment, replicaset,
+   * root-ca-certificate-publisher and node-lifecycle controllers. Default false: the suites without nodes need none of it.
+   */
+  workloads?: boolean;
   /** Additional static-token users by short name. */
   tokenUsers?: Record<string, Omit<TokenUser, 'token'>>;
   /** Use binaries from here instead of running build.sh. Default: $OSCAR_TESTENV_BIN or build.sh. */
@@ -97,12 +104,16 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = join(here, '..', '..');
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Runs build.sh (instant when cached) and returns the bin directory it prints. */
-export async function buildBinaries(log: (msg: string) => void): Promise<string> {
+/**
+ * Runs build.sh (instant when cached) and returns the bin directory it prints; `node` builds the
+ * node binaries too (kubelet, kubeadm, kube-scheduler: `build.sh --node`).
+ */
+export async function buildBinaries(log: (msg: string) => void, node = false): Promise<string> {
   const fromEnv = process.env.OSCAR_TESTENV_BIN;
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  const args = [join(here, 'build.sh'), ...(node ? ['--node'] : [])];
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [join(here, 'build.sh')], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -358,7 +369,30 @@ function apiServerArgs(
   ];
 }
 
-function controllerManagerArgs(runDir: string): string[] {
+/** Controllers a cluster with workloads adds (StartOptions.workloads). */
+const WORKLOAD_CONTROLLERS = [
+  'deployment-controller',
+  'replicaset-controller',
+  // kube-root-ca.crt in every namespace: each pod's service-account volume projects it
+  'root-ca-certificate-publisher-controller',
+  // lifts the node.kubernetes.io/not-ready taint a new Node gets at admission once it is Ready
+  // (the scheduler binds no pod to a tainted Node); no taint-eviction-controller: a Node that
+  // reboots keeps its pods, as drains are oscar's to do
+  'node-lifecycle-controller',
+];
+
+function controllerManagerArgs(runDir: string, workloads: boolean): string[] {
+  const controllers = [
+    'garbage-collector-controller',
+    'namespace-controller',
+    'serviceaccount-controller',
+    'token-cleaner-controller',
+    'bootstrap-signer-controller',
+    'certificatesigningrequest-signing-controller',
+    'clusterrole-aggregation-controller',
+    'disruption-controller',
+    ...(workloads ? WORKLOAD_CONTROLLERS : []),
+  ];
   return [
     `--kubeconfig=${join(runDir, 'kube-controller-manager.kubeconfig')}`,
     // token-cleaner deletes expired bootstrap tokens; certificatesigningrequest-signing signs
@@ -369,7 +403,7 @@ function controllerManagerArgs(runDir: string): string[] {
     // bootstrap-signer signs kube-public/cluster-info for tokens with usage-bootstrap-signing, the
     // discovery `kubeadm join` verifies (a no-op until kubeadm's cluster-info exists). The CSR
     // approver (csrapproving) stays off: kubelet certificates are oscar's approver's alone.
-    '--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller,token-cleaner-controller,bootstrap-signer-controller,certificatesigningrequest-signing-controller,clusterrole-aggregation-controller,disruption-controller',
+    `--controllers=${controllers.join(',')}`,
     `--cluster-signing-cert-file=${join(runDir, 'pki', 'ca.crt')}`,
     `--cluster-signing-key-file=${join(runDir, 'pki', 'ca.key')}`,
     // Each controller gets its own ServiceAccount token (TokenRequest), as in kubeadm
@@ -381,6 +415,66 @@ function controllerManagerArgs(runDir: string): string[] {
     '--secure-port=0',
     '--v=1',
   ];
+}
+
+function schedulerArgs(runDir: string): string[] {
+  return [
+    `--kubeconfig=${join(runDir, 'kube-scheduler.kubeconfig')}`,
+    // Leader election with one instance takes the Lease at once: its existence shows the
+    // scheduler is up (nothing else of it is visible, it serves no port here).
+    '--leader-elect=true',
+    '--secure-port=0',
+    '--v=1',
+  ];
+}
+
+/** The scheduler holds kube-system/kube-scheduler once it runs. */
+const SCHEDULER_LEASE = '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler';
+
+/** Writes kube-scheduler's kubeconfig, starts it and waits for its Lease. */
+async function startScheduler(
+  info: TestEnvInfo,
+  sched: ServiceState,
+  timeoutMs: number,
+  log: (msg: string) => void,
+): Promise<void> {
+  const t0 = Date.now();
+  await new TestPki(info.pkiDir).issueClient('kube-scheduler', { user: 'system:kube-scheduler' });
+  await writeCertKubeconfig(
+    info,
+    join(info.runDir, 'kube-scheduler.kubeconfig'),
+    'kube-scheduler',
+    'kube-scheduler',
+  );
+  const ref = await startDetached(sched.command, sched.args, sched.logPath);
+  await updateState(info.stateFile, (s) => {
+    if (s.scheduler !== null) s.scheduler.ref = ref;
+  });
+  await waitReady(
+    'kube-scheduler',
+    `${info.server}${SCHEDULER_LEASE}`,
+    await adminTls(info),
+    ref,
+    sched.logPath,
+    timeoutMs,
+  );
+  log(`kube-scheduler running in ${String(Date.now() - t0)} ms`);
+}
+
+/** kube-scheduler's entry in the state, or why this bin directory cannot give one. */
+function schedulerState(binDir: string, runDir: string): ServiceState {
+  const command = join(binDir, 'kube-scheduler');
+  if (!existsSync(command)) {
+    throw new ToolMissingError(
+      `${command} is missing; workloads need it: run hack/testenv/build.sh --node`,
+    );
+  }
+  return {
+    ref: null,
+    command,
+    args: schedulerArgs(runDir),
+    logPath: join(runDir, 'kube-scheduler.log'),
+  };
 }
 
 /** Writes a kubeconfig for a client certificate already issued as pki/<certName>.{crt,key}. */
@@ -415,7 +509,7 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
   const crdDir = opts.crdDir === undefined ? join(repoRoot, 'deploy', 'crds') : opts.crdDir;
 
   await reapAbandonedRuns(log);
-  const binDir = opts.binDir ?? (await buildBinaries(log));
+  const binDir = opts.binDir ?? (await buildBinaries(log, opts.workloads === true));
   const versions = await readVersions();
 
   await mkdir(runsRoot(), { recursive: true });
@@ -498,9 +592,10 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
         : {
             ref: null,
             command: join(binDir, 'kube-controller-manager'),
-            args: controllerManagerArgs(runDir),
+            args: controllerManagerArgs(runDir, opts.workloads === true),
             logPath: join(runDir, 'kube-controller-manager.log'),
           },
+    scheduler: opts.workloads === true ? schedulerState(binDir, runDir) : null,
   };
   // Written before anything starts, so a crash from here on is reaped by the next run.
   await writeState(stateFile, state);
@@ -588,6 +683,9 @@ export async function startTestEnv(opts: StartOptions = {}): Promise<TestEnv> {
         readyTimeoutMs,
       );
       log(`kube-controller-manager running in ${String(Date.now() - t1)} ms`);
+    }
+    if (state.scheduler !== null) {
+      await startScheduler(info, state.scheduler, readyTimeoutMs, log);
     }
     return env;
   } catch (err) {

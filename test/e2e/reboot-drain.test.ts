@@ -11,11 +11,9 @@
 // by itself (two more boots, the old file), reports RolledBack/HealthCheckFailed; the rollout
 // pauses on its failure threshold and the second node is never touched.
 //
-// Not yet here: pods. The images are built and imported (test/support/images.ts), but runc cannot
-// start a container inside an nspawn machine on this host (docs/testing.md, "Pods on the nodes"),
-// so the drain has nothing to evict; the PDB rules are proven against the real API server in
-// test/integration/rollout-drain.test.ts. The reboot is a new systemd-nspawn run on the same
-// disk, not a new kernel.
+// No pods here: the drain of real pods under a PodDisruptionBudget is test/e2e/drain-pods.test.ts's
+// (the cluster with kube-scheduler and the workload controllers). The reboot is a new
+// systemd-nspawn run on the same disk, not a new kernel.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RolloutStatus } from '../../api/schema.js';
 import { startKubeletFleet, workerOscs, type KubeletFleet } from '../support/kubelet-fleet.js';

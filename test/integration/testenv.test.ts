@@ -588,6 +588,83 @@ describe('cluster lifecycle', () => {
     await other.stop();
   });
 
+  it("workloads: kube-scheduler binds a Deployment's pod to a Ready Node, kube-root-ca.crt is published, stop() ends the scheduler", async () => {
+    const other = await startTestEnv({ crdDir: null, workloads: true });
+    onTestFinished(() => other.stop());
+    const state = await readState(other.stateFile);
+    const sched = state.scheduler?.ref;
+    expect(sched).toBeDefined();
+    expect(await procStartTime(sched?.pid ?? -1)).toBe(sched?.startTime);
+    const k = (args: string[], input?: string) =>
+      kubectl(args, {
+        kubeconfig: other.kubeconfigPath,
+        ...(input === undefined ? {} : { input }),
+      });
+    // A Node as a kubelet would register it (no kubelet runs here): schedulable, with room.
+    const node = uniqueName('node');
+    expect(
+      (
+        await k(
+          ['apply', '-f', '-'],
+          stringify({ apiVersion: 'v1', kind: 'Node', metadata: { name: node } }),
+        )
+      ).stderr,
+    ).toBe('');
+    const capacity = { cpu: '2', memory: '2Gi', pods: '10' };
+    const now = new Date().toISOString();
+    const ready = {
+      type: 'Ready',
+      status: 'True',
+      reason: 'KubeletReady',
+      lastHeartbeatTime: now,
+      lastTransitionTime: now,
+    };
+    // Ready: the node-lifecycle controller lifts the not-ready taint admission put on the Node
+    const status = { status: { capacity, allocatable: capacity, conditions: [ready] } };
+    const patched = await k([
+      'patch',
+      'node',
+      node,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify(status),
+    ]);
+    expect(patched.stderr).toBe('');
+    const ns = uniqueName('wl');
+    await k(['create', 'namespace', ns]);
+    const created = await k(['-n', ns, 'create', 'deployment', 'web', '--image=localhost/none:1']);
+    expect(created.stderr).toBe('');
+    const bound = await waitFor(
+      "the Deployment's pod bound by kube-scheduler",
+      async () => {
+        const r = await k(['-n', ns, 'get', 'pods', '-o', 'jsonpath={.items[*].spec.nodeName}']);
+        return r.stdout.trim() || undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
+    expect(bound).toBe(node);
+    const ca = await waitFor(
+      'kube-root-ca.crt published in the namespace',
+      async () => {
+        const r = await k([
+          '-n',
+          ns,
+          'get',
+          'configmap',
+          'kube-root-ca.crt',
+          '-o',
+          'jsonpath={.data.ca\\.crt}',
+        ]);
+        return r.stdout.includes('BEGIN CERTIFICATE') ? r.stdout : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
+    expect(ca.trim()).toBe((await readFile(other.caPath, 'utf8')).trim());
+    await other.stop();
+    expect(await procStartTime(sched?.pid ?? -1)).toBeUndefined();
+  });
+
   it('names a user that cannot be put into a certificate', async () => {
     await expect(kubeConfigFor({ user: 'bad/name' })).rejects.toThrow(
       /identity\.user "bad\/name" contains/,

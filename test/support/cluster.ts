@@ -5,6 +5,7 @@
  * instead (vitest's global setup starts their cluster).
  */
 import { KubeConfig } from '@kubernetes/client-node';
+import { readState } from '../../hack/testenv/state.js';
 import {
   attachTestEnv,
   startTestEnv,
@@ -40,10 +41,18 @@ const testenvLog = (m: string): void => {
   process.stderr.write(`[testenv] ${m}\n`);
 };
 
-/** Attaches to OSCAR_TESTENV_STATE's cluster, or starts one (`options` apply to a start only). */
+/**
+ * Attaches to OSCAR_TESTENV_STATE's cluster, or starts one (`options` apply to a start only; an
+ * attached cluster must have the workloads' scheduler when `options.workloads` asks for it).
+ */
 export async function attachCluster(options: StartOptions = { log: testenvLog }): Promise<Cluster> {
   const state = process.env.OSCAR_TESTENV_STATE;
   const own = state === undefined || state === '';
+  if (!own && options.workloads === true && (await readState(state)).scheduler === null) {
+    throw new Error(
+      "OSCAR_TESTENV_STATE names a cluster without kube-scheduler: start one with 'hack/testenv/cli.ts start --workloads', or unset it",
+    );
+  }
   const env = own ? await startTestEnv(options) : await attachTestEnv(state);
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(env.kubeconfigPath);

@@ -92,30 +92,38 @@ const CRI_CNI_TABLE = '[plugins."io.containerd.grpc.v1.cri".cni]';
 /**
  * containerd's config.toml (version 2, as in examples/kubelet-worker/) for a container on this
  * host: the CRI plugin's sandbox_image set to `pause` (the table goes before its first sub-table);
- * runc on cgroupfs paths, since kubelet without QoS cgroups (cgroupsPerQOS: false, kubelet-support)
- * gives pods no parent slice and runc's systemd driver refuses a path without one; and no new
- * session keyring per container (nspawn's seccomp filter refuses keyctl).
+ * oom_score_adj never below containerd's own (restrict_oom_score_adj: this host grants no
+ * CAP_SYS_RESOURCE, so the -998 containerd gives a sandbox is refused and runc's init dies with
+ * "can't get final child's PID from pipe: EOF"); runc on cgroupfs paths, since kubelet without QoS
+ * cgroups (cgroupsPerQOS: false, kubelet-support) gives pods no parent slice and runc's systemd
+ * driver refuses a path without one; and no new session keyring per container (nspawn's seccomp
+ * filter refuses keyctl).
  */
 export function containerConfigToml(toml: string, pause: string): string {
   if (!toml.includes('SystemdCgroup = true')) {
     throw new Error('config.toml does not set SystemdCgroup = true for runc; nothing to adapt');
   }
-  return withSandboxImage(toml, pause).replace(
-    'SystemdCgroup = true',
-    'SystemdCgroup = false\n  NoNewKeyring = true',
-  );
+  return withCriSettings(toml, [
+    `sandbox_image = "${checkedRef(pause)}"`,
+    'restrict_oom_score_adj = true',
+  ]).replace('SystemdCgroup = true', 'SystemdCgroup = false\n  NoNewKeyring = true');
 }
 
-/** `toml` with the CRI plugin's sandbox_image set to `pause`. */
-export function withSandboxImage(toml: string, pause: string): string {
-  if (!/^[a-z0-9./:_-]+$/.test(pause))
-    throw new Error(`withSandboxImage: bad reference '${pause}'`);
-  if (toml.includes('sandbox_image')) throw new Error('config.toml already sets sandbox_image');
-  if (!toml.includes(CRI_CNI_TABLE)) {
-    throw new Error(`config.toml has no ${CRI_CNI_TABLE} table to put sandbox_image before`);
+/** `ref` when it is a plain image reference (it goes into TOML unescaped). */
+function checkedRef(ref: string): string {
+  if (!/^[a-z0-9./:_-]+$/.test(ref)) throw new Error(`containerConfigToml: bad reference '${ref}'`);
+  return ref;
+}
+
+/** `toml` with `lines` (keys of the CRI plugin, none set yet) in the CRI plugin's table. */
+export function withCriSettings(toml: string, lines: readonly string[]): string {
+  for (const line of lines) {
+    const key = line.split(' ')[0] ?? line;
+    if (toml.includes(key)) throw new Error(`config.toml already sets ${key}`);
   }
-  return toml.replace(
-    CRI_CNI_TABLE,
-    `${CRI_TABLE}\n  sandbox_image = "${pause}"\n${CRI_CNI_TABLE}`,
-  );
+  if (!toml.includes(CRI_CNI_TABLE)) {
+    throw new Error(`config.toml has no ${CRI_CNI_TABLE} table to put the CRI settings before`);
+  }
+  const settings = lines.map((l) => `  ${l}\n`).join('');
+  return toml.replace(CRI_CNI_TABLE, `${CRI_TABLE}\n${settings}${CRI_CNI_TABLE}`);
 }

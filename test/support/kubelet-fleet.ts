@@ -44,6 +44,8 @@ export interface FleetOptions {
   namespace: string;
   /** Changes to the worker's reconcile OSC spec before it is applied (rollout policy, files). */
   reconcile?: (spec: Record<string, unknown>) => void;
+  /** A cluster that schedules pods and runs Deployments (kube-scheduler and their controllers). */
+  workloads?: boolean;
   log?: (m: string) => void;
 }
 
@@ -126,6 +128,7 @@ export async function startKubeletFleet(o: FleetOptions): Promise<KubeletFleet |
   const pre = await prereqs();
   if (typeof pre === 'string') return pre;
   const started = await clusterOrSkip({
+    workloads: o.workloads === true,
     log: (m) => {
       log(`[testenv] ${m}`);
     },
