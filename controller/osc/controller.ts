@@ -43,6 +43,7 @@ import {
   reconcile,
   referencesFor,
   RenderFailedError,
+  SecretNameTakenError,
   type Caches,
   type Memo,
   type Writer,
@@ -174,7 +175,12 @@ export class OscController extends RuntimeController implements Caches {
         count: (result) => {
           o.metrics.reconciles.inc({ result });
         },
-        errorResult: (error) => (error instanceof RenderFailedError ? 'renderFailed' : 'error'),
+        errorResult: (error) =>
+          error instanceof RenderFailedError
+            ? 'renderFailed'
+            : error instanceof SecretNameTakenError
+              ? 'secretTaken'
+              : 'error',
       }),
       log: o.log,
       informers: () => this.all(),

@@ -7,7 +7,7 @@ import {
   LABEL_OSC,
   ANNOTATION_CHECKSUM,
 } from '../../api/secret.js';
-import type { OperatingSystemConfigStatus } from '../../api/schema.js';
+import { API_VERSION, OSC_KIND, type OperatingSystemConfigStatus } from '../../api/schema.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import type { NodeSummary } from './node-index.js';
 import { secretUpdatePatch, type JsonPatchOp } from './secret-object.js';
@@ -15,6 +15,7 @@ import { registryPipeline } from './pipeline.js';
 import {
   FINALIZER,
   reconcile,
+  SecretNameTakenError,
   type Caches,
   type EventInput,
   type Memo,
@@ -361,7 +362,7 @@ describe('reconcile', () => {
     expect(after?.metadata.ownerReferences).toHaveLength(1);
   });
 
-  it('a Secret of its name that the cache does not hold (no oscar labels) is found by the create and updated', async () => {
+  it('an oscar Secret of its name that the cache does not hold (labels lost) is found by the create and updated', async () => {
     const { world, deps } = setup();
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
     world.secrets.set('ns/oscar-a-reconcile', {
@@ -370,6 +371,9 @@ describe('reconcile', () => {
         namespace: 'ns',
         resourceVersion: '7',
         labels: { x: 'y' },
+        ownerReferences: [
+          { apiVersion: API_VERSION, kind: OSC_KIND, name: 'a', uid: 'uid-a', controller: true },
+        ],
       },
       data: { old: 'b2xk' },
     });
@@ -390,6 +394,36 @@ describe('reconcile', () => {
       path: '/metadata/resourceVersion',
       value: after?.metadata.resourceVersion,
     });
+  });
+
+  it("never modifies a Secret of its name that is not oscar's: SecretNameTaken, then writes its own once it is gone (issue 28)", async () => {
+    const { world, deps } = setup();
+    world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+    const foreign = {
+      metadata: {
+        name: 'oscar-a-reconcile',
+        namespace: 'ns',
+        resourceVersion: '7',
+        labels: { app: 'db' },
+        ownerReferences: [
+          { apiVersion: 'apps/v1', kind: 'Deployment', name: 'a', uid: 'd', controller: true },
+        ],
+      },
+      data: { password: 'aHVudGVyMg==' },
+    };
+    world.secrets.set('ns/oscar-a-reconcile', structuredClone(foreign));
+    await expect(reconcile('ns/a', deps)).rejects.toThrow(SecretNameTakenError);
+    expect(world.secrets.get('ns/oscar-a-reconcile')).toEqual(foreign);
+    expect(world.log).not.toContain('update oscar-a-reconcile');
+    const ready = world.osc('ns', 'a')?.status?.conditions?.find((c) => c.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'SecretNameTaken' });
+    expect(ready?.message).toContain('oscar-a-reconcile');
+    expect(ready?.message).toContain('Rename the OperatingSystemConfig');
+    expect(world.events.at(-1)).toMatchObject({ type: 'Warning', reason: 'SecretNameTaken' });
+    // Positive control: once the foreign Secret is gone, the retry writes oscar's own.
+    world.secrets.delete('ns/oscar-a-reconcile');
+    expect(await reconcile('ns/a', deps)).toMatchObject({ result: 'written' });
+    expect(world.ownedSecret('ns', 'oscar-a-reconcile')).toBeDefined();
   });
 
   it('hands the Secret of an OSC deleted and created again under its name to the new one', async () => {

@@ -35,6 +35,8 @@ import {
   dataChecksum,
   dataSize,
   secretBody,
+  secretIsOscars,
+  secretNameTakenMessage,
   secretUpToDate,
   type DesiredSecret,
   type OwnerInfo,
@@ -98,6 +100,7 @@ export type ReconcileResult =
   | 'invalid' // Valid=False
   | 'tooLarge' // Rendered=False, TooLarge
   | 'renderFailed'
+  | 'secretTaken' // a Secret not oscar's has the output's name: left untouched, Ready=False
   | 'deleted' // finalizer ran: owned Secrets deleted
   | 'absent'; // the OSC is gone
 
@@ -165,11 +168,21 @@ type Outcome =
     }
   | { kind: 'invalid'; reason: 'ValidationFailed' | 'ReferenceNotFound'; errors: FieldError[] }
   | { kind: 'tooLarge'; size: number; format: string; warnings: string[] }
-  | { kind: 'renderFailed'; message: string };
+  | { kind: 'renderFailed'; message: string }
+  | { kind: 'secretTaken'; secretName: string };
 
 /** Thrown after the status says RenderFailed, so the queue retries with backoff. */
 export class RenderFailedError extends Error {
   override name = 'RenderFailedError';
+}
+
+/**
+ * Thrown after the status says SecretNameTaken, so the queue retries with backoff: the foreign
+ * Secret is not watched (the owned-Secret informer selects oscar's labels), and a retry is what
+ * writes the output once it is deleted or renamed.
+ */
+export class SecretNameTakenError extends Error {
+  override name = 'SecretNameTakenError';
 }
 
 function decodeData(obj: DataObject, base64Data: boolean): Record<string, Buffer> {
@@ -311,7 +324,7 @@ function recordRendering(
 }
 
 /** Valid, Rendered and Ready for an outcome; `lastGood` says what the Secret keeps on a failure. */
-function outcomeConditions(outcome: Outcome, lastGood: string): ConditionInput[] {
+function outcomeConditions(outcome: Outcome, lastGood: string, osc: OscObject): ConditionInput[] {
   switch (outcome.kind) {
     case 'rendered':
       return [
@@ -349,6 +362,11 @@ function outcomeConditions(outcome: Outcome, lastGood: string): ConditionInput[]
       );
     case 'renderFailed':
       return notRendered('RenderFailed', `Rendering failed: ${outcome.message}.${lastGood}`);
+    case 'secretTaken':
+      return notRendered(
+        'SecretNameTaken',
+        secretNameTakenMessage(osc.metadata.namespace ?? '', outcome.secretName, osc.metadata.name),
+      );
   }
 }
 
@@ -385,7 +403,7 @@ function desiredStatus(
   const counts = countNodes(nodes, current.rollout?.checksum ?? status.checksum);
   if (osc.spec.purpose === 'reconcile' || counts.total > 0) status.nodes = counts;
   if (generation !== undefined) status.observedGeneration = generation;
-  const inputs = outcomeConditions(outcome, lastGood);
+  const inputs = outcomeConditions(outcome, lastGood, osc);
   status.conditions = setConditions(current.conditions, inputs, generation, now);
   return status;
 }
@@ -480,36 +498,45 @@ async function renderOnce(p: Pass, osc: OscObject, owner: OwnerInfo): Promise<Ou
   return outcome;
 }
 
-/** The rendered Secret, written when it differs from the cache; true when written. */
-async function writeSecret(p: Pass, owner: OwnerInfo, outcome: Outcome): Promise<boolean> {
+/**
+ * The rendered Secret, written when it differs from the cache; true when written, 'taken' when a
+ * Secret of its name is not oscar's (then nothing was written).
+ */
+async function writeSecret(
+  p: Pass,
+  owner: OwnerInfo,
+  outcome: Outcome,
+): Promise<boolean | 'taken'> {
   if (outcome.kind !== 'rendered') return false;
   const existing = p.deps.caches.ownedSecret(p.namespace, outcome.secret.name);
   if (secretUpToDate(existing, owner, outcome.secret)) return false;
   if (!outcome.data) throw new Error('internal: a Secret to write without data');
-  await putSecret(p, secretBody(owner, outcome.secret, outcome.data), existing);
-  return true;
+  return putSecret(p, secretBody(owner, outcome.secret, outcome.data), existing);
 }
 
 /**
  * A Secret not in the cache is created; when one of its name is there after all (the watch has
- * not delivered it yet, or it lacks oscar's labels), its metadata is read and it is updated.
+ * not delivered it yet, or it lacks oscar's labels), its metadata is read and it is updated only
+ * when it is oscar's (secretIsOscars): 'taken' otherwise, and the Secret stays as it is.
  */
 async function putSecret(
   p: Pass,
   body: Record<string, unknown>,
   cached: KubeObject | undefined,
-): Promise<void> {
+): Promise<true | 'taken'> {
   const { writer } = p.deps;
   let existing = cached;
   if (!existing) {
     const created = await writer.createSecret(body);
     p.writes++;
-    if (created !== 'exists') return;
+    if (created !== 'exists') return true;
     const meta = body.metadata as { name: string };
     existing = await writer.secretMeta(p.namespace, meta.name);
   }
+  if (!secretIsOscars(existing, p.name)) return 'taken';
   await writer.updateSecret(existing, body);
   p.writes++;
+  return true;
 }
 
 /**
@@ -591,14 +618,22 @@ export async function reconcile(key: string, deps: ReconcileDeps): Promise<Recon
 
   const wroteFinalizer = await ensureFinalizer(p, osc);
   const owner: OwnerInfo = { name: p.name, namespace: p.namespace, uid: osc.metadata.uid ?? '' };
-  const outcome = await renderOnce(p, osc, owner);
-  const wrote = await writeSecret(p, owner, outcome);
+  const rendered = await renderOnce(p, osc, owner);
+  const written = await writeSecret(p, owner, rendered);
+  const wrote = written === true;
+  const outcome: Outcome =
+    written === 'taken' && rendered.kind === 'rendered'
+      ? { kind: 'secretTaken', secretName: rendered.secret.name }
+      : rendered;
   const statusDeferred = await writeStatus(p, osc, outcome, wroteFinalizer);
   if (wrote) await announceRendered(p, osc, outcome);
 
   if (outcome.kind === 'renderFailed') {
     deps.memo?.delete(key);
     throw new RenderFailedError(outcome.message);
+  }
+  if (outcome.kind === 'secretTaken') {
+    throw new SecretNameTakenError(secretNameTakenMessage(p.namespace, outcome.secretName, p.name));
   }
   const result: ReconcileResult = wrote
     ? 'written'

@@ -163,3 +163,30 @@ export function secretUpdatePatch(
   ops.push({ op: 'add', path: '/data', value: body.data });
   return ops;
 }
+
+/**
+ * Whether a Secret that already has the name of an OSC's output is oscar's to write: it names an
+ * OperatingSystemConfig of that name as its controller (this OSC, or one deleted and created again
+ * under the same name, which secretUpdatePatch hands the Secret over from). Anything else — an
+ * app's credentials, a Secret someone made by hand — is never modified: overwriting it would lose
+ * its data and change what other workloads mount. The bootstrap controller refuses the same case
+ * for its user data Secrets (controller/bootstrap, reason SecretNameTaken).
+ */
+export function secretIsOscars(existing: KubeObject, oscName: string): boolean {
+  return (existing.metadata.ownerReferences ?? []).some(
+    (r) =>
+      r.controller === true &&
+      r.kind === OSC_KIND &&
+      r.apiVersion === API_VERSION &&
+      r.name === oscName,
+  );
+}
+
+/** The condition message when an output's name is taken by a Secret that is not oscar's. */
+export function secretNameTakenMessage(
+  namespace: string,
+  secretName: string,
+  oscName: string,
+): string {
+  return `A Secret named ${secretName} already exists in namespace ${namespace} and was not made by oscar for OperatingSystemConfig ${oscName}; it is left untouched. Rename the OperatingSystemConfig, or delete or rename that Secret.`;
+}

@@ -153,6 +153,7 @@ describe('reconcileRollout', () => {
     const out = await reconcileRollout(KEY, w.deps(memo));
     expect(w.take()).toEqual([
       'get oscar-w-reconcile',
+      'get oscar-w-rev-0',
       'apply oscar-w-rev-0 r1',
       'grant n0 r1',
       'grant n1 r1',
@@ -167,6 +168,32 @@ describe('reconcileRollout', () => {
     // nothing changed: nothing written
     await reconcileRollout(KEY, w.deps(memo));
     expect(w.take()).toEqual([]);
+  });
+
+  it("never applies a revision over a Secret of the slot's name that is not oscar's (issue 28)", async () => {
+    const w = new World(1);
+    w.render(1);
+    const foreign: DataObject = {
+      metadata: {
+        name: 'oscar-w-rev-0',
+        namespace: 'ns',
+        resourceVersion: '5',
+        labels: { a: 'b' },
+      },
+      data: { token: 'c2VjcmV0' },
+    };
+    w.secrets.set('oscar-w-rev-0', structuredClone(foreign));
+    const memo = new Map<string, RolloutMemo>();
+    await expect(reconcileRollout(KEY, w.deps(memo))).rejects.toThrow(
+      /oscar-w-rev-0.*left untouched/,
+    );
+    expect(w.secrets.get('oscar-w-rev-0')).toEqual(foreign);
+    expect(w.take()).not.toContain('apply oscar-w-rev-0 r1');
+    expect(w.events.at(-1)).toMatchObject({ type: 'Warning', reason: 'SecretNameTaken' });
+    // Positive control: with the foreign Secret gone, the revision is written.
+    w.secrets.delete('oscar-w-rev-0');
+    await reconcileRollout(KEY, w.deps(memo));
+    expect(w.take()).toContain('apply oscar-w-rev-0 r1');
   });
 
   it('a new rendering becomes revision 2 in the next slot and goes to nodes in try mode', async () => {
@@ -184,6 +211,7 @@ describe('reconcileRollout', () => {
     await reconcileRollout(KEY, w.deps(memo));
     expect(w.take()).toEqual([
       'get oscar-w-reconcile',
+      'get oscar-w-rev-1',
       'apply oscar-w-rev-1 r2',
       'grant n0 r2 try',
       'status Progressing',

@@ -39,6 +39,7 @@ import {
   type Slot,
 } from './revisions.js';
 import type { RolloutWriter } from './writer.js';
+import { secretIsOscars, secretNameTakenMessage } from '../osc/secret-object.js';
 import type { NodeDrainer } from '../drain/drainer.js';
 
 /** Counts and messages go out at most this often; a phase or pause change goes at once. */
@@ -89,6 +90,23 @@ export interface RolloutOutcome {
 
 export class RolloutError extends Error {
   override name = 'RolloutError';
+}
+
+/**
+ * A slot the cache shows free may still hold a Secret of its name that is not oscar's (the cache
+ * holds labelled Secrets only): the revision is not applied over it (secretIsOscars, as for the
+ * OSC controller's output), a Warning Event says so, and the pass fails so the queue retries —
+ * the revision is written once that Secret is deleted or renamed. One GET per new revision into
+ * a free slot; a slot holding a revision is oscar's already.
+ */
+async function refuseForeignSlot(osc: OscObject, slot: Slot, deps: RolloutDeps): Promise<void> {
+  if (slot.revision) return;
+  const namespace = osc.metadata.namespace ?? '';
+  const existing = await deps.writer.readSecret(namespace, slot.secretName);
+  if (!existing || secretIsOscars(existing, osc.metadata.name)) return;
+  const message = secretNameTakenMessage(namespace, slot.secretName, osc.metadata.name);
+  await deps.event(osc, { type: 'Warning', reason: 'SecretNameTaken', message });
+  throw new RolloutError(message);
 }
 
 /** Phase 1: the OSC, if it has a rollout at all. */
@@ -151,6 +169,7 @@ async function ensureRevision(
       `cannot keep revision ${decoded.checksum.slice(0, 12)}: every revision Secret holds a revision that nodes or the rollout still use; let the current rollout finish or undo it`,
     );
   }
+  await refuseForeignSlot(osc, slot, deps);
   const remembered = memory ? [memory.revision, memory.stableRevision ?? 0] : [];
   const number = nextRevisionNumber(slots, remembered);
   const configData: Record<string, Buffer> = {};
