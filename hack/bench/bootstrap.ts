@@ -34,6 +34,7 @@ import {
   type HistogramSet,
 } from './apiserver-metrics.js';
 import { sleep } from '../../api/util.js';
+import { inPool } from './support/osc.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -55,18 +56,6 @@ const out: string[] = [];
 const say = (line = ''): void => {
   out.push(line);
 };
-
-async function pool<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < items.length) {
-        const item = items[next++];
-        if (item !== undefined) await fn(item);
-      }
-    }),
-  );
-}
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -212,7 +201,8 @@ async function main(): Promise<void> {
   const createConfigs = async (ns: string, answered: Map<string, number>): Promise<number> => {
     const names = Array.from({ length: N }, (_, i) => `m-${String(i).padStart(5, '0')}`);
     const t0 = performance.now();
-    await pool(names, CLIENTS, async (name) => {
+    await inPool(N, CLIENTS, async (i) => {
+      const name = names[i] ?? '';
       await apply(`/apis/bootstrap.oscar.dev/v1alpha1/namespaces/${ns}/oscarconfigs/${name}`, {
         apiVersion: 'bootstrap.oscar.dev/v1alpha1',
         kind: 'OscarConfig',

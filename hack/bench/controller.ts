@@ -27,12 +27,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { API_VERSION, OSC_KIND, type OperatingSystemConfigSpec } from '../../api/schema.js';
+import { API_VERSION, type OperatingSystemConfigSpec } from '../../api/schema.js';
 import { ANNOTATION_CHECKSUM, LABEL_OSC } from '../../api/secret.js';
-import { CONTENT_APPLY_PATCH, HttpKubeClient } from '../../kube/client.js';
+import { HttpKubeClient } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer } from '../../controller/kube/informer.js';
 import type { KubeObject, OscObject } from '../../controller/kube/types.js';
-import { oscPath } from '../../controller/osc/writer.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { readState } from '../testenv/state.js';
 import {
@@ -44,6 +43,7 @@ import {
   writeCounts,
   type HistogramSet,
 } from './apiserver-metrics.js';
+import { applyBenchOsc, benchOscSpec, inPool } from './support/osc.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -71,35 +71,8 @@ const say = (line = ''): void => {
   out.push(line);
 };
 
-function spec(i: number, generation = 0): OperatingSystemConfigSpec {
-  const files = Array.from({ length: FILES }, (_, f) => ({
-    path: `/etc/bench/app-${String(f)}.conf`,
-    permissions: '0644',
-    content: {
-      inline: {
-        data: `# config ${String(f)} of node pool ${String(i)}\n${'key=value\n'.repeat(40)}gen=${f === 0 ? String(generation) : '0'}\n`,
-      },
-    },
-  }));
-  const units = Array.from({ length: UNITS }, (_, u) => ({
-    name: `bench-${String(u)}.service`,
-    content: `[Unit]\nDescription=bench ${String(u)}\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n`,
-    filePaths: [`/etc/bench/app-${String(u)}.conf`],
-  }));
-  return { type: 'ubuntu', purpose: 'reconcile', files, units };
-}
-
-async function pool<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: n }, async () => {
-      while (next < items.length) {
-        const item = items[next++] as T;
-        await fn(item);
-      }
-    }),
-  );
-}
+const spec = (i: number, generation = 0): OperatingSystemConfigSpec =>
+  benchOscSpec(i, { files: FILES, units: UNITS, generation });
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -441,16 +414,13 @@ async function main(): Promise<void> {
   const createNs = (ns: string): Promise<unknown> =>
     http.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
   const apply = (ns: string, name: string, s: OperatingSystemConfigSpec): Promise<unknown> =>
-    http.request('PATCH', oscPath(ns, name), {
-      query: { fieldManager: 'bench', force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body: { apiVersion: API_VERSION, kind: OSC_KIND, metadata: { name, namespace: ns }, spec: s },
-    });
+    applyBenchOsc(http, ns, name, s);
   const names = Array.from({ length: N }, (_, i) => `pool-${String(i).padStart(4, '0')}`);
-  const createAll = (ns: string): Promise<void> =>
-    pool(names, CLIENTS, async (name) => {
-      await apply(ns, name, spec(names.indexOf(name)));
+  const createAll = async (ns: string): Promise<void> => {
+    await inPool(N, CLIENTS, async (i) => {
+      await apply(ns, names[i] ?? '', spec(i));
     });
+  };
 
   const span = (
     a: Awaited<ReturnType<typeof scrape>>,
