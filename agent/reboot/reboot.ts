@@ -37,6 +37,44 @@ export interface RebootIntent {
   requestedAt: string;
   /** Set once the agent is back, in this boot: the try is verified on, the intent kept until it ends. */
   arrivedBoot?: string;
+  /** How many reboots were asked for from fromBoot (1 when absent): see rebootAgain. */
+  attempts?: number;
+}
+
+/** Reboots asked for from one boot before the try is rolled back as RebootFailed. */
+export const MAX_REBOOT_ATTEMPTS = 3;
+
+/**
+ * The agent runs again in the very boot its intent left: systemd restarted the agent but the
+ * machine did not reboot. That is no arrival (nothing is confirmed); the reboot is asked for
+ * again, at most MAX_REBOOT_ATTEMPTS times from one boot, then the try fails as RebootFailed.
+ * Pure: 'not-same-boot' when the intent is not an unfinished apply reboot of this try from bootNow.
+ */
+export function rebootAgain(
+  record: TryFacts,
+  intent: RebootIntent | undefined,
+  bootNow: string,
+):
+  | { kind: 'not-same-boot' }
+  | { kind: 'retry'; attempt: number }
+  | { kind: 'give-up'; message: string } {
+  if (
+    intent === undefined ||
+    intent.purpose !== 'apply' ||
+    !forTry(intent, record) ||
+    intent.arrivedBoot !== undefined ||
+    intent.fromBoot !== bootNow
+  ) {
+    return { kind: 'not-same-boot' };
+  }
+  const done = intent.attempts ?? 1;
+  if (done >= MAX_REBOOT_ATTEMPTS) {
+    return {
+      kind: 'give-up',
+      message: `the node did not reboot: still boot ${bootNow} after ${String(done)} reboot requests`,
+    };
+  }
+  return { kind: 'retry', attempt: done + 1 };
 }
 
 /** What the decision reads of the open try (try.json). */
@@ -73,7 +111,8 @@ function parseIntent(bytes: Buffer): RebootIntent | undefined {
       typeof v.generation !== 'number' ||
       typeof v.fromBoot !== 'string' ||
       (v.purpose !== 'apply' && v.purpose !== 'rollback') ||
-      typeof v.requestedAt !== 'string'
+      typeof v.requestedAt !== 'string' ||
+      (v.attempts !== undefined && typeof v.attempts !== 'number')
     ) {
       return undefined;
     }
@@ -155,13 +194,19 @@ export class RebootHooks implements TryLifecycle {
   }
 
   /** Journals the intent (fsynced by StateDir) before the reboot, so the next boot knows. */
-  async reboot(record: TryFacts, purpose: RebootIntent['purpose'], why: string): Promise<void> {
+  async reboot(
+    record: TryFacts,
+    purpose: RebootIntent['purpose'],
+    why: string,
+    attempts = 1,
+  ): Promise<void> {
     const intent: RebootIntent = {
       checksum: record.checksum,
       generation: record.grant.generation,
       fromBoot: record.boot,
       purpose,
       requestedAt: (this.o.now?.() ?? new Date()).toISOString(),
+      ...(attempts > 1 ? { attempts } : {}),
     };
     await this.state((s) => s.write(REBOOT_INTENT, Buffer.from(JSON.stringify(intent))));
     await this.o.rebooter.reboot(why);
@@ -194,11 +239,16 @@ export class RebootHooks implements TryLifecycle {
         }
         return verdict;
       }
+      const again = rebootAgain(record, intent, boot);
+      if (again.kind === 'give-up') {
+        this.o.log?.warn({ boot }, again.message);
+        return { kind: 'failed', reason: 'RebootFailed', message: again.message };
+      }
       const why = await this.needed();
       if (why === undefined) return { kind: 'confirmed', message: 'no reboot needed' };
       if (signal.aborted) return { kind: 'interrupted' };
       ctx.report('Rebooting', `rebooting: ${why}`);
-      await this.reboot(record, 'apply', why);
+      await this.reboot(record, 'apply', why, again.kind === 'retry' ? again.attempt : 1);
       return { kind: 'interrupted' };
     };
   }
@@ -227,7 +277,12 @@ export class RebootHooks implements TryLifecycle {
   async ended(record: TryRecord, outcome: 'confirmed' | 'reverted'): Promise<void> {
     const intent = await this.intent();
     if (!intent) return;
-    if (outcome === 'confirmed' || intent.purpose === 'rollback' || !forTry(intent, record)) {
+    if (
+      outcome === 'confirmed' ||
+      intent.purpose === 'rollback' ||
+      !forTry(intent, record) ||
+      intent.arrivedBoot === undefined // the reboot never happened (RebootFailed): no boot to undo
+    ) {
       await this.clear(); // done, or a rollback reboot that happened, or another try's
       return;
     }
