@@ -31,6 +31,7 @@ import type { KubeObject } from '../../controller/kube/types.js';
 import { oscPath } from '../../controller/osc/writer.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { readState } from '../testenv/state.js';
+import { benchOscSpec, benchOscStatus, inPool } from './support/osc.js';
 
 const { values: opts } = parseArgs({
   options: {
@@ -48,55 +49,9 @@ const log = (m: string): void => {
 };
 type Json = Record<string, unknown>;
 
-/** The bench OSC of hack/bench/controller.ts and write-cost.ts: 40 files, 10 units. */
-function spec(i: number): Json {
-  const files = Array.from({ length: 40 }, (_, f) => ({
-    path: `/etc/bench/app-${String(f)}.conf`,
-    permissions: '0644',
-    content: {
-      inline: {
-        data: `# config ${String(f)} of node pool ${String(i)}\n${'key=value\n'.repeat(40)}gen=0\n`,
-      },
-    },
-  }));
-  const units = Array.from({ length: 10 }, (_, u) => ({
-    name: `bench-${String(u)}.service`,
-    content: `[Unit]\nDescription=bench ${String(u)}\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n`,
-    filePaths: [`/etc/bench/app-${String(u)}.conf`],
-  }));
-  return { type: 'ubuntu', purpose: 'reconcile', files, units };
-}
-
-function status(round: string): Json {
-  const now = new Date().toISOString();
-  const cond = (type: string): Json => ({
-    type,
-    status: 'True',
-    reason: type,
-    message: `${type} message of some length, as the controller writes it (${round}).`,
-    lastTransitionTime: now,
-    observedGeneration: 1,
-  });
-  return {
-    observedGeneration: 1,
-    conditions: [cond('Valid'), cond('Rendered'), cond('Ready')],
-    secretRef: { name: 'oscar-x-reconcile' },
-    checksum: 'a'.repeat(64),
-    checksumShort: 'a'.repeat(12),
-    format: 'cloud-config',
-    size: 30000,
-    nodes: { total: 0, updated: 0, degraded: 0, drifted: 0 },
-  };
-}
-
-async function pool(n: number, fn: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      while (next < n) await fn(next++);
-    }),
-  );
-}
+const pool = async (n: number, fn: (i: number) => Promise<void>): Promise<void> => {
+  await inPool(n, CLIENTS, fn);
+};
 
 async function cpuOf(pid: number): Promise<number> {
   const stat = await readFile(`/proc/${String(pid)}/stat`, 'utf8');
@@ -153,7 +108,9 @@ async function main(): Promise<void> {
         },
       });
     log(`creating ${String(N)} OSCs`);
-    await pool(N, (i) => apply(`osc-${String(i)}`, { spec: spec(i) }).then(() => undefined));
+    await pool(N, (i) =>
+      apply(`osc-${String(i)}`, { spec: benchOscSpec(i) }).then(() => undefined),
+    );
 
     const pagedList = async (limit: number, accept?: string): Promise<void> => {
       let token: string | undefined;
@@ -217,7 +174,9 @@ async function main(): Promise<void> {
       await Promise.all(open.map((w) => w.waitForSync()));
       await measure(label, K, () =>
         pool(K, (i) =>
-          apply(`osc-${String(i)}`, { status: status(label) }, '/status').then(() => undefined),
+          apply(`osc-${String(i)}`, { status: benchOscStatus(label) }, '/status').then(
+            () => undefined,
+          ),
         ),
       );
       await stopWatchers();
@@ -257,7 +216,7 @@ async function main(): Promise<void> {
                     name: `new-${label.length.toString(36)}-${String(r)}-${String(i)}`,
                     namespace: into,
                   },
-                  spec: spec(i),
+                  spec: benchOscSpec(i),
                 },
               },
             )

@@ -36,14 +36,17 @@ export function benchOscSpec(i: number, shape: BenchOscShape = {}): OperatingSys
   return { type: 'ubuntu', purpose: 'reconcile', files, units };
 }
 
-/** A Ready status of an OSC's first generation, of the size the controller writes. */
-export function benchOscStatus(): Record<string, unknown> {
+/**
+ * A Ready status of an OSC's first generation, of the size the controller writes; `note` goes into
+ * each condition's message, so that successive writes differ (a bench of updates).
+ */
+export function benchOscStatus(note?: string): Record<string, unknown> {
   const now = new Date().toISOString();
   const cond = (type: string): Record<string, unknown> => ({
     type,
     status: 'True',
     reason: type,
-    message: `${type} message of some length, as the controller writes it.`,
+    message: `${type} message of some length, as the controller writes it${note === undefined ? '' : ` (${note})`}.`,
     lastTransitionTime: now,
     observedGeneration: 1,
   });
