@@ -10,10 +10,16 @@
 //   status-*    K status writes of a new OSC, each on its own freshly created OSC: server-side
 //               apply (what the controller did), JSON merge patch with the resourceVersion as a
 //               precondition, and PUT of the status subresource (the whole object sent back);
+//   levers      the controller's writes with one request option changed each (issue 24): the
+//               Secret POST and the status apply with fieldValidation=Ignore (no strict decode),
+//               the status apply without force, with the smallest body (observedGeneration and
+//               conditions only), with the whole object in the response (no metadata-only Accept);
+//               each status variant on its own fresh OSCs, their order rotated every round;
 // 16 clients in parallel. A watcher of the namespace's OSCs (full objects, as the controller
 // watches them) runs throughout, so each write's watch event is part of its cost.
 //
 //   flock /tmp/oscar-bench.lock node --import tsx hack/bench/write-cost.ts [--count 200] [--rounds 3]
+//     [--rows all|levers]   (levers: the create, the controller's writes and their variants only)
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 import { parseArgs } from 'node:util';
 import { attachCluster } from '../../test/support/cluster.js';
@@ -21,8 +27,10 @@ import { API_VERSION, OSC_KIND } from '../../api/schema.js';
 import {
   ACCEPT_METADATA,
   CONTENT_APPLY_PATCH,
+  CONTENT_JSON,
   CONTENT_JSON_PATCH,
   CONTENT_MERGE_PATCH,
+  type Query,
 } from '../../kube/client.js';
 import { dropManagedFields, httpSource, Informer } from '../../controller/kube/informer.js';
 import type { KubeObject } from '../../controller/kube/types.js';
@@ -36,8 +44,11 @@ const { values: opts } = parseArgs({
     count: { type: 'string', default: '200' },
     rounds: { type: 'string', default: '3' },
     clients: { type: 'string', default: '16' },
+    rows: { type: 'string', default: 'all' },
   },
 });
+if (opts.rows !== 'all' && opts.rows !== 'levers') throw new Error('--rows: all or levers');
+const ALL_ROWS = opts.rows === 'all';
 const K = Number(opts.count);
 const ROUNDS = Number(opts.rounds);
 const CLIENTS = Number(opts.clients);
@@ -86,6 +97,64 @@ function secret(
     data: { 'cloud-config': data },
   };
 }
+
+/** A status write of the controller's (server-side apply) with one request option changed. */
+interface StatusVariant {
+  label: string;
+  query: Query;
+  accept: string;
+  status: () => Json;
+}
+
+const CONTROLLER_APPLY: Query = { fieldManager: 'oscar-controller', force: true };
+const IGNORE: Query = { fieldValidation: 'Ignore' };
+
+/** The smallest status the controller could write: what a client waits for, nothing else. */
+function minimalStatus(): Json {
+  const { observedGeneration, conditions } = benchOscStatus();
+  return { observedGeneration, conditions };
+}
+
+/** What the controller sends (controller/osc/writer.ts). */
+const CONTROLLER_STATUS: StatusVariant = {
+  label: 'status (apply)',
+  query: CONTROLLER_APPLY,
+  accept: ACCEPT_METADATA,
+  status: benchOscStatus,
+};
+
+const STATUS_VARIANTS: StatusVariant[] = [
+  {
+    label: 'status (apply, Ignore)',
+    query: { ...CONTROLLER_APPLY, ...IGNORE },
+    accept: ACCEPT_METADATA,
+    status: benchOscStatus,
+  },
+  {
+    label: 'status (apply, no force)',
+    query: { fieldManager: 'oscar-controller' },
+    accept: ACCEPT_METADATA,
+    status: benchOscStatus,
+  },
+  {
+    label: 'status (apply, minimal)',
+    query: CONTROLLER_APPLY,
+    accept: ACCEPT_METADATA,
+    status: minimalStatus,
+  },
+  {
+    label: 'status (apply, min+Ign)',
+    query: { ...CONTROLLER_APPLY, ...IGNORE },
+    accept: ACCEPT_METADATA,
+    status: minimalStatus,
+  },
+  {
+    label: 'status (apply, full resp)',
+    query: CONTROLLER_APPLY,
+    accept: CONTENT_JSON,
+    status: benchOscStatus,
+  },
+];
 
 async function cpuOf(pid: number): Promise<number> {
   const { readFile } = await import('node:fs/promises');
@@ -164,17 +233,26 @@ async function main(): Promise<void> {
       const forMerge: Created[] = [];
       const forPut: Created[] = [];
       await createOscs(`r${String(r)}-a`, base, 'create OSC (apply)');
-      await createOscs(`r${String(r)}-m`, forMerge);
-      await createOscs(`r${String(r)}-p`, forPut);
-      await measure('secret (apply)', async (i) => {
-        const o = base[i] as Created;
-        await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-sa`, {
-          query: { fieldManager: 'oscar-controller', force: true },
-          contentType: CONTENT_APPLY_PATCH,
-          accept: ACCEPT_METADATA,
-          body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }),
+      if (ALL_ROWS) {
+        await createOscs(`r${String(r)}-m`, forMerge);
+        await createOscs(`r${String(r)}-p`, forPut);
+      }
+      const forVariant: Created[][] = [];
+      for (const [v] of STATUS_VARIANTS.entries()) {
+        const into: Created[] = [];
+        await createOscs(`r${String(r)}-v${String(v)}`, into);
+        forVariant.push(into);
+      }
+      if (ALL_ROWS)
+        await measure('secret (apply)', async (i) => {
+          const o = base[i] as Created;
+          await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-sa`, {
+            query: { fieldManager: 'oscar-controller', force: true },
+            contentType: CONTENT_APPLY_PATCH,
+            accept: ACCEPT_METADATA,
+            body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }),
+          });
         });
-      });
       const posted: KubeObject[] = [];
       await measure('secret (POST)', async (i) => {
         const o = base[i] as Created;
@@ -184,42 +262,61 @@ async function main(): Promise<void> {
           body: secret(ns, `${o.name}-post`, { name: o.name, uid: o.uid }),
         });
       });
-      await measure('secret update (apply)', async (i) => {
+      await measure('secret (POST, Ignore)', async (i) => {
         const o = base[i] as Created;
-        await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-sa`, {
-          query: { fieldManager: 'oscar-controller', force: true },
-          contentType: CONTENT_APPLY_PATCH,
+        await http.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+          query: { fieldManager: 'oscar-controller', ...IGNORE },
           accept: ACCEPT_METADATA,
-          body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }, RENDERING_2),
+          body: secret(ns, `${o.name}-posti`, { name: o.name, uid: o.uid }),
         });
       });
-      await measure('secret update (JSON patch)', async (i) => {
-        const o = base[i] as Created;
-        const existing = posted[i] as KubeObject;
-        await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-post`, {
-          query: { fieldManager: 'oscar-controller' },
-          contentType: CONTENT_JSON_PATCH,
-          accept: ACCEPT_METADATA,
-          body: secretUpdatePatch(
-            existing,
-            secret(ns, `${o.name}-post`, { name: o.name, uid: o.uid }, RENDERING_2),
-          ),
+      if (ALL_ROWS)
+        await measure('secret update (apply)', async (i) => {
+          const o = base[i] as Created;
+          await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-sa`, {
+            query: { fieldManager: 'oscar-controller', force: true },
+            contentType: CONTENT_APPLY_PATCH,
+            accept: ACCEPT_METADATA,
+            body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }, RENDERING_2),
+          });
         });
-      });
-      await measure('status (apply)', async (i) => {
-        const o = base[i] as Created;
-        await http.request('PATCH', `${oscPath(ns, o.name)}/status`, {
-          query: { fieldManager: 'oscar-controller', force: true },
-          contentType: CONTENT_APPLY_PATCH,
-          accept: ACCEPT_METADATA,
-          body: {
-            apiVersion: API_VERSION,
-            kind: OSC_KIND,
-            metadata: { name: o.name, namespace: ns },
-            status: benchOscStatus(),
-          },
+      if (ALL_ROWS)
+        await measure('secret update (JSON patch)', async (i) => {
+          const o = base[i] as Created;
+          const existing = posted[i] as KubeObject;
+          await http.request('PATCH', `/api/v1/namespaces/${ns}/secrets/${o.name}-post`, {
+            query: { fieldManager: 'oscar-controller' },
+            contentType: CONTENT_JSON_PATCH,
+            accept: ACCEPT_METADATA,
+            body: secretUpdatePatch(
+              existing,
+              secret(ns, `${o.name}-post`, { name: o.name, uid: o.uid }, RENDERING_2),
+            ),
+          });
         });
-      });
+      // The controller's status write and its variants, in an order rotated every round.
+      const statusRuns = [
+        { variant: CONTROLLER_STATUS, oscs: base },
+        ...STATUS_VARIANTS.map((variant, v) => ({ variant, oscs: forVariant[v] ?? [] })),
+      ];
+      for (let k = 0; k < statusRuns.length; k++) {
+        const { variant, oscs } = statusRuns[(k + r) % statusRuns.length] as (typeof statusRuns)[0];
+        await measure(variant.label, async (i) => {
+          const o = oscs[i] as Created;
+          await http.request('PATCH', `${oscPath(ns, o.name)}/status`, {
+            query: variant.query,
+            contentType: CONTENT_APPLY_PATCH,
+            accept: variant.accept,
+            body: {
+              apiVersion: API_VERSION,
+              kind: OSC_KIND,
+              metadata: { name: o.name, namespace: ns },
+              status: variant.status(),
+            },
+          });
+        });
+      }
+      if (!ALL_ROWS) continue;
       await measure('status (merge patch)', async (i) => {
         const o = forMerge[i] as Created;
         await http.request('PATCH', `${oscPath(ns, o.name)}/status`, {
