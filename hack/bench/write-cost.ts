@@ -253,23 +253,30 @@ async function main(): Promise<void> {
             body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }),
           });
         });
+      // The controller's Secret create with and without fieldValidation=Ignore, in turn first: the
+      // API server's asynchronous work behind a batch of creates (the garbage collector's look at
+      // the owner references) lands in whichever batch follows.
       const posted: KubeObject[] = [];
-      await measure('secret (POST)', async (i) => {
-        const o = base[i] as Created;
-        posted[i] = await http.request<KubeObject>('POST', `/api/v1/namespaces/${ns}/secrets`, {
-          query: { fieldManager: 'oscar-controller' },
-          accept: ACCEPT_METADATA,
-          body: secret(ns, `${o.name}-post`, { name: o.name, uid: o.uid }),
+      const postRuns = [
+        { label: 'secret (POST)', suffix: 'post', query: {} },
+        { label: 'secret (POST, Ignore)', suffix: 'posti', query: IGNORE },
+      ];
+      for (let k = 0; k < postRuns.length; k++) {
+        const run = postRuns[(k + r) % postRuns.length] as (typeof postRuns)[0];
+        await measure(run.label, async (i) => {
+          const o = base[i] as Created;
+          const stored = await http.request<KubeObject>(
+            'POST',
+            `/api/v1/namespaces/${ns}/secrets`,
+            {
+              query: { fieldManager: 'oscar-controller', ...run.query },
+              accept: ACCEPT_METADATA,
+              body: secret(ns, `${o.name}-${run.suffix}`, { name: o.name, uid: o.uid }),
+            },
+          );
+          if (run.suffix === 'post') posted[i] = stored;
         });
-      });
-      await measure('secret (POST, Ignore)', async (i) => {
-        const o = base[i] as Created;
-        await http.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
-          query: { fieldManager: 'oscar-controller', ...IGNORE },
-          accept: ACCEPT_METADATA,
-          body: secret(ns, `${o.name}-posti`, { name: o.name, uid: o.uid }),
-        });
-      });
+      }
       if (ALL_ROWS)
         await measure('secret update (apply)', async (i) => {
           const o = base[i] as Created;
