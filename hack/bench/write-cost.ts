@@ -253,9 +253,8 @@ async function main(): Promise<void> {
             body: secret(ns, `${o.name}-sa`, { name: o.name, uid: o.uid }),
           });
         });
-      // The controller's Secret create with and without fieldValidation=Ignore, in turn first: the
-      // API server's asynchronous work behind a batch of creates (the garbage collector's look at
-      // the owner references) lands in whichever batch follows.
+      // The controller's Secret create with and without fieldValidation=Ignore, in turn first, so
+      // that neither always inherits the API server's leftover work from the batch before it.
       const posted: KubeObject[] = [];
       const postRuns = [
         { label: 'secret (POST)', suffix: 'post', query: {} },
