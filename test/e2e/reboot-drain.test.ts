@@ -121,6 +121,7 @@ interface OscNodeStatus {
 
 /** One look at a node during its rollback: its Node and its agent's answer. */
 interface Sample {
+  at: number;
   cordoned: boolean;
   bootID: string;
   ready: boolean;
@@ -139,6 +140,7 @@ function watchRollback(f: KubeletFleet, name: string): { samples: Sample[]; stop
           `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${name}`,
         );
         samples.push({
+          at: Date.now(),
           cordoned: node?.spec?.unschedulable === true,
           bootID: node?.status?.nodeInfo?.bootID ?? '',
           ready: nodeReady(node),
@@ -320,8 +322,9 @@ describe('a Reboot-level rollout on two Kubernetes nodes', () => {
     expect(rollingBack.every((x) => x.cordoned)).toBe(true);
     const tryBoots = new Set(after.map((x) => x.bootID).filter((b) => b !== oldBoot));
     expect(tryBoots.size).toBeGreaterThanOrEqual(2); // the try's boot, then the old state's
+    const backFor = (uncordoned[0]?.at ?? 0) - (rollingBack[0]?.at ?? 0);
     process.stderr.write(
-      `[e2e] rollback watcher: ${String(seen.length)} samples, ${String(rollingBack.length)} RollingBack, boots ${[...tryBoots].map((b) => b.slice(0, 8)).join(' → ')}\n`,
+      `[e2e] rollback watcher: ${String(seen.length)} samples, ${String(rollingBack.length)} RollingBack, boots ${[...tryBoots].map((b) => b.slice(0, 8)).join(' → ')}; first RollingBack → uncordoned ${String(backFor)} ms (the old rule uncordoned at the first)\n`,
     );
     // its agent waited for the Node in the old state's boot before saying RolledBack
     const journal = await first.execOk(['journalctl', '-u', 'oscar-agent.service', '--no-pager']);
