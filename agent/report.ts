@@ -60,6 +60,9 @@ function reasonOf(error: Error, otherwise: string): string {
       return 'InvalidConfig';
     case 'CorruptPayloadError':
       return 'InvalidSecret';
+    case 'RollbackRebootFailed':
+    case 'RollbackUnhealthy':
+      return error.name; // ROLLBACK_FAILED_REASONS: the node is not proven in any revision
     default:
       return otherwise;
   }

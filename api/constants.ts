@@ -118,7 +118,21 @@ export const DEFAULT_DRAIN_TIMEOUT_SECONDS = 600;
 /** Where a node's drain stands (status.rollout.drains[].phase). */
 export const DRAIN_PHASES = ['Draining', 'Drained', 'Blocked', 'Skipped'] as const;
 /** What a node's agent answers to its grant (status.revision.phase). */
-export const GRANT_PHASES = ['Applying', 'Verifying', 'Confirmed', 'RolledBack', 'Failed'] as const;
+export const GRANT_PHASES = [
+  'Applying',
+  'Verifying',
+  'Confirmed',
+  'RollingBack',
+  'RolledBack',
+  'Failed',
+] as const;
+/**
+ * A try rolled back after its reboot whose reboot back did not happen, or whose previous revision
+ * failed its proof in the boot that brought it back (status.revision.reason with phase Failed,
+ * and the node's Degraded reason): docs/rollouts.md#reboot-inside-try-mode.
+ */
+export const ROLLBACK_FAILED_REASONS = ['RollbackRebootFailed', 'RollbackUnhealthy'] as const;
+export type RollbackFailedReason = (typeof ROLLBACK_FAILED_REASONS)[number];
 /** How the agent follows its configuration (status.source). */
 export const NODE_SOURCES = ['Grant', 'Secret', 'File'] as const;
 export const ROLLOUT_PHASES = ['Progressing', 'Paused', 'Undoing', 'Complete'] as const;

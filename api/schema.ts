@@ -933,7 +933,7 @@ export const RevisionReport = Type.Object(
     checksum: Type.String({ description: 'Its checksum.' }),
     phase: StringEnum(GRANT_PHASES, {
       description:
-        'Applying, Verifying (applied; checking health and the API server for the soak time), Confirmed, RolledBack (the node went back to its previous revision by itself), Failed.',
+        'Applying, Verifying (applied; checking health and the API server for the soak time), Confirmed, RollingBack (the node went back to its previous revision and reboots into it, or proves it in the boot that brought it back: still out of service), RolledBack (the node went back to its previous revision by itself, and after a reboot back is Ready and healthy in it), Failed (also a rollback whose reboot back did not happen or whose previous revision failed its proof: reason RollbackRebootFailed or RollbackUnhealthy).',
     }),
     reason: Type.String({ description: 'A CamelCase reason.', maxLength: 1024 }),
     message: Type.String({ description: 'What happened, for people.', maxLength: 32768 }),

@@ -8,6 +8,7 @@ import {
   REBOOT_INTENT,
   RebootHooks,
   rebootAgain,
+  rebootBackAgain,
   rebootedForTry,
   type RebootIntent,
   type TryFacts,
@@ -56,6 +57,34 @@ describe('a reboot that did not happen', () => {
   });
 });
 
+// issue 25: the reboot back into the previous revision, asked for from the boot of the revert.
+describe('a reboot back that did not happen', () => {
+  const back: RebootIntent = { ...intent, purpose: 'rollback' };
+
+  it('is asked for the first time when this boot asked for none', () => {
+    expect(rebootBackAgain(record, undefined, 'boot-A')).toEqual({ kind: 'first' });
+    // the intent of the reboot into the try, or one from another boot, is not a request back
+    expect(rebootBackAgain(record, intent, 'boot-A')).toEqual({ kind: 'first' });
+    expect(rebootBackAgain(record, back, 'boot-B')).toEqual({ kind: 'first' });
+    expect(rebootBackAgain(record, { ...back, generation: 5 }, 'boot-A')).toEqual({
+      kind: 'first',
+    });
+  });
+
+  it('is asked for again from the same boot, counting, and given up after the bound', () => {
+    expect(rebootBackAgain(record, back, 'boot-A')).toEqual({ kind: 'retry', attempt: 2 });
+    expect(rebootBackAgain(record, { ...back, attempts: 2 }, 'boot-A')).toEqual({
+      kind: 'retry',
+      attempt: 3,
+    });
+    const v = rebootBackAgain(record, { ...back, attempts: MAX_REBOOT_ATTEMPTS }, 'boot-A');
+    expect(v.kind).toBe('give-up');
+    expect(v.kind === 'give-up' && v.message).toMatch(
+      /did not reboot back into the previous revision: still boot boot-A after 3 reboot requests/,
+    );
+  });
+});
+
 describe('the end of a try whose reboot never happened', () => {
   async function hooks(
     saved: RebootIntent,
@@ -86,6 +115,26 @@ describe('the end of a try whose reboot never happened', () => {
       expect(await h.intent()).toBeUndefined();
     } finally {
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a failed try after arrival reboots back (rebootsBack); a rollback is never asked to reboot back again', async () => {
+    const arrived = await hooks({ ...intent, arrivedBoot: 'boot-B' });
+    const notArrived = await hooks(intent);
+    const rollingBack = await hooks({ ...intent, purpose: 'rollback' });
+    try {
+      expect(await arrived.h.rebootsBack(tried)).toBe(true);
+      expect(await notArrived.h.rebootsBack(tried)).toBe(false); // RebootFailed: nothing to undo
+      expect(await rollingBack.h.rebootsBack(tried)).toBe(false);
+      const asked = await arrived.h.rebootBack(tried, 'boot-B');
+      expect(asked).toEqual({ kind: 'rebooting', attempt: 1 });
+      expect(await arrived.h.intent()).toMatchObject({ purpose: 'rollback', fromBoot: 'boot-B' });
+      await arrived.h.ended(tried, 'back');
+      expect(await arrived.h.intent()).toBeUndefined();
+    } finally {
+      for (const x of [arrived, notArrived, rollingBack]) {
+        await rm(x.dir, { recursive: true, force: true });
+      }
     }
   });
 

@@ -6,7 +6,11 @@
  * reboots through systemd. After the boot the Node must be Ready again in this boot (./node-ready.ts),
  * then the try is verified as any other (units, health checks, the fresh-connection proof) before
  * it is confirmed; a failed verification is rolled back and
- * the node reboots again, into the old state.
+ * the node reboots again, into the old state — and the rollback is finished only once that old
+ * state is proven the same way in the boot that brought it back (issue 25: Node Ready in this
+ * boot, the revert's units active, the health checks the old revision was confirmed with). A
+ * reboot back that does not happen (rebootBackAgain) or an old state that fails its proof ends
+ * the try Failed — never another rollback or reboot.
  *
  * What tells an intended reboot from a crash: try.json carries the boot it started in, and the
  * intent names that same boot and that same try. A try from another boot without a matching
@@ -17,7 +21,7 @@ import { disruptionOf } from '../../api/disruption.js';
 import type { Logger } from '../../log/logger.js';
 import type { Applier } from '../applier.js';
 import type { TryLifecycle } from '../rollout/grant-admission.js';
-import type { VerifyStep } from '../rollout/soak.js';
+import type { Verdict, VerifyStep } from '../rollout/soak.js';
 import type { TryRecord, TryState } from '../rollout/try-state.js';
 import { StateDir } from '../state-dir.js';
 import { waitNodeReady, type NodeReadinessProbe } from './node-ready.js';
@@ -72,6 +76,35 @@ export function rebootAgain(
     return {
       kind: 'give-up',
       message: `the node did not reboot: still boot ${bootNow} after ${String(done)} reboot requests`,
+    };
+  }
+  return { kind: 'retry', attempt: done + 1 };
+}
+
+/**
+ * The agent starts in the very boot it reverted a try in and asked to leave for the previous
+ * revision: the reboot back did not happen (systemd restarted the agent only). Asked again, at
+ * most MAX_REBOOT_ATTEMPTS times from one boot; then the rollback fails (RollbackRebootFailed).
+ * 'first' when no reboot back was asked for from this boot yet. Pure.
+ */
+export function rebootBackAgain(
+  record: TryFacts,
+  intent: RebootIntent | undefined,
+  bootNow: string,
+): { kind: 'first' } | { kind: 'retry'; attempt: number } | { kind: 'give-up'; message: string } {
+  if (
+    intent === undefined ||
+    intent.purpose !== 'rollback' ||
+    !forTry(intent, record) ||
+    intent.fromBoot !== bootNow
+  ) {
+    return { kind: 'first' };
+  }
+  const done = intent.attempts ?? 1;
+  if (done >= MAX_REBOOT_ATTEMPTS) {
+    return {
+      kind: 'give-up',
+      message: `the node did not reboot back into the previous revision: still boot ${bootNow} after ${String(done)} reboot requests`,
     };
   }
   return { kind: 'retry', attempt: done + 1 };
@@ -199,11 +232,12 @@ export class RebootHooks implements TryLifecycle {
     purpose: RebootIntent['purpose'],
     why: string,
     attempts = 1,
+    fromBoot = record.boot,
   ): Promise<void> {
     const intent: RebootIntent = {
       checksum: record.checksum,
       generation: record.grant.generation,
-      fromBoot: record.boot,
+      fromBoot,
       purpose,
       requestedAt: (this.o.now?.() ?? new Date()).toISOString(),
       ...(attempts > 1 ? { attempts } : {}),
@@ -216,28 +250,16 @@ export class RebootHooks implements TryLifecycle {
    * The verify step: a revision that needs a reboot reports Verifying/Rebooting, journals the
    * intent and reboots; the try stays open ('interrupted') and is verified on after the boot.
    * Back in the boot the reboot brought, it waits for the Node to be Ready in this boot, then
-   * lets the next steps (the soak) run.
+   * lets the next steps (the soak) run. A rolled-back try proving the previous revision after
+   * the reboot back (record.rollback) waits for the Node the same way, and never reboots.
    */
   step(): VerifyStep {
     return async (record, signal, ctx) => {
+      if (record.rollback) return this.afterReboot(record, signal, ctx, 'the reboot back');
       const intent = await this.intent();
       const boot = await this.o.tryState.bootToken();
       if (intent && forTry(intent, record) && intent.arrivedBoot === boot) {
-        const probe = this.o.nodeReady;
-        if (!probe) return { kind: 'confirmed', message: 'rebooted into the revision' };
-        const verdict = await waitNodeReady({
-          probe,
-          deadline: record.deadline,
-          signal,
-          ctx,
-          ...(this.o.nodeReadyIntervalMs !== undefined
-            ? { intervalMs: this.o.nodeReadyIntervalMs }
-            : {}),
-        });
-        if (verdict.kind !== 'interrupted') {
-          this.o.log?.info({ verdict: verdict.kind, detail: verdict.message }, 'after the reboot');
-        }
-        return verdict;
+        return this.afterReboot(record, signal, ctx, 'the reboot');
       }
       const again = rebootAgain(record, intent, boot);
       if (again.kind === 'give-up') {
@@ -251,6 +273,36 @@ export class RebootHooks implements TryLifecycle {
       await this.reboot(record, 'apply', why, again.kind === 'retry' ? again.attempt : 1);
       return { kind: 'interrupted' };
     };
+  }
+
+  /** The Node Ready in this boot (when there is a probe), before the soak. */
+  private async afterReboot(
+    record: TryRecord,
+    signal: AbortSignal,
+    ctx: Parameters<VerifyStep>[2],
+    which: string,
+  ): Promise<Verdict> {
+    const probe = this.o.nodeReady;
+    if (!probe) {
+      const back = record.rollback !== undefined;
+      const message = back
+        ? 'rebooted back into the previous revision'
+        : 'rebooted into the revision';
+      return { kind: 'confirmed', message };
+    }
+    const verdict = await waitNodeReady({
+      probe,
+      deadline: record.deadline,
+      signal,
+      ctx,
+      ...(this.o.nodeReadyIntervalMs !== undefined
+        ? { intervalMs: this.o.nodeReadyIntervalMs }
+        : {}),
+    });
+    if (verdict.kind !== 'interrupted') {
+      this.o.log?.info({ verdict: verdict.kind, detail: verdict.message }, `after ${which}`);
+    }
+    return verdict;
   }
 
   /**
@@ -270,15 +322,53 @@ export class RebootHooks implements TryLifecycle {
     return true;
   }
 
+  /** After a revert of this try: the node had rebooted into it, so the old state needs a boot. */
+  async rebootsBack(record: TryRecord): Promise<boolean> {
+    const intent = await this.intent();
+    return (
+      intent !== undefined &&
+      intent.purpose === 'apply' &&
+      forTry(intent, record) &&
+      intent.arrivedBoot !== undefined
+    );
+  }
+
+  /**
+   * Asks for the reboot back into the previous revision from boot `bootNow` (again, when this
+   * boot asked before and is still here: rebootBackAgain). 'failed' when it did not happen after
+   * MAX_REBOOT_ATTEMPTS requests, or systemd refused it.
+   */
+  async rebootBack(
+    record: TryRecord,
+    bootNow: string,
+  ): Promise<{ kind: 'rebooting'; attempt: number } | { kind: 'failed'; message: string }> {
+    const again = rebootBackAgain(record, await this.intent(), bootNow);
+    if (again.kind === 'give-up') {
+      this.o.log?.warn({ boot: bootNow }, again.message);
+      return { kind: 'failed', message: again.message };
+    }
+    const attempt = again.kind === 'retry' ? again.attempt : 1;
+    const why = 'the revision was rolled back after its reboot';
+    try {
+      await this.reboot(record, 'rollback', why, attempt, bootNow);
+    } catch (error) {
+      const message = `the reboot back into the previous revision was refused: ${(error as Error).message}`;
+      return { kind: 'failed', message };
+    }
+    return { kind: 'rebooting', attempt };
+  }
+
   /**
    * The try ended. Confirmed: the intent has done its work. Reverted: when the agent had
-   * rebooted into the revision, the old state needs a boot too — reboot again, into it.
+   * rebooted into the revision, the old state needs a boot too — reboot again, into it (a try
+   * superseded by a newer grant; a failed one reboots back through rebootBack and is proven).
+   * Back: the rollback's proof ended, the intent goes.
    */
-  async ended(record: TryRecord, outcome: 'confirmed' | 'reverted'): Promise<void> {
+  async ended(record: TryRecord, outcome: 'confirmed' | 'reverted' | 'back'): Promise<void> {
     const intent = await this.intent();
     if (!intent) return;
     if (
-      outcome === 'confirmed' ||
+      outcome !== 'reverted' ||
       intent.purpose === 'rollback' ||
       !forTry(intent, record) ||
       intent.arrivedBoot === undefined // the reboot never happened (RebootFailed): no boot to undo

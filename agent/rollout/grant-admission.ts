@@ -17,11 +17,17 @@
  * - at start: a try left by an earlier boot is reverted at once (the machine restarted under an
  *   unconfirmed revision); one from this boot (the agent restarted) is verified on to its
  *   deadline from what try.json holds — without needing the API server.
+ * - a try reverted after the node rebooted into it (agent/reboot/) is not over with the revert:
+ *   the node reports RollingBack, reboots back into the previous revision and proves it there
+ *   like a try (the Node Ready in that boot, the revert's units, the checks that revision was
+ *   confirmed with); only then RolledBack. A reboot back that does not happen, or an old state
+ *   that fails its proof, is Failed (RollbackRebootFailed, RollbackUnhealthy), the node Degraded
+ *   — never a second rollback or reboot (issue 25).
  * Drift: a revert of drift waits while a try is open — its verdict decides what stays.
  */
 import { errorFields, type Logger } from '../../log/logger.js';
 import type { RevisionReport } from '../../api/schema.js';
-import type { GrantPhase } from '../../api/constants.js';
+import type { GrantPhase, RollbackFailedReason } from '../../api/constants.js';
 import { InvalidConfigError } from '../../api/validate-config.js';
 import type { Admission, AdmissionLoop, Admitted, RunContext } from '../admission.js';
 import { Agent } from '../agent.js';
@@ -31,11 +37,17 @@ import { checkDesired } from '../desired-check.js';
 import type { Reporter } from '../loop.js';
 import type { DriftHooks } from '../model/drift.js';
 import type { Desired } from '../state.js';
-import { grantKey, type Grant } from './grant.js';
+import { grantKey, type Grant, type TryPolicy } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
 import type { HealthProbe, UnitProbe } from './health.js';
 import { Soak, type Verdict, type VerifyStep } from './soak.js';
-import type { TryRecord, TryState, WatchedUnit } from './try-state.js';
+import {
+  backInOldState,
+  type RollbackRecord,
+  type TryRecord,
+  type TryState,
+  type WatchedUnit,
+} from './try-state.js';
 
 /**
  * A try's life beyond apply, verify and verdict, for a revision that reboots the node inside its
@@ -48,8 +60,33 @@ export interface TryLifecycle {
    * on purpose for that try (it is verified on), false when it is a crash (reverted).
    */
   resumes(record: TryRecord | undefined, bootNow: string): Promise<boolean>;
-  /** The try ended, confirmed or reverted. */
-  ended(record: TryRecord, outcome: 'confirmed' | 'reverted'): Promise<void>;
+  /** The try ended: confirmed, reverted, or back (a rollback's proof after its reboot ended). */
+  ended(record: TryRecord, outcome: 'confirmed' | 'reverted' | 'back'): Promise<void>;
+  /** After the revert of a failed try: the node had rebooted into it; the old state needs a boot. */
+  rebootsBack(record: TryRecord): Promise<boolean>;
+  /**
+   * Asks for the reboot back into the previous revision, from boot `bootNow`; 'failed' when it
+   * cannot happen (asked too often from this boot, or refused).
+   */
+  rebootBack(
+    record: TryRecord,
+    bootNow: string,
+  ): Promise<{ kind: 'rebooting'; attempt: number } | { kind: 'failed'; message: string }>;
+}
+
+/** How a proof reports while it runs, and what it checks. */
+interface Proof {
+  policy: TryPolicy;
+  /** Reports progress: a verify step's, or the connectivity proof's ('Verifying'). */
+  report: (reason: string, message: string) => void;
+}
+
+/** A rollback that could not be finished: its reason names it, the node goes Degraded. */
+class RollbackFailed extends Error {
+  constructor(reason: RollbackFailedReason, message: string) {
+    super(message);
+    this.name = reason;
+  }
 }
 
 /** What the loop needs of the grant source. */
@@ -191,6 +228,11 @@ export class GrantAdmission implements Admission {
     const { tryState, log } = this.o;
     const record = await tryState.current();
     const boot = await tryState.bootToken();
+    if (record?.rollback) {
+      log.info({ revision: record.grant.number }, 'a rollback is rebooting back: going on with it');
+      loop.admit(this.admitted(record.grant, (ctx) => this.continueRollback(record, ctx, true)));
+      return;
+    }
     const rebootedFor = (await this.o.lifecycle?.resumes(record, boot)) === true;
     if (!record) return;
     if (rebootedFor) {
@@ -265,6 +307,11 @@ export class GrantAdmission implements Admission {
     this.follow(grant);
     // before any try starts: a revision oscar's rules refuse is never applied, so never reverted
     checkDesired(desired.config, `revision ${String(grant.number)} (${grant.secretName})`);
+    const rolling = await this.o.tryState.current();
+    if (rolling?.rollback && grantKey(rolling.grant) === grantKey(grant)) {
+      await this.continueRollback(rolling, ctx, false);
+      return;
+    }
     if (await this.failedBefore(grant)) return;
     const open = await this.openTryOf(grant, ctx);
     if (open?.deadline) {
@@ -308,7 +355,7 @@ export class GrantAdmission implements Admission {
   private async failedBefore(grant: Grant): Promise<boolean> {
     const failed = await this.o.tryState.failed();
     if (failed?.checksum !== grant.checksum || failed.generation !== grant.generation) return false;
-    this.report(grant, 'RolledBack', failed.reason, failed.message);
+    this.report(grant, failed.phase ?? 'RolledBack', failed.reason, failed.message);
     return true;
   }
 
@@ -316,6 +363,12 @@ export class GrantAdmission implements Admission {
   private async openTryOf(grant: Grant, ctx: RunContext): Promise<TryRecord | undefined> {
     const record = await this.o.tryState.current();
     if (!record || grantKey(record.grant) === grantKey(grant)) return record;
+    if (record.rollback) {
+      // reverted already; a newer grant ends the wait for the old state's proof
+      await this.o.tryState.end();
+      await this.o.lifecycle?.ended(record, 'back');
+      return undefined;
+    }
     const message = `revision ${String(grant.number)} was granted instead`;
     await this.rollBack(record, 'Superseded', message, ctx, false);
     return undefined;
@@ -419,14 +472,30 @@ export class GrantAdmission implements Admission {
   ): Promise<void> {
     const grant = record.grant;
     const previous = (await this.o.tryState.confirmed())?.checksum;
-    const verdict = await this.verify(record, ctx.signal, previous, alsoReport);
+    const policy = grant.try;
+    const appliedReport = once(alsoReport);
+    const verdict: Verdict = policy
+      ? await this.verify(record, ctx.signal, {
+          policy,
+          report: (reason, message) => {
+            appliedReport();
+            this.report(grant, 'Verifying', reason, message, {
+              deadline: record.deadline,
+              ...(previous ? { previous } : {}),
+            });
+          },
+        })
+      : { kind: 'confirmed', message: 'no try policy' };
     if (verdict.kind === 'interrupted') return; // a newer grant, or stopping: try.json stays
     if (verdict.kind === 'failed') {
       await this.rollBack(record, verdict.reason, verdict.message, ctx);
       return;
     }
     const applied = await ctx.applier().lastApplied();
-    if (applied?.checksum === grant.checksum) await this.o.tryState.setConfirmed(applied.bytes);
+    if (applied?.checksum === grant.checksum) {
+      // the checks it was proven with: a later rollback into it proves it with them
+      await this.o.tryState.setConfirmed(applied.bytes, policy?.checks);
+    }
     await this.o.tryState.end();
     await this.o.lifecycle?.ended(record, 'confirmed');
     this.report(grant, 'Confirmed', 'Healthy', verdict.message);
@@ -437,35 +506,18 @@ export class GrantAdmission implements Admission {
    * The post-apply verification: the verify steps in order (options.verifySteps), the soak last.
    * The first verdict that is not 'confirmed' is the try's.
    */
-  private async verify(
-    record: TryRecord,
-    signal: AbortSignal,
-    previous: string | undefined,
-    alsoReport?: () => void,
-  ): Promise<Verdict> {
-    const policy = record.grant.try;
-    if (!policy) return { kind: 'confirmed', message: 'no try policy' };
-    const applied = once(alsoReport);
-    const stepContext = {
-      report: (reason: string, message: string): void => {
-        applied();
-        this.report(record.grant, 'Verifying', reason, message, {
-          deadline: record.deadline,
-          ...(previous ? { previous } : {}),
-        });
-      },
-    };
+  private async verify(record: TryRecord, signal: AbortSignal, proof: Proof): Promise<Verdict> {
     for (const step of this.o.verifySteps ?? []) {
-      const verdict = await step(record, signal, stepContext);
+      const verdict = await step(record, signal, { report: proof.report });
       if (verdict.kind !== 'confirmed') return verdict;
     }
     const soak = new Soak(
       record,
-      policy,
+      proof.policy,
       {
         health: this.o.health,
         units: this.o.units,
-        proveApi: () => this.proveApi(record, previous, applied),
+        proveApi: () => this.proveApi(proof),
         tickMs: this.o.tickMs ?? 1000,
         now: () => this.now(),
       },
@@ -478,28 +530,13 @@ export class GrantAdmission implements Admission {
    * The connectivity proof: new connections, the Verifying report written, the watch seeing it.
    * Resolves once it did.
    */
-  private async proveApi(
-    record: TryRecord,
-    previous: string | undefined,
-    alsoReport?: () => void,
-  ): Promise<void> {
+  private async proveApi(proof: Proof): Promise<void> {
     const { reporter, source } = this.o;
     this.o.resetConnections?.();
     source.restartWatch();
     const mark = reporter.mark();
-    alsoReport?.();
-    this.report(record.grant, 'Verifying', 'Verifying', this.verifyingMessage(record.grant), {
-      deadline: record.deadline,
-      ...(previous ? { previous } : {}),
-    });
+    proof.report('Verifying', verifyingMessage(proof.policy));
     await source.waitForVersion(await reporter.writtenAfter(mark));
-  }
-
-  private verifyingMessage(grant: Grant): string {
-    const t = grant.try;
-    if (!t) return '';
-    const checks = t.checks.map((c) => c.name).join(', ');
-    return `checking ${checks || 'units'} for ${String(t.soakMs / 1000)} s and the API server`;
   }
 
   /**
@@ -517,7 +554,12 @@ export class GrantAdmission implements Admission {
     const grant = record.grant;
     const target = await this.o.tryState.confirmed();
     this.o.log.warn({ revision: grant.number, reason, detail: message }, 'reverting the revision');
-    if (!(await this.revertUntilDone(record, target, message, ctx))) return;
+    const units = await this.revertUntilDone(record, target, message, ctx);
+    if (!units) return;
+    if (reportIt && (await this.o.lifecycle?.rebootsBack(record)) === true) {
+      await this.startRebootBack(record, { reason, message }, units);
+      return;
+    }
     await this.o.tryState.end();
     await this.o.tryState.setFailed({
       checksum: grant.checksum,
@@ -538,23 +580,165 @@ export class GrantAdmission implements Admission {
     await this.o.lifecycle?.ended(record, 'reverted');
   }
 
-  /** The revert's apply and restore, retried with backoff; false when the agent stopped first. */
+  /**
+   * issue 25: the try was reverted after the node had rebooted into it. The rollback is not over:
+   * the try stays open (try.json with `rollback`), the grant is never tried again (failed.json),
+   * the node reports RollingBack — out of service, the controller keeps it cordoned — and reboots
+   * back into the previous revision, where continueRollback proves it.
+   */
+  private async startRebootBack(
+    record: TryRecord,
+    verdict: { reason: string; message: string },
+    units: WatchedUnit[],
+  ): Promise<void> {
+    const { tryState, log } = this.o;
+    const grant = record.grant;
+    const boot = await tryState.bootToken();
+    const rolling = await tryState.rollingBack(record, { ...verdict, fromBoot: boot }, units);
+    await tryState.setFailed({
+      checksum: grant.checksum,
+      generation: grant.generation,
+      ...verdict,
+    });
+    log.warn({ revision: grant.number }, 'reverted: rebooting back into the previous revision');
+    await this.rebootBack(rolling, boot);
+  }
+
+  /** Reports RollingBack and asks for the reboot back; one that cannot happen fails the rollback. */
+  private async rebootBack(record: TryRecord, boot: string): Promise<void> {
+    const previous = (await this.o.tryState.confirmed())?.checksum;
+    this.reportRollingBack(record, 'rebooting into the previous revision', previous);
+    const asked = (await this.o.lifecycle?.rebootBack(record, boot)) ?? {
+      kind: 'failed' as const,
+      message: 'this agent cannot reboot the machine',
+    };
+    if (asked.kind === 'failed') {
+      await this.rollbackFailed(record, 'RollbackRebootFailed', asked.message, previous);
+    }
+  }
+
+  /**
+   * A rollback rebooting back, looked at again: in the boot the revert happened in, the reboot
+   * back has not happened — at the agent's start that means systemd restarted the agent only,
+   * and it is asked for again (a bounded number of times); in any other boot the machine runs the
+   * previous revision and it is proven there.
+   */
+  private async continueRollback(
+    record: TryRecord,
+    ctx: RunContext,
+    atStart: boolean,
+  ): Promise<void> {
+    const { tryState } = this.o;
+    const boot = await tryState.bootToken();
+    if (!backInOldState(record, boot)) {
+      if (atStart) await this.rebootBack(record, boot);
+      else {
+        const previous = (await tryState.confirmed())?.checksum;
+        this.reportRollingBack(record, 'rebooting into the previous revision', previous);
+      }
+      return;
+    }
+    const deadline = this.now() + (record.grant.try?.deadlineMs ?? 0);
+    const here = record.boot === boot ? record : await tryState.backInBoot(record, boot, deadline);
+    await this.proveRollback(here, ctx);
+  }
+
+  /**
+   * Back in the previous revision after the reboot back: proven like a try (the verify steps —
+   * the Node Ready in this boot —, the revert's units, the health checks that revision was
+   * confirmed with, the API server over fresh connections) to a deadline of its own. Then
+   * RolledBack; else Failed (RollbackUnhealthy). Never reverted or rebooted again.
+   */
+  private async proveRollback(record: TryRecord, ctx: RunContext): Promise<void> {
+    const { tryState, log } = this.o;
+    const grant = record.grant;
+    const previous = (await tryState.confirmed())?.checksum;
+    const checks = previous ? await tryState.confirmedChecks(previous) : [];
+    const base = grant.try ?? { soakMs: 0, deadlineMs: 0, checks: [] };
+    const verdict = await this.verify(record, ctx.signal, {
+      policy: { ...base, checks },
+      report: (_reason, message) => {
+        this.reportRollingBack(record, `back in the previous revision: ${message}`, previous);
+      },
+    });
+    if (verdict.kind === 'interrupted') return; // stopping, or a newer grant: try.json stays
+    if (verdict.kind === 'failed') {
+      const detail = `the previous revision failed its proof after the reboot back (${verdict.reason}: ${verdict.message})`;
+      await this.rollbackFailed(record, 'RollbackUnhealthy', detail, previous);
+      return;
+    }
+    const rb = rollbackOf(record);
+    const message = `${rb.message}; back in the previous revision after a reboot: ${verdict.message}`;
+    await tryState.end();
+    await tryState.setFailed({
+      checksum: grant.checksum,
+      generation: grant.generation,
+      reason: rb.reason,
+      message,
+    });
+    await this.o.lifecycle?.ended(record, 'back');
+    this.report(grant, 'RolledBack', rb.reason, message, previous ? { previous } : {});
+    log.info({ revision: grant.number, detail: verdict.message }, 'back in the previous revision');
+  }
+
+  /** The rollback cannot be finished: Failed with its reason, the node Degraded; nothing retried. */
+  private async rollbackFailed(
+    record: TryRecord,
+    reason: RollbackFailedReason,
+    detail: string,
+    previous: string | undefined,
+  ): Promise<void> {
+    const { tryState, log } = this.o;
+    const grant = record.grant;
+    const rb = rollbackOf(record);
+    const message = `revision ${String(grant.number)} was rolled back (${rb.reason}: ${rb.message}), but ${detail}`;
+    await tryState.end();
+    await tryState.setFailed({
+      checksum: grant.checksum,
+      generation: grant.generation,
+      reason,
+      message,
+      phase: 'Failed',
+    });
+    await this.o.lifecycle?.ended(record, 'back');
+    log.error({ revision: grant.number, reason }, message);
+    this.o.reporter.failed(previous ?? grant.checksum, new RollbackFailed(reason, message));
+    this.report(grant, 'Failed', reason, message, previous ? { previous } : {});
+  }
+
+  /** RollingBack: the try's verdict as the reason, what happens now first in the message. */
+  private reportRollingBack(record: TryRecord, now: string, previous: string | undefined): void {
+    const rb = rollbackOf(record);
+    this.report(record.grant, 'RollingBack', rb.reason, `${now}; rolled back: ${rb.message}`, {
+      ...(record.deadline > 0 && backInOldState(record, record.boot)
+        ? { deadline: record.deadline }
+        : {}),
+      ...(previous ? { previous } : {}),
+    });
+  }
+
+  /**
+   * The revert's apply and restore, retried with backoff: the units it started or restarted, or
+   * undefined when the agent stopped first.
+   */
   private async revertUntilDone(
     record: TryRecord,
     target: Desired | undefined,
     message: string,
     ctx: RunContext,
-  ): Promise<boolean> {
+  ): Promise<WatchedUnit[] | undefined> {
     const grant = record.grant;
     for (let failures = 1; ; failures++) {
       try {
+        let units: WatchedUnit[] = [];
         if (target) {
           const t0 = performance.now();
           const result = await ctx.applier().apply(target);
           this.o.reporter.applied(result, performance.now() - t0);
+          units = await this.watchedUnits(result);
         }
         await this.o.tryState.restoreBackups(record, this.o.owners);
-        return true;
+        return units;
       } catch (error) {
         const e = error as Error;
         this.o.log.error(
@@ -564,9 +748,19 @@ export class GrantAdmission implements Admission {
         this.o.reporter.failed(target?.checksum ?? grant.checksum, e);
         const detail = `${message}; the rollback failed: ${e.message}`;
         this.report(grant, 'Failed', 'RollbackFailed', detail);
-        if (ctx.stopped()) return false;
+        if (ctx.stopped()) return undefined;
         await new Promise((r) => setTimeout(r, Math.min(60_000, 1000 * 2 ** (failures - 1))));
       }
     }
   }
+}
+
+function verifyingMessage(policy: TryPolicy): string {
+  const checks = policy.checks.map((c) => c.name).join(', ');
+  return `checking ${checks || 'units'} for ${String(policy.soakMs / 1000)} s and the API server`;
+}
+
+function rollbackOf(record: TryRecord): RollbackRecord {
+  if (!record.rollback) throw new Error('internal: not a try rolling back');
+  return record.rollback;
 }

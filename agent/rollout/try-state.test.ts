@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { config, desiredOf, file } from '../testing/fixtures.js';
 import type { Grant } from './grant.js';
-import { TryState } from './try-state.js';
+import { backInOldState, TryState, type TryRecord } from './try-state.js';
 
 let base: string;
 let root: string;
@@ -163,5 +163,51 @@ describe('try mode backups', () => {
     await expect(new TryState(stateDir, root).confirmed()).rejects.toThrow(
       /confirmed\.json is damaged .*; remove it: the last applied state then counts as confirmed/,
     );
+  });
+});
+
+// issue 25: a try reverted after its reboot stays open until the old state is proven in a boot.
+describe('a try rolling back', () => {
+  it('is back in the old state in any boot but the one the revert happened in', () => {
+    const record = { boot: 'B' } as TryRecord;
+    const rolling = { ...record, rollback: { reason: 'r', message: 'm', fromBoot: 'B' } };
+    expect(backInOldState(rolling, 'B')).toBe(false); // the reboot back has not happened
+    expect(backInOldState(rolling, 'C')).toBe(true);
+    expect(backInOldState(record, 'C')).toBe(false); // not rolling back: a crash, not a return
+  });
+
+  it('keeps its rollback, units and a new deadline in try.json across agents', async () => {
+    const state = new TryState(stateDir, root);
+    const begun = await state.begin(next, undefined, grant);
+    const units = [{ name: 'app.service', restarts: 4 }];
+    const rb = { reason: 'HealthCheckFailed', message: 'health check x', fromBoot: begun.boot };
+    await state.rollingBack(begun, rb, units);
+    const again = new TryState(stateDir, root);
+    expect((await again.current())?.rollback).toEqual(rb);
+    const moved = await again.backInBoot((await again.current())!, 'other-boot', 1234);
+    expect(await again.current()).toMatchObject({
+      boot: 'other-boot',
+      deadline: 1234,
+      units: [{ name: 'app.service', restarts: 0 }],
+      rollback: rb,
+    });
+    expect(moved.boot).toBe('other-boot');
+  });
+
+  it('proves the confirmed revision with the checks it was confirmed with, none after a plain apply', async () => {
+    const state = new TryState(stateDir, root);
+    const check = {
+      name: 'kubelet',
+      kind: 'exec' as const,
+      command: ['/bin/true'],
+      timeoutMs: 1000,
+      periodMs: 1000,
+      failureThreshold: 3,
+    };
+    await state.setConfirmed(next.bytes, [check]);
+    expect(await state.confirmedChecks(next.checksum)).toEqual([check]);
+    expect(await state.confirmedChecks('another')).toEqual([]); // stale: another revision's
+    await state.setConfirmed(next.bytes);
+    expect(await state.confirmedChecks(next.checksum)).toEqual([]);
   });
 });

@@ -6,7 +6,13 @@
  * - try.json: the revision being tried (checksum, grant generation, deadline, the boot it was
  *   started in) and the files it replaced that oscar did not own, backed up under try-backup/ so
  *   a rollback puts them back byte for byte. Written before the apply starts;
- * - failed.json: the last grant whose try failed here, so the same grant is not tried again.
+ * - failed.json: the last grant whose try failed here, so the same grant is not tried again, and
+ *   how it ended (RolledBack, or Failed when the rollback could not be proven);
+ * - confirmed-checks.json: the health checks the confirmed revision was proven with (its grant's),
+ *   so a rollback that reboots back into it proves it with its own checks, not the failed try's;
+ * - try.json with `rollback` set: the try was reverted after the node had rebooted into it, and the
+ *   old state is not proven yet in a boot of its own (agent/reboot/, issue 25): the try stays
+ *   open until the node is back, Ready and healthy in the previous revision.
  * The boot is told by a token in /run (a tmpfs every boot starts empty): a try.json from another
  * boot means the machine restarted during an unconfirmed revision, which is reverted.
  */
@@ -19,12 +25,13 @@ import { commitTemp, copyFrom, randomTempName, readFileIn, writeTempIn } from '.
 import { entriesOf } from '../model/entries.js';
 import { StateDir, StateError } from '../state-dir.js';
 import type { Desired } from '../state.js';
-import type { Grant } from './grant.js';
+import type { Check, Grant } from './grant.js';
 import { isObj } from '../../api/util.js';
 
 const CONFIRMED = 'confirmed.json';
 const TRY = 'try.json';
 const FAILED = 'failed.json';
+const CONFIRMED_CHECKS = 'confirmed-checks.json';
 const BACKUP_DIR = 'try-backup';
 
 export interface Backup {
@@ -45,6 +52,18 @@ export interface WatchedUnit {
   restarts: number;
 }
 
+/**
+ * A try reverted after its reboot, rebooting back into the previous revision (issue 25): the
+ * rollback is finished only once that revision is proven in a boot of its own.
+ */
+export interface RollbackRecord {
+  /** Why the try failed (its verdict), reported with the rollback. */
+  reason: string;
+  message: string;
+  /** The boot the revert happened in: a start in it means the reboot back did not happen. */
+  fromBoot: string;
+}
+
 export interface TryRecord {
   checksum: string;
   /** The grant being tried, with its try policy: enough to finish the try without the API. */
@@ -54,6 +73,8 @@ export interface TryRecord {
   boot: string;
   backups: Backup[];
   units: WatchedUnit[];
+  /** Set once the try was reverted and the node reboots back (see RollbackRecord). */
+  rollback?: RollbackRecord;
 }
 
 export interface FailedRecord {
@@ -61,6 +82,16 @@ export interface FailedRecord {
   generation: number;
   reason: string;
   message: string;
+  /** How the rollback ended; absent: RolledBack. */
+  phase?: 'RolledBack' | 'Failed';
+}
+
+/**
+ * Whether this boot is a boot of the previous revision a rolled-back try reboots back into: any
+ * boot but the one the revert happened in (the old state is what the disk holds since). Pure.
+ */
+export function backInOldState(record: TryRecord, bootNow: string): boolean {
+  return record.rollback !== undefined && record.rollback.fromBoot !== bootNow;
 }
 
 /** A path oscar could have written: absolute, normalised (the validator's rules). */
@@ -85,7 +116,7 @@ function parseTry(bytes: Buffer, file: string): TryRecord {
     return fail((error as Error).message);
   }
   if (!isObj(v)) return fail('not a mapping');
-  const { checksum, grant, deadline, boot, backups, units } = v;
+  const { checksum, grant, deadline, boot, backups, units, rollback } = v;
   if (typeof checksum !== 'string' || !/^[0-9a-f]{64}$/.test(checksum)) return fail('checksum');
   if (!isObj(grant) || grant.checksum !== checksum || typeof grant.generation !== 'number') {
     return fail('grant');
@@ -118,7 +149,7 @@ function parseTry(bytes: Buffer, file: string): TryRecord {
     return { name: u.name, restarts: u.restarts };
   });
   // The record is ours, written atomically: the grant in it was checked when it arrived.
-  return {
+  const record: TryRecord = {
     checksum,
     grant: grant as unknown as Grant,
     deadline,
@@ -126,6 +157,40 @@ function parseTry(bytes: Buffer, file: string): TryRecord {
     backups: list,
     units: watched,
   };
+  if (rollback !== undefined) record.rollback = parseRollback(rollback, fail);
+  return record;
+}
+
+function parseRollback(v: unknown, fail: (why: string) => never): RollbackRecord {
+  if (
+    !isObj(v) ||
+    typeof v.reason !== 'string' ||
+    typeof v.message !== 'string' ||
+    typeof v.fromBoot !== 'string'
+  ) {
+    return fail('rollback');
+  }
+  return { reason: v.reason, message: v.message, fromBoot: v.fromBoot };
+}
+
+/** The checks of confirmed-checks.json, shaped as written (the state directory is root's own). */
+function parseChecks(bytes: Buffer): { checksum: string; checks: Check[] } | undefined {
+  try {
+    const v = JSON.parse(bytes.toString('utf8')) as unknown;
+    if (!isObj(v) || typeof v.checksum !== 'string' || !Array.isArray(v.checks)) return undefined;
+    const ok = v.checks.every(
+      (c) =>
+        isObj(c) &&
+        typeof c.name === 'string' &&
+        (c.kind === 'exec' || c.kind === 'httpGet') &&
+        typeof c.timeoutMs === 'number' &&
+        typeof c.periodMs === 'number' &&
+        typeof c.failureThreshold === 'number',
+    );
+    return ok ? { checksum: v.checksum, checks: v.checks as Check[] } : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function errnoOf(error: unknown): string | undefined {
@@ -265,8 +330,28 @@ export class TryState {
     });
   }
 
-  async setConfirmed(bytes: Buffer): Promise<void> {
-    await this.state((state) => state.write(CONFIRMED, bytes));
+  /**
+   * The node confirmed these bytes; `checks`: the health checks it proved them with (a try's),
+   * none for a plain apply.
+   */
+  async setConfirmed(bytes: Buffer, checks: readonly Check[] = []): Promise<void> {
+    await this.state(async (state) => {
+      await state.write(CONFIRMED, bytes);
+      if (checks.length === 0) await state.remove(CONFIRMED_CHECKS);
+      else {
+        const record = { checksum: sha256Hex(bytes), checks };
+        await state.write(CONFIRMED_CHECKS, Buffer.from(JSON.stringify(record)));
+      }
+    });
+  }
+
+  /** The health checks the confirmed revision `checksum` was proven with; [] when none. */
+  confirmedChecks(checksum: string): Promise<Check[]> {
+    return this.state(async (state) => {
+      const bytes = await state.read(CONFIRMED_CHECKS);
+      const stored = bytes ? parseChecks(bytes) : undefined;
+      return stored?.checksum === checksum ? stored.checks : [];
+    });
   }
 
   current(): Promise<TryRecord | undefined> {
@@ -323,6 +408,33 @@ export class TryState {
     return next;
   }
 
+  /**
+   * issue 25: the try was reverted after the node had rebooted into it; the node reboots back
+   * into the previous revision from boot `fromBoot`, and the revert's units are what is watched
+   * there. The try stays open until the old state is proven (or its proof failed).
+   */
+  async rollingBack(
+    record: TryRecord,
+    rollback: RollbackRecord,
+    units: WatchedUnit[],
+  ): Promise<TryRecord> {
+    const next = { ...record, units, rollback };
+    await this.writeTry(next);
+    return next;
+  }
+
+  /** Back in a boot of the previous revision: its proof runs in this boot, to a new deadline. */
+  async backInBoot(record: TryRecord, boot: string, deadline: number): Promise<TryRecord> {
+    const next = {
+      ...record,
+      boot,
+      deadline,
+      units: record.units.map((u) => ({ ...u, restarts: 0 })),
+    };
+    await this.writeTry(next);
+    return next;
+  }
+
   /** The apply ended: the deadline runs from now, and these units are watched. */
   async applied(record: TryRecord, deadline: number, units: WatchedUnit[]): Promise<TryRecord> {
     const next = { ...record, deadline, units };
@@ -368,6 +480,7 @@ export class TryState {
             generation: v.generation,
             reason: v.reason,
             message: v.message,
+            ...(v.phase === 'Failed' ? { phase: 'Failed' as const } : {}),
           };
         }
       } catch {

@@ -53,11 +53,15 @@ const BLOCKED: DrainResult = {
   podDisruptionBudget: 'web/web',
 };
 
-function nodeWith(level: RevisionGrant['disruption'], phase?: string): OscNodeObject {
+function nodeWith(
+  level: RevisionGrant['disruption'],
+  phase?: string,
+  reason?: string,
+): OscNodeObject {
   return {
     metadata: { name: 'm-1' },
     spec: { revision: { ...GRANT, ...(level ? { disruption: level } : {}) } },
-    ...(phase ? { status: { revision: { phase } } } : {}),
+    ...(phase ? { status: { revision: { phase, ...(reason ? { reason } : {}) } } } : {}),
   } as OscNodeObject;
 }
 
@@ -109,5 +113,20 @@ describe('withDrain: in-place updates drained like rollouts', () => {
     const refused = deps(BLOCKED, REBOOT);
     await withDrain(failure, 'm-1', nodeWith('Drain', 'Verifying'), refused.deps);
     expect(refused.calls).toEqual([]);
+  });
+
+  it('issue 25: a rollback rebooting back, or one whose old state was never proven, stays cordoned', async () => {
+    const failure: Decision = { kind: 'failure', message: 'failed' };
+    for (const reason of ['RollbackRebootFailed', 'RollbackUnhealthy']) {
+      const unproven = deps(BLOCKED, REBOOT);
+      await withDrain(failure, 'm-1', nodeWith('Reboot', 'Failed', reason), unproven.deps);
+      expect(unproven.calls).toEqual([]);
+    }
+    const rolling = deps(BLOCKED, REBOOT);
+    await withDrain(failure, 'm-1', nodeWith('Reboot', 'RollingBack'), rolling.deps);
+    expect(rolling.calls).toEqual([]);
+    const failedApply = deps(BLOCKED, REBOOT);
+    await withDrain(failure, 'm-1', nodeWith('Reboot', 'Failed', 'ApplyFailed'), failedApply.deps);
+    expect(failedApply.calls).toEqual(['uncordon m-1']);
   });
 });

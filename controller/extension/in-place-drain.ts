@@ -7,6 +7,7 @@
  * Node is Ready again and oscar uncordoned it. Cluster API paces the machines; the extension holds no
  * state: every call reads the node and takes one drain step, as the rollout controller does.
  */
+import { ROLLBACK_FAILED_REASONS } from '../../api/constants.js';
 import { atLeast, disruptionOf, type Disruption } from '../../api/disruption.js';
 import type { ResolvedConfig } from '../../api/resolved.js';
 import { ANNOTATION_CHECKSUM, decodeConfigData } from '../../api/secret.js';
@@ -93,10 +94,15 @@ async function readyThenUncordon(
   return { kind: 'done', message: `${d.message}; Node Ready and uncordoned` };
 }
 
-/** The node answered its grant with a rollback or a failure: it runs what it ran before. */
+/**
+ * The node answered its grant with a rollback or a failure: it runs what it ran before. Not a
+ * rollback still rebooting back (RollingBack: no failure yet), nor one whose old state was never
+ * proven (ROLLBACK_FAILED_REASONS): that node stays cordoned for a person (issue 25).
+ */
 function answeredBack(n: OscNodeObject | undefined): boolean {
-  const phase = n?.status?.revision?.phase;
-  return phase === 'RolledBack' || phase === 'Failed';
+  const r = n?.status?.revision;
+  const unproven = (ROLLBACK_FAILED_REASONS as readonly string[]).includes(r?.reason ?? '');
+  return r?.phase === 'RolledBack' || (r?.phase === 'Failed' && !unproven);
 }
 
 interface SecretObject {

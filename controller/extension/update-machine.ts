@@ -197,6 +197,13 @@ function nodeOutcome(
       message: `node ${node} cannot take ${target.osc} in place (ReplacementNeeded)${nodeError(n)}`,
     };
   }
+  if (answered?.phase === 'RollingBack') {
+    return {
+      kind: 'progress',
+      message: `node ${node} rolled back ${target.osc} (checksum ${short}): ${answered.reason}; it reboots back into its previous revision, and the failure is final once it is back there`,
+      retryAfterSeconds: RETRY_APPLYING_SECONDS,
+    };
+  }
   return {
     kind: 'progress',
     message: `node ${node} is applying ${target.osc} (checksum ${short}${answered ? `, ${answered.phase}` : ''})`,

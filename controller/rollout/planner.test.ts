@@ -504,6 +504,72 @@ describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
     expect(p.status?.drains?.map((d) => d.node)).toEqual(['node-001']);
   });
 
+  it('issue 25: a node rebooting back (RollingBack) stays cordoned and unavailable, is never granted, until RolledBack', () => {
+    const f = new Fleet(2, { maxUnavailable: 1, failureThreshold: 2 });
+    f.revisions = [S, R];
+    f.settle();
+    f.rendered = R;
+    f.plan();
+    drained(f, 'node-000');
+    f.plan();
+    f.answer('node-000', 'RollingBack');
+    const rolling = f.plan();
+    expect(rolling.uncordons).toEqual([]); // the old rule uncordoned it here, mid-reboot
+    expect(rolling.drains).toEqual([]); // it holds the one place: node-001 waits
+    expect(rolling.grants).toEqual([]);
+    expect(rolling.status?.nodes).toMatchObject({ rolledBack: 1, failed: 1, pending: 1 });
+    expect(rolling.status?.message).toContain('1 rebooting back');
+    expect(rolling.status?.drains?.map((d) => d.node)).toEqual(['node-000']);
+    expect(rolling.status?.drains?.[0]?.message).toMatch(
+      /rebooting back .*cordoned until it is back, Ready/,
+    );
+    const warned = rolling.events.find((e) => e.reason === 'NodeRolledBack');
+    expect(warned?.message).toMatch(/stays cordoned until it is back, Ready and healthy there/);
+    // a resume meanwhile retries nothing on it; a new rendering neither grants nor uncordons it
+    f.resumeToken = 'r1';
+    expect(f.plan()).toMatchObject({ grants: [], uncordons: [], drains: [] });
+    f.revisions = [S, R, { ...R, number: 3, checksum: 'c'.repeat(64), rebootDigest: 'r3' }];
+    f.rendered = f.revisions[2]!;
+    const renewed = f.plan();
+    expect(renewed.uncordons).toEqual([]);
+    expect(renewed.grants.map((g) => g.node)).not.toContain('node-000');
+    expect(renewed.status?.drains?.map((d) => d.node)).toEqual(['node-000']);
+    f.rendered = R;
+    f.revisions = [S, R];
+    f.plan();
+    // back, Ready and healthy in the old revision: uncordoned, said so; the next node goes
+    f.answer('node-000', 'RolledBack');
+    const back = f.plan();
+    expect(back.uncordons).toEqual(['node-000']);
+    expect(back.events.find((e) => e.reason === 'NodeRollbackComplete')?.message).toMatch(
+      /Node node-000 rolled back revision 2 .* uncordoned/,
+    );
+    expect(back.events.map((e) => e.reason)).not.toContain('NodeRolledBack'); // said once
+    expect(back.drains).toEqual(['node-001']);
+  });
+
+  it('issue 25: a rollback that cannot be finished (Failed after RollingBack) stays cordoned, with its own Warning', () => {
+    const f = new Fleet(2, { maxUnavailable: 1, failureThreshold: 2 });
+    f.revisions = [S, R];
+    f.settle();
+    f.rendered = R;
+    f.plan();
+    drained(f, 'node-000');
+    f.plan();
+    f.answer('node-000', 'RollingBack');
+    f.plan();
+    f.answer('node-000', 'Failed');
+    f.nodes.get('node-000')!.report!.reason = 'RollbackRebootFailed';
+    const failed = f.plan();
+    expect(failed.uncordons).toEqual([]);
+    expect(failed.drains).toEqual([]); // still holds its place
+    expect(failed.status?.drains?.map((d) => d.node)).toEqual(['node-000']);
+    expect(failed.events.find((e) => e.reason === 'NodeFailed')?.message).toContain(
+      'RollbackRebootFailed',
+    );
+    expect(f.plan().events.map((e) => e.reason)).not.toContain('NodeFailed'); // once
+  });
+
   it('a drain past its timeout: Wait names it Blocked and goes on; Skip uncordons and moves on', () => {
     const wait = new Fleet(2, { drain: { timeoutSeconds: 60 } });
     wait.revisions = [S, R];
@@ -648,6 +714,70 @@ describe('planRollout: properties', () => {
           expect(f.memory?.phase).toBe('Complete');
           expect(cordoned.size).toBe(0);
           expect(f.granted(R)).toHaveLength(n);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('issue 25: nodes that roll back after their reboot are never uncordoned while they reboot back; cordoned nodes never exceed maxUnavailable', () => {
+    const R: Revision = { ...T, rebootDigest: 'r2' };
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.oneof(fc.integer({ min: 1, max: 5 }), fc.constantFrom('25%', '50%')),
+        fc.array(fc.boolean(), { minLength: 20, maxLength: 20 }),
+        fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+        (n, maxUnavailable, badFlags, seed) => {
+          // no pause: every node gets its turn, the bad ones roll back and reboot back
+          const f = new Fleet(n, { maxUnavailable, failureThreshold: 100 });
+          f.revisions = [S, R];
+          f.settle();
+          f.rendered = R;
+          let rnd = seed;
+          const random = (): number => {
+            rnd = (rnd * 1103515245 + 12345) % 2 ** 31;
+            return rnd / 2 ** 31;
+          };
+          const bad = new Set([...f.nodes.keys()].filter((_, i) => badFlags[i] === true));
+          const maxU = scaledCount(maxUnavailable, n, 'down');
+          const cordoned = new Set<string>();
+          const phase = (name: string): string | undefined => {
+            const x = f.nodes.get(name);
+            return x?.report?.observedGeneration === x?.generation ? x?.report?.phase : undefined;
+          };
+          for (let step = 0; step < 800; step++) {
+            const p = f.plan();
+            for (const node of p.drains) cordoned.add(node);
+            for (const node of p.uncordons) {
+              expect(phase(node)).not.toBe('RollingBack');
+              cordoned.delete(node);
+            }
+            for (const g of p.grants) expect(phase(g.node)).not.toBe('RollingBack');
+            const busy = new Set([...cordoned, ...f.inFlight(R).map((x) => x.name)]);
+            expect(busy.size).toBeLessThanOrEqual(maxU);
+            const done = [...f.nodes.values()].every((x) =>
+              ['Confirmed', 'RolledBack'].includes(phase(x.name) ?? ''),
+            );
+            if (done && p.uncordons.length === 0 && cordoned.size === 0) break;
+            f.now += 1000;
+            for (const d of f.memory?.drains ?? []) {
+              if (d.phase === 'Draining' && random() < 0.5) d.phase = 'Drained';
+            }
+            for (const node of f.granted(R)) {
+              if (random() < 0.5) continue;
+              const now = phase(node.name);
+              if (now === 'RollingBack') f.answer(node.name, 'RolledBack');
+              else if (now === undefined || now === 'Verifying') {
+                f.answer(node.name, bad.has(node.name) ? 'RollingBack' : 'Confirmed');
+              }
+            }
+          }
+          // every node answered for good, and each is back in service
+          for (const x of f.nodes.values()) {
+            expect(phase(x.name)).toBe(bad.has(x.name) ? 'RolledBack' : 'Confirmed');
+          }
+          expect(cordoned.size).toBe(0);
         },
       ),
       { numRuns: 200 },

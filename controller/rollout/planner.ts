@@ -36,8 +36,12 @@
  *   once status.rollout.drains says Drained; a draining node counts against maxUnavailable;
  * - a drain past spec.rollout.drain.timeoutSeconds is Blocked (onTimeout Wait: it goes on trying,
  *   naming the pod and PodDisruptionBudget) or Skipped (uncordoned, left until a resume);
- * - a node is uncordoned when it confirms the target or rolls back; one that failed in place
- *   stays cordoned.
+ * - a node is uncordoned when it confirms the target or has rolled back; one that failed in
+ *   place stays cordoned. A node that rolled back after its reboot and reboots back into the
+ *   previous revision (RollingBack, issue 25) stays cordoned and counts against maxUnavailable
+ *   until it reports RolledBack — back, Ready and healthy in that revision — and is never granted
+ *   anything meanwhile; a rollback that cannot be finished (Failed) stays cordoned like any
+ *   failure in place.
  */
 import { atLeast, levelBetween } from '../../api/disruption.js';
 import type {
@@ -162,6 +166,7 @@ function classify(
   switch (a?.phase) {
     case 'Confirmed':
       return { cls: 'updated', inFlight, timedOut };
+    case 'RollingBack': // the try failed: a rollback, counted as one; out of service until back
     case 'RolledBack':
       return { cls: 'rolledBack', inFlight, timedOut };
     case 'Failed':
@@ -251,6 +256,13 @@ interface Pass {
   drainFirst: boolean;
   /** status.rollout.drains as this pass leaves it, by node. */
   drains: Map<string, DrainEntry>;
+  /** Nodes rebooting back into their previous revision (RollingBack): cordoned, unavailable. */
+  rebootingBack: Set<string>;
+}
+
+/** The node answered its grant RollingBack: rolled back, not yet back in the old revision. */
+function rollingBack(node: NodeState): boolean {
+  return answer(node)?.phase === 'RollingBack';
 }
 
 /** One rule of the file header: reads the pass, decides its part. */
@@ -419,18 +431,22 @@ function retryFailedNode(p: Pass, node: NodeState): void {
   p.classes.set(node.name, 'pending');
 }
 
-/** A node's failure or rollback is an Event once per grant ("node@generation"). */
+/**
+ * A node's failure or rollback is an Event once per grant ("node@generation"); a rollback that
+ * then fails (RollingBack → Failed) once more ("node@generation:Failed").
+ */
 function reportFailure(p: Pass, node: NodeState, cls: Class, timedOut: boolean): void {
-  const key = `${node.name}@${String(node.generation)}`;
-  if (p.input.reportedFailures.has(key)) return;
   const a = answer(node);
+  const key = `${node.name}@${String(node.generation)}${a?.phase === 'Failed' ? ':Failed' : ''}`;
+  if (p.input.reportedFailures.has(key)) return;
   p.plan.newlyReported.push(key);
+  const back = a?.phase === 'RollingBack';
   p.plan.events.push({
     type: 'Warning',
     reason: cls === 'rolledBack' ? 'NodeRolledBack' : 'NodeFailed',
     message: timedOut
       ? `Node ${node.name} did not confirm revision ${String(p.target.number)} by its deadline; counted as failed.`
-      : `Node ${node.name} ${cls === 'rolledBack' ? 'rolled back' : 'failed'} revision ${String(p.target.number)}: ${a?.reason ?? ''}: ${(a?.message ?? '').slice(0, 300)}`,
+      : `Node ${node.name} ${cls === 'rolledBack' ? 'rolled back' : 'failed'} revision ${String(p.target.number)}: ${a?.reason ?? ''}: ${(a?.message ?? '').slice(0, 300)}${back ? `; it reboots back into its previous revision and stays cordoned until it is back, Ready and healthy there.` : ''}`,
   });
 }
 
@@ -453,7 +469,10 @@ const classifyNodes: Rule = (p) => {
       if (at !== undefined) due(p, at);
     }
     const failedOrBack = c.cls === 'failed' || c.cls === 'rolledBack';
-    if (failedOrBack && p.resumed) {
+    // a node rebooting back is retried by a resume once it is back (its rollback finished)
+    const back = rollingBack(node);
+    if (back) p.rebootingBack.add(node.name);
+    if (failedOrBack && p.resumed && !back) {
       retryFailedNode(p, node);
       continue;
     }
@@ -461,7 +480,7 @@ const classifyNodes: Rule = (p) => {
     p.classes.set(node.name, c.cls);
     const failedInPlace =
       answer(node)?.phase === 'Failed' || (c.timedOut && c.cls !== 'rolledBack');
-    if (c.inFlight || failedInPlace || node.degraded) p.unavailable++;
+    if (c.inFlight || failedInPlace || node.degraded || back) p.unavailable++;
   }
 };
 
@@ -542,6 +561,7 @@ const grantWaves: Rule = (p) => {
   let canaryRoom = p.inCanary ? Math.max(0, p.canarySize - p.canaryNodes.length) : Infinity;
   for (const node of [...nodes].sort(byName)) {
     if (p.classes.get(node.name) !== 'pending' || p.regranted.has(node.name)) continue;
+    if (p.rebootingBack.has(node.name)) continue; // nothing new before it is back
     const drain = p.drains.get(node.name);
     if (drain?.phase === 'Skipped') continue; // until a resume
     // a node in its drain was counted unavailable already: its grant takes no new budget
@@ -590,6 +610,7 @@ function startDrain(p: Pass, node: string): void {
 /** Why a drain entry ends this pass, or undefined while it holds. */
 function drainEnds(p: Pass, entry: DrainEntry, present: boolean): string | undefined {
   if (!present) return 'gone';
+  if (p.rebootingBack.has(entry.node)) return undefined; // cordoned until it is back
   if (entry.revision !== p.target.number || !p.drainFirst) return 'stale';
   const cls = p.classes.get(entry.node);
   if (cls === 'updated') return 'confirmed';
@@ -610,11 +631,18 @@ const trackDrains: Rule = (p) => {
   const { timeoutSeconds, onTimeout } = p.input.policy.drain;
   for (const old of memory) {
     const entry = { ...old };
-    if (drainEnds(p, entry, present.has(entry.node)) !== undefined) {
+    const ends = drainEnds(p, entry, present.has(entry.node));
+    if (ends !== undefined) {
       if (entry.phase !== 'Skipped') p.plan.uncordons.push(entry.node);
+      if (ends === 'rolledBack') sayBackInService(p, entry.node);
       continue;
     }
     p.drains.set(entry.node, entry);
+    if (p.rebootingBack.has(entry.node)) {
+      // counted unavailable by classifyNodes; the entry says why it stays cordoned
+      entry.message = `rolled back revision ${String(p.target.number)}; rebooting back into its previous revision: cordoned until it is back, Ready and healthy there`;
+      continue;
+    }
     if (p.classes.get(entry.node) !== 'pending') continue; // granted: in flight already
     if (entry.phase === 'Skipped') continue;
     p.unavailable++;
@@ -645,6 +673,17 @@ const trackDrains: Rule = (p) => {
     }
   }
 };
+
+/** A node that rolled back goes back into service: its previous revision is proven (again). */
+function sayBackInService(p: Pass, name: string): void {
+  const node = p.input.nodes.find((n) => n.name === name);
+  const a = node ? answer(node) : undefined;
+  p.plan.events.push({
+    type: 'Normal',
+    reason: 'NodeRollbackComplete',
+    message: `Node ${name} rolled back revision ${String(p.target.number)} (${a?.reason ?? 'rolled back'}) and runs its previous revision again; uncordoned.`,
+  });
+}
 
 /** Waves: the canary is the first; then one per maxUnavailable grants. */
 const countWaves: Rule = (p) => {
@@ -724,7 +763,7 @@ const completeOrPause: Rule = (p) => {
 /** The status's words and revision list; what must be kept; when to look again. */
 const finish: Rule = (p) => {
   const { status, plan } = p;
-  status.message = describe(status, status.phase, p.target, p.stable);
+  status.message = describe(status, status.phase, p.target, p.stable, p.rebootingBack.size);
   status.revisions = [...p.input.revisions]
     .sort((a, b) => b.number - a.number)
     .map((r) => ({
@@ -808,6 +847,7 @@ export function planRollout(input: RolloutInput): RolloutPlan {
     level: 'None',
     drainFirst: false,
     drains: new Map(),
+    rebootingBack: new Set(),
   };
   for (const rule of RULES) rule(p);
   return plan;
@@ -834,9 +874,11 @@ function describe(
   phase: RolloutPhase,
   target: Revision,
   stable: Revision,
+  rebootingBack: number,
 ): string {
   const n = s.nodes;
-  const counts = `${String(n.updated)}/${String(n.total)} updated, ${String(n.updating)} updating, ${String(n.failed)} failed (${String(n.rolledBack)} rolled back), ${String(n.pending)} pending`;
+  const back = rebootingBack > 0 ? `, ${String(rebootingBack)} rebooting back` : '';
+  const counts = `${String(n.updated)}/${String(n.total)} updated, ${String(n.updating)} updating, ${String(n.failed)} failed (${String(n.rolledBack)} rolled back${back}), ${String(n.pending)} pending`;
   switch (phase) {
     case 'Complete':
       return `Revision ${String(target.number)} is on every node (${String(n.total)}).`;

@@ -8,8 +8,11 @@
 //
 // Then a Reboot-level change whose health check fails after the reboot: the first node reboots
 // into it, finds its Node Ready, fails the check, rolls back and reboots again into the old state
-// by itself (two more boots, the old file), reports RolledBack/HealthCheckFailed; the rollout
-// pauses on its failure threshold and the second node is never touched.
+// by itself (two more boots, the old file), reports RollingBack meanwhile and RolledBack/
+// HealthCheckFailed only once its Node is Ready in the boot that brought it back; the rollout
+// pauses on its failure threshold and the second node is never touched. A watcher sees the first
+// node never uncordoned before it was back in the old revision's boot and Ready there (issue 25:
+// the controller used to uncordon it the moment it said RolledBack, before the reboot back).
 //
 // No pods here: the drain of real pods under a PodDisruptionBudget is test/e2e/drain-pods.test.ts's
 // (the cluster with kube-scheduler and the workload controllers). The reboot is a new
@@ -114,6 +117,47 @@ async function bootIds(f: KubeletFleet): Promise<Map<string, string>> {
 
 interface OscNodeStatus {
   status?: { revision?: { phase?: string; reason?: string; message?: string; checksum?: string } };
+}
+
+/** One look at a node during its rollback: its Node and its agent's answer. */
+interface Sample {
+  at: number;
+  cordoned: boolean;
+  bootID: string;
+  ready: boolean;
+  phase: string;
+}
+
+/** Looks at `name`'s Node and OperatingSystemConfigNode every 500 ms until stopped. */
+function watchRollback(f: KubeletFleet, name: string): { samples: Sample[]; stop: () => void } {
+  const state = { running: true };
+  const samples: Sample[] = [];
+  void (async () => {
+    while (state.running) {
+      try {
+        const node = await f.get<NodeWithSpec>(`/api/v1/nodes/${name}`);
+        const osc = await f.get<OscNodeStatus>(
+          `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${name}`,
+        );
+        samples.push({
+          at: Date.now(),
+          cordoned: node?.spec?.unschedulable === true,
+          bootID: node?.status?.nodeInfo?.bootID ?? '',
+          ready: nodeReady(node),
+          phase: osc?.status?.revision?.phase ?? '',
+        });
+      } catch {
+        // the API server under load; the next poll sees it
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  })();
+  return {
+    samples,
+    stop: () => {
+      state.running = false;
+    },
+  };
 }
 
 /** The OSC's worker OSC edited by `edit`, applied (a new rendering, a new rollout). */
@@ -226,26 +270,65 @@ describe('a Reboot-level rollout on two Kubernetes nodes', () => {
       periodSeconds: 2,
       failureThreshold: 2,
     };
+    const oldBoot = (await bootIds(f)).get(firstName) ?? '';
+    const watch = watchRollback(f, firstName);
     await applyWorker(f, rebootable('3', [failing]));
     const oscNode = (n: string) =>
       f.get<OscNodeStatus>(`/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${n}`);
-    const paused = await waitFor(
-      'the first node rolled back (rebooted twice), uncordoned, and the rollout paused',
-      async () => {
-        if (first.boots < (boots[at] ?? 0) + 2) return false;
-        const node = await f.get<NodeWithSpec>(`/api/v1/nodes/${firstName}`);
-        if (!nodeReady(node) || node?.spec?.unschedulable === true) return false;
-        const report = (await oscNode(firstName))?.status?.revision;
-        if (report?.phase !== 'RolledBack') return false;
-        const r = await rollout(f);
-        return r?.phase === 'Paused' && r.pauseReason === 'FailureThreshold'
-          ? { r, report }
-          : false;
-      },
-      { timeoutMs: 1_500_000, intervalMs: 2000, onTimeout: diagnose },
-    );
+    let paused;
+    try {
+      paused = await waitFor(
+        'the first node rolled back (rebooted twice), uncordoned, and the rollout paused',
+        async () => {
+          if (first.boots < (boots[at] ?? 0) + 2) return false;
+          const node = await f.get<NodeWithSpec>(`/api/v1/nodes/${firstName}`);
+          if (!nodeReady(node) || node?.spec?.unschedulable === true) return false;
+          const report = (await oscNode(firstName))?.status?.revision;
+          if (report?.phase !== 'RolledBack') return false;
+          const r = await rollout(f);
+          return r?.phase === 'Paused' && r.pauseReason === 'FailureThreshold'
+            ? { r, report, bootID: node?.status?.nodeInfo?.bootID ?? '' }
+            : false;
+        },
+        { timeoutMs: 1_500_000, intervalMs: 2000, onTimeout: diagnose },
+      );
+      const taken = watch.samples.length; // and the watcher's own look after that
+      await waitFor('the watcher sees the node once more', () => watch.samples.length > taken, {
+        timeoutMs: 120_000,
+        intervalMs: 200,
+      });
+    } finally {
+      watch.stop();
+    }
     expect(paused.report).toMatchObject({ phase: 'RolledBack', reason: 'HealthCheckFailed' });
     expect(paused.report.message).toContain('after-boot');
+    expect(paused.report.message).toContain('back in the previous revision after a reboot');
+    // the watcher: cordoned from the drain until the node was back in a boot of its own (neither
+    // the one before the rollout nor the try's) and Ready there; RollingBack all the while
+    const seen = watch.samples;
+    const cordonedAt = seen.findIndex((x) => x.cordoned);
+    expect(cordonedAt).toBeGreaterThanOrEqual(0);
+    const after = seen.slice(cordonedAt);
+    const uncordonedAt = after.findIndex((x) => !x.cordoned);
+    const uncordoned = after.slice(Math.max(0, uncordonedAt));
+    expect(uncordonedAt).toBeGreaterThan(0);
+    expect(paused.bootID).not.toBe(oldBoot);
+    for (const x of uncordoned) {
+      expect(x).toMatchObject({ cordoned: false, bootID: paused.bootID, ready: true });
+      expect(x.phase).toBe('RolledBack');
+    }
+    const rollingBack = after.filter((x) => x.phase === 'RollingBack');
+    expect(rollingBack.length).toBeGreaterThan(0); // the reboot back takes seconds; polled 500 ms
+    expect(rollingBack.every((x) => x.cordoned)).toBe(true);
+    const tryBoots = new Set(after.map((x) => x.bootID).filter((b) => b !== oldBoot));
+    expect(tryBoots.size).toBeGreaterThanOrEqual(2); // the try's boot, then the old state's
+    const backFor = (uncordoned[0]?.at ?? 0) - (rollingBack[0]?.at ?? 0);
+    process.stderr.write(
+      `[e2e] rollback watcher: ${String(seen.length)} samples, ${String(rollingBack.length)} RollingBack, boots ${[...tryBoots].map((b) => b.slice(0, 8)).join(' → ')}; first RollingBack → uncordoned ${String(backFor)} ms (the old rule uncordoned at the first)\n`,
+    );
+    // its agent waited for the Node in the old state's boot before saying RolledBack
+    const journal = await first.execOk(['journalctl', '-u', 'oscar-agent.service', '--no-pager']);
+    expect(journal.stdout).toMatch(/after the reboot back/);
     expect(paused.r.nodes).toMatchObject({ rolledBack: 1, updated: 0 });
     expect(paused.r.disruption).toBe('Reboot');
     // into the revision and back: two boots; the old file, by the node itself
