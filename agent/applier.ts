@@ -8,7 +8,7 @@ import { silentLogger, type Logger } from '../log/logger.js';
 import { applyDesired, type ApplyDeps, type ApplyResult } from './apply.js';
 import { waitsForNextState } from './loop.js';
 import { revertDrift } from './revert.js';
-import type { DriftHooks } from './model/drift.js';
+import type { DriftHooks, RevertScope } from './model/drift.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
 
 /** How revisions reach the node: the real executor, or memory (the scale bench). */
@@ -17,16 +17,19 @@ export interface Applier {
   apply(desired: Desired): Promise<ApplyResult>;
   /** Records `desired` as applied without applying it (a failed apply, before its revert). */
   markApplied(desired: Desired): Promise<void>;
-  /** Puts Revert drift back (agent/revert.ts); undefined when there was nothing to do. */
-  revertDrift?(): Promise<ApplyResult | undefined>;
+  /**
+   * Puts Revert drift back (agent/revert.ts): what `scope` names, or all of it without one;
+   * undefined when there was nothing to do.
+   */
+  revertDrift?(scope?: RevertScope): Promise<ApplyResult | undefined>;
 }
 
 export function nodeApplier(deps: ApplyDeps, log: Logger = silentLogger()): Applier {
   return {
     lastApplied: () => readLastApplied(deps.stateDir),
     apply: (desired) => applyDesired(deps, desired),
-    markApplied: (desired) => writeLastApplied(deps.stateDir, desired.bytes),
-    revertDrift: () => revertDrift(deps, log),
+    markApplied: (desired) => writeLastApplied(deps.stateDir, desired.bytes, desired.config),
+    revertDrift: (scope) => revertDrift(deps, log, scope),
   };
 }
 
@@ -54,7 +57,8 @@ export function withDrift(inner: Applier, drift: DriftHooks): Applier {
           revertDrift: async () => {
             await drift.beforeApply('revert');
             try {
-              return await revertDrift();
+              // what the monitor found, not every file of the node read again
+              return await revertDrift(drift.revertScope());
             } finally {
               drift.afterApply({ unchanged: true, revert: true });
             }

@@ -9,7 +9,8 @@ import { replacementReason } from '../api/in-place.js';
 import { describeAction, isUnitAction, RESTARTING, type Action } from './model/actions.js';
 import { entriesOf, type Entry } from './model/entries.js';
 import type { ObservedDisk, UnitStateReader } from './model/observed.js';
-import { repairFor } from './model/repair.js';
+import { repairFor, type DriftRepair } from './model/repair.js';
+import type { RevertScope } from './model/drift.js';
 import { plan } from './plan.js';
 import { isAbsolute, relative } from 'node:path';
 import { LIMITS } from '../api/constants.js';
@@ -124,6 +125,18 @@ function assertAcceptable(deps: ApplyDeps, desired: Desired): void {
 export interface ApplyOptions {
   /** A revert of drift: only the Revert policy's drift is repaired (agent/drift/policy.ts). */
   revert?: boolean;
+  /**
+   * With `revert`: only these paths, units and packages are read and repaired (the drift the
+   * monitor found); without it every one the configs declare.
+   */
+  scope?: RevertScope;
+}
+
+/** How the plan repairs drift: an apply's, or a revert's (within its scope). */
+function repairOf(desired: ResolvedConfig, opts: ApplyOptions): DriftRepair {
+  return opts.revert === true
+    ? repairFor(desired, 'revert', opts.scope)
+    : repairFor(desired, 'apply');
 }
 
 /**
@@ -136,17 +149,23 @@ async function observeNode(
   accounts: Accounts,
   desired: ResolvedConfig,
   last: ResolvedConfig | undefined,
+  scope: RevertScope | undefined,
   readOtherSizesUpTo?: number,
 ): Promise<ObservedDisk> {
   const observed = await observe(beneath, desired, last, {
     owners: deps.owners,
     accounts,
     ...(readOtherSizesUpTo === undefined ? {} : { readOtherSizesUpTo }),
+    ...(scope ? { only: scope.paths } : {}),
   });
-  const packages = desired.packages.length > 0 ? await readPackageDatabase(beneath) : undefined;
+  const readPackages = desired.packages.length > 0 && (!scope || scope.packages.size > 0);
+  const packages = readPackages ? await readPackageDatabase(beneath) : undefined;
   const withPackages = packages ? { ...observed, packages } : observed;
   if (!deps.unitStates) return withPackages;
-  const names = desired.units.map((u) => u.name).filter((n) => !n.includes('@.'));
+  const names = desired.units
+    .map((u) => u.name)
+    .filter((n) => !n.includes('@.') && (!scope || scope.units.has(n)));
+  if (names.length === 0 && scope) return withPackages;
   try {
     return { ...withPackages, units: await deps.unitStates.read(names) };
   } catch (error) {
@@ -186,9 +205,10 @@ export async function observeAndPlan(
       accounts,
       desired.config,
       last?.config,
+      opts.revert === true ? opts.scope : undefined,
       LIMITS.inlineDataBytes,
     );
-    const repair = repairFor(desired.config, opts.revert === true ? 'revert' : 'apply');
+    const repair = repairOf(desired.config, opts);
     return { actions: plan(last?.config, desired.config, observed, repair), observed };
   } finally {
     await beneath.close();
@@ -257,7 +277,8 @@ async function applyBeneath(
   const { actions, journal, done } = work;
   try {
     const touchedUnits = await runWork(deps, beneath, accounts, work, log);
-    await writeLastApplied(deps.stateDir, desired.bytes);
+    // a revert applies last-applied itself: its 2 MB at 10,000 files are not written again
+    if (opts.revert !== true) await writeLastApplied(deps.stateDir, desired.bytes, desired.config);
     await journal.finish();
     return {
       checksum: desired.checksum,
@@ -323,11 +344,13 @@ async function planWork(
     );
   const last = await readLastApplied(deps.stateDir);
   assertInPlace(last?.config, desired.config);
-  const observed = await observeNode(deps, beneath, accounts, desired.config, last?.config);
-  const repair = repairFor(desired.config, opts.revert === true ? 'revert' : 'apply');
+  const scope = opts.revert === true ? opts.scope : undefined;
+  const observed = await observeNode(deps, beneath, accounts, desired.config, last?.config, scope);
+  const repair = repairOf(desired.config, opts);
   const actions = plan(last?.config, desired.config, observed, repair);
   if (actions.length === 0) {
-    if (last?.checksum !== desired.checksum) await writeLastApplied(deps.stateDir, desired.bytes);
+    if (last?.checksum !== desired.checksum)
+      await writeLastApplied(deps.stateDir, desired.bytes, desired.config);
     if (pending) await (await Journal.resume(deps.stateDir, pending)).finish();
     return { checksum: desired.checksum, actions, resumed: false, touchedUnits: [] };
   }

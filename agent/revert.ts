@@ -1,15 +1,22 @@
 /**
  * A revert: the state last applied, applied again with the Revert policy's repairs only
  * (agent/drift/policy.ts) — the normal planner and journal, so a drifted file restarts the units
- * that list it and a killed agent resumes the revert instead of repeating it.
+ * that list it and a killed agent resumes the revert instead of repeating it. With a scope (the
+ * drift the monitor found) only its paths, units and packages are read and repaired: a revert
+ * costs what drifted, not the node's size.
  */
 import { shortChecksum, type Logger } from '../log/logger.js';
 import { applyDesired, type ApplyDeps, type ApplyResult } from './apply.js';
 import { Journal } from './journal.js';
+import type { RevertScope } from './model/drift.js';
 import { readLastApplied } from './state.js';
 
 /** Undefined when there is nothing to revert to, or an interrupted apply must resume first. */
-export async function revertDrift(deps: ApplyDeps, log: Logger): Promise<ApplyResult | undefined> {
+export async function revertDrift(
+  deps: ApplyDeps,
+  log: Logger,
+  scope?: RevertScope,
+): Promise<ApplyResult | undefined> {
   const last = await readLastApplied(deps.stateDir);
   if (!last) return undefined;
   const pending = await Journal.read(deps.stateDir);
@@ -21,5 +28,5 @@ export async function revertDrift(deps: ApplyDeps, log: Logger): Promise<ApplyRe
     );
     return undefined;
   }
-  return applyDesired(deps, last, { revert: true });
+  return applyDesired(deps, last, { revert: true, ...(scope ? { scope } : {}) });
 }

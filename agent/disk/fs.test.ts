@@ -176,4 +176,25 @@ describe('observe', () => {
     expect(disk.files.get('/etc/big.conf')).toEqual({ content: undefined, mode: 0o644 });
     expect(disk.files.get('/etc/same.conf')?.content?.toString()).toBe('abc');
   });
+
+  it("with `only` (a revert's scope), reads only those of the declared paths", async () => {
+    await mkdir(join(root, 'etc'), { recursive: true });
+    for (const n of ['a', 'b', 'c']) await writeFile(join(root, `etc/${n}.conf`), n);
+    const files = ['a', 'b', 'c'].map((n) => ({
+      path: `/etc/${n}.conf`,
+      mode: 0o644,
+      user: 'root',
+      group: 'root',
+      content: Buffer.from(n),
+    }));
+    const disk = await withRoot(async (b) =>
+      observe(b, config(files), undefined, {
+        owners: false,
+        accounts: await Accounts.load(b, root),
+        only: new Set(['/etc/b.conf', '/etc/undeclared.conf']),
+      }),
+    );
+    expect([...disk.files.keys()]).toEqual(['/etc/b.conf']); // not an undeclared path either
+    expect(disk.files.get('/etc/b.conf')?.content?.toString()).toBe('b');
+  });
 });

@@ -309,6 +309,8 @@ export interface ObserveOptions {
    * shows what a write replaces); the agent does not: such a file differs anyway.
    */
   readOtherSizesUpTo?: number;
+  /** Only these paths (a revert's scope); the others are not read and not in the result. */
+  only?: ReadonlySet<string>;
 }
 
 /**
@@ -323,9 +325,12 @@ export async function observe(
   opts: ObserveOptions,
 ): Promise<ObservedDisk> {
   const want = entriesOf(desired);
-  const paths = new Set([...want.keys(), ...entriesOf(lastApplied).keys()]);
+  const last = entriesOf(lastApplied);
+  const only = opts.only;
+  const list = only
+    ? [...only].filter((p) => want.has(p) || last.has(p))
+    : [...new Set([...want.keys(), ...last.keys()])];
   const files = new Map<string, ObservedFile>();
-  const list = [...paths];
   const results = await mapLimit(list, 32, (p) =>
     readSeen(beneath, p, want.get(p)?.content.length, opts.readOtherSizesUpTo),
   );

@@ -203,6 +203,33 @@ describe('oscar plan (planFor) and drift', () => {
 });
 
 describe('revertDrift', () => {
+  it("with a scope (the monitor's Revert drift): puts back and restarts only what it names", async () => {
+    const deps = depsFor({ root, stateDir });
+    const v1 = version('1', 'Revert');
+    const { applyDesired } = await import('../apply.js');
+    await applyDesired(deps, v1);
+    await writeFile(join(root, 'etc/app/a.conf'), 'edited\n');
+    await writeFile(join(root, 'etc/app/b.conf'), 'edited\n');
+    const { log } = memoryLogger('agent');
+    const scope = {
+      paths: new Set(['/etc/app/b.conf']),
+      units: new Set<string>(),
+      packages: new Set<string>(),
+    };
+    const result = await revertDrift(deps, log, scope);
+    expect(
+      result?.actions.map(
+        (a) => `${a.kind} ${'path' in a ? a.path : ''}${'unit' in a ? a.unit : ''}`,
+      ),
+    ).toEqual(['writeFile /etc/app/b.conf', 'restart b.service']);
+    expect(await conf('etc/app/b.conf')).toBe('b 1\n');
+    expect(await conf('etc/app/a.conf')).toBe('edited\n'); // not named: its own revert follows
+    // without a scope: all of the Revert drift
+    const all = await revertDrift(deps, log);
+    expect(all?.actions.map((a) => a.kind)).toEqual(['writeFile', 'restart']);
+    expect(await conf('etc/app/a.conf')).toBe('a 1\n');
+  });
+
   it('waits for an interrupted apply of another state to resume instead of undoing half of it', async () => {
     const deps = depsFor({ root, stateDir });
     const v1 = version('1', 'Revert');

@@ -568,6 +568,41 @@ describe('DriftMonitor on a real file system', () => {
     expect(h.reverts.n).toBe(1); // 59 s to go
   });
 
+  it("a revert's scope is the Revert drift known now; after the revert (nothing re-armed but what it wrote) an edit through a hard link is still seen", async () => {
+    const c = config(
+      [unit('r.service', { driftPolicy: 'Revert', content: undefined })],
+      [
+        file('/etc/app/a.conf', 'a\n', { driftPolicy: 'Revert' }),
+        file('/etc/app/b.conf', 'b\n', { driftPolicy: 'Revert' }),
+        file('/etc/app/c.conf', 'c\n'), // Report
+      ],
+    );
+    lay(c);
+    const h = harness();
+    await h.monitor.start(c);
+    for (const n of ['a', 'c']) writeFileSync(join(root, `/etc/app/${n}.conf`), 'edited\n');
+    await drifts(h, ['path:/etc/app/a.conf', 'path:/etc/app/c.conf']);
+    await h.monitor.beforeApply('revert');
+    const scope = h.monitor.revertScope();
+    expect({
+      paths: [...scope.paths],
+      units: [...scope.units],
+      packages: [...scope.packages],
+    }).toEqual({ paths: ['/etc/app/a.conf'], units: [], packages: [] });
+    // the revert writes a.conf as an apply does: a new inode renamed over the name
+    writeFileSync(join(root, '/etc/app/.a.tmp'), 'a\n');
+    renameSync(join(root, '/etc/app/.a.tmp'), join(root, '/etc/app/a.conf'));
+    h.monitor.afterApply({ unchanged: true, revert: true });
+    await until(h, () => h.reports.at(-1)?.reverted === true);
+    expect(h.drifted()).toEqual(['path:/etc/app/c.conf']);
+    // the check after the revert armed the new inode's watch: a write through another name
+    // (which no directory watch hears) is drift
+    mkdirSync(join(root, 'var/tmp'), { recursive: true });
+    linkSync(join(root, '/etc/app/a.conf'), join(root, 'var/tmp/a-link'));
+    appendFileSync(join(root, 'var/tmp/a-link'), 'through a link\n');
+    await drifts(h, ['path:/etc/app/a.conf', 'path:/etc/app/c.conf']);
+  });
+
   it('units: a change in systemd state directories asks for a unit check; stopped, disabled and masked units are reported', async () => {
     // a unit of the OS changed through a drop-in: masking it links its name to /dev/null
     const c = config([

@@ -54,6 +54,25 @@ describe('repairFor', () => {
     ]);
     expect(['r.service', 'i.service', 'd.service'].map(r.unit)).toEqual([true, false, false]);
   });
+
+  it("a revert with a scope (the monitor's Revert drift) repairs only what it names", () => {
+    const all = { ...c, driftPolicy: 'Revert' as const, packages: [{ name: 'chrony' }] };
+    const r = repairFor(all, 'revert', {
+      paths: new Set(['/etc/r', '/etc/i']),
+      units: new Set(['d.service']),
+      packages: new Set(),
+    });
+    // in the scope and Revert; the Ignore path stays unrepaired even when named
+    expect(['/etc/r', '/etc/i', '/etc/systemd/system/d.service'].map(r.path)).toEqual([
+      true,
+      false,
+      false,
+    ]);
+    expect(['r.service', 'd.service'].map(r.unit)).toEqual([false, true]);
+    expect(r.package('chrony')).toBe(false);
+    // an apply ignores a scope: it makes the node carry all it declares
+    expect(repairFor(all, 'apply').path('/etc/systemd/system/d.service')).toBe(true);
+  });
 });
 
 describe('RevertBackoff', () => {

@@ -47,11 +47,24 @@ export type ApplyOutcome =
   /** What was applied did not change: a refused state, or a revert (`revert`) of drift. */
   | { unchanged: true; revert?: boolean };
 
+/**
+ * What a revert puts back: the Revert drift the monitor holds when the revert starts, by path,
+ * unit and package. The revert reads and repairs only these (agent/revert.ts), so its cost follows
+ * what drifted, not the node's size; drift found meanwhile is checked after it and gets its own.
+ */
+export interface RevertScope {
+  readonly paths: ReadonlySet<string>;
+  readonly units: ReadonlySet<string>;
+  readonly packages: ReadonlySet<string>;
+}
+
 /** What the agent loop calls (agent/agent.ts). */
 export interface DriftHooks {
   start(applied: ResolvedConfig | undefined): Promise<void>;
   /** Before an apply: check everything (not for a revert, which a check just asked for), pause. */
   beforeApply(kind: 'apply' | 'revert'): Promise<void>;
+  /** The Revert drift known now (after beforeApply('revert')): what a revert repairs. */
+  revertScope(): RevertScope;
   /** After an apply, failed or not: what is expected now; resume. */
   afterApply(outcome: ApplyOutcome): void;
   stop(): Promise<void>;

@@ -19,10 +19,25 @@ export interface Entry {
 
 const UNIT_FILE_MODE = 0o644;
 
+/**
+ * A frozen config's entries, built once: the drift check, the observer and the planner each walk
+ * the same config, and a revert of one file at 10,000 paths spent most of its time building
+ * these maps again (a config is frozen once checked: agent/desired-check.ts).
+ */
+const built = new WeakMap<ResolvedConfig, ReadonlyMap<string, Entry>>();
+
 /** Every path a config makes oscar write: its files, unit files and drop-ins. */
-export function entriesOf(config: ResolvedConfig | undefined): Map<string, Entry> {
+export function entriesOf(config: ResolvedConfig | undefined): ReadonlyMap<string, Entry> {
+  if (!config) return new Map();
+  const known = built.get(config);
+  if (known) return known;
+  const out = buildEntries(config);
+  if (Object.isFrozen(config)) built.set(config, out);
+  return out;
+}
+
+function buildEntries(config: ResolvedConfig): Map<string, Entry> {
   const out = new Map<string, Entry>();
-  if (!config) return out;
   // A file is its own entry: no copy (the planner runs on every change and every poll of a
   // 1,000-file node; what it allocates is what the GC pauses for).
   for (const f of config.files) out.set(f.path, f);

@@ -19,6 +19,7 @@
  */
 import { DEFAULT_DRIFT_POLICY, type DriftPolicy } from '../../api/constants.js';
 import { dropInPath, unitPath, type ResolvedConfig } from '../../api/resolved.js';
+import type { RevertScope } from './drift.js';
 
 export interface Policies {
   /** Every path the config makes oscar write (files, unit files, drop-ins) → its policy. */
@@ -29,11 +30,22 @@ export interface Policies {
   readonly packages: ReadonlyMap<string, DriftPolicy>;
 }
 
+/** A frozen (checked) config's policies, built once: every plan and drift check asks. */
+const built = new WeakMap<ResolvedConfig, Policies>();
+
 export function policiesOf(config: ResolvedConfig | undefined): Policies {
+  if (!config) return { paths: new Map(), units: new Map(), packages: new Map() };
+  const known = built.get(config);
+  if (known) return known;
+  const out = buildPolicies(config);
+  if (Object.isFrozen(config)) built.set(config, out);
+  return out;
+}
+
+function buildPolicies(config: ResolvedConfig): Policies {
   const paths = new Map<string, DriftPolicy>();
   const units = new Map<string, DriftPolicy>();
   const packages = new Map<string, DriftPolicy>();
-  if (!config) return { paths, units, packages };
   const fallback = config.driftPolicy ?? DEFAULT_DRIFT_POLICY;
   for (const p of config.packages) packages.set(p.name, fallback);
   for (const f of config.files) paths.set(f.path, f.driftPolicy ?? fallback);
@@ -59,14 +71,24 @@ export interface DriftRepair {
 /** An apply of a desired state, or a revert of drift to the state last applied. */
 export type RepairMode = 'apply' | 'revert';
 
-export function repairFor(config: ResolvedConfig, mode: RepairMode): DriftRepair {
+/**
+ * What a plan in `mode` repairs; a revert with a `scope` (the drift the monitor found) only what
+ * the scope names, so the paths it did not read are not taken for missing.
+ */
+export function repairFor(
+  config: ResolvedConfig,
+  mode: RepairMode,
+  scope?: RevertScope,
+): DriftRepair {
   const { paths, units, packages } = policiesOf(config);
   const revert = (p: DriftPolicy | undefined): boolean => p === 'Revert';
+  const within = (names: ReadonlySet<string> | undefined, name: string): boolean =>
+    names === undefined || names.has(name);
   return mode === 'revert'
     ? {
-        path: (p) => revert(paths.get(p)),
-        unit: (u) => revert(units.get(u)),
-        package: (p) => revert(packages.get(p)),
+        path: (p) => within(scope?.paths, p) && revert(paths.get(p)),
+        unit: (u) => within(scope?.units, u) && revert(units.get(u)),
+        package: (p) => within(scope?.packages, p) && revert(packages.get(p)),
       }
     : {
         path: (p) => paths.get(p) !== 'Ignore',

@@ -45,10 +45,22 @@ export interface ApiBenchOptions {
   /** Another build's dist/cli/oscar.js to measure (a before/after comparison); default ours. */
   entry?: string;
   /**
-   * Start the agents with the unit's malloc settings (AGENT_MALLOC_ENV), as systemd does on a
-   * node; false: glibc's defaults (a before/after comparison).
+   * The malloc settings the agents start with; default the unit's (AGENT_MALLOC_ENV), as systemd
+   * sets them on a node; {} for glibc's defaults (a before/after comparison).
    */
-  unitEnv?: boolean;
+  mallocEnv?: Readonly<Record<string, string>>;
+}
+
+/** `NAME=VALUE,NAME=VALUE` (the bench's --malloc-env); an empty text is glibc's defaults. */
+export function parseEnvList(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of text.split(',').filter((i) => i.trim() !== '')) {
+    const m = /^\s*([A-Z_][A-Z0-9_]*)=(\S*)\s*$/.exec(item);
+    if (!m?.[1] || m[2] === undefined)
+      throw new Error(`--malloc-env: "${item}" is not NAME=VALUE (e.g. MALLOC_ARENA_MAX=1)`);
+    out[m[1]] = m[2];
+  }
+  return out;
 }
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -162,6 +174,28 @@ async function procCpuTicks(pid: number): Promise<number> {
   // fields after the command name (which may hold spaces): utime is the 12th, stime the 13th
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return Number(fields[11]) + Number(fields[12]);
+}
+
+/**
+ * CPU time of every live thread of the process in ms, from /proc/PID/task/TID/schedstat (ns): the
+ * resolution a per-change figure needs (utime+stime count 10 ms ticks). A thread that exits takes
+ * its time with it; the agent's threads (V8's workers, libuv's pool) live as long as it does.
+ */
+export async function procCpuMs(pid: number): Promise<number> {
+  const dir = `/proc/${String(pid)}/task`;
+  let ns = 0;
+  for (const tid of await readdir(dir)) {
+    const text = await readFile(`${dir}/${tid}/schedstat`, 'utf8').catch(() => '0');
+    ns += Number(text.split(' ')[0]);
+  }
+  return ns / 1e6;
+}
+
+/** Mean, p50 and p95 of samples, for a line of the bench's output. */
+export function meanP50P95(samples: number[]): { mean: number; p50: number; p95: number } {
+  const s = [...samples].sort((a, b) => a - b);
+  const q = (p: number): number => s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? NaN;
+  return { mean: s.reduce((a, b) => a + b, 0) / s.length, p50: q(0.5), p95: q(0.95) };
 }
 
 const field = (text: string, key: string): number =>
@@ -328,7 +362,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
         ...(opts.pollInterval !== undefined ? ['--poll-interval', opts.pollInterval] : []),
       ];
       const command = script ? process.execPath : entry;
-      const unitEnv = opts.unitEnv === false ? {} : AGENT_MALLOC_ENV;
+      const unitEnv = opts.mallocEnv ?? AGENT_MALLOC_ENV;
       const envText = Object.entries(unitEnv).map(([k, v]) => `${k}=${v} `);
       log(`agent: ${envText.join('')}${[script ? 'node' : entry, ...args].join(' ')}`);
       const c = spawn(command, args, {
@@ -390,8 +424,15 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     );
     const toStart: number[] = [];
     const toApplied: number[] = [];
+    const cpuPerChange: number[] = []; // from one PUT to the next: the apply, its report, its GC
     const changeTicks0 = await procCpuTicks(pid);
+    let cpu0 = await procCpuMs(pid);
     for (let i = 0; i < opts.changes; i++) {
+      if (i > 0) {
+        const cpu = await procCpuMs(pid);
+        cpuPerChange.push(cpu - cpu0);
+        cpu0 = cpu;
+      }
       const d = versionOf(i);
       const sent = Date.now();
       await put(d);
@@ -401,6 +442,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
       toApplied.push(applied - sent);
       await sleep(100 + Math.random() * 200);
     }
+    cpuPerChange.push((await procCpuMs(pid)) - cpu0);
     const changeTicks = (await procCpuTicks(pid)) - changeTicks0;
     const s = quantiles(toStart);
     const a = quantiles(toApplied);
@@ -412,6 +454,14 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
     );
     console.log(
       `api   agent CPU during the ${String(opts.changes)} changes: ${String(changeTicks * 10)} ms, ${((changeTicks * 10) / opts.changes).toFixed(1)} ms per change`,
+    );
+    const c = meanP50P95(cpuPerChange);
+    console.log(
+      `api   agent CPU per change (schedstat, PUT to next PUT): mean ${c.mean.toFixed(1)} ms  p50 ${c.p50.toFixed(1)} ms  p95 ${c.p95.toFixed(1)} ms  (${
+        Object.entries(opts.mallocEnv ?? AGENT_MALLOC_ENV)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ') || "glibc's defaults"
+      })`,
     );
 
     // Settle: the last report lands, and V8 collects what the changes left (its memory reducer

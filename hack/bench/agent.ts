@@ -7,9 +7,9 @@
 //   npm run build && node --import tsx hack/bench/agent.ts [--runs N] [--dir DIR]
 //       [--changes 50] [--idle 600] [--settle 30] [--poll-interval S] [--skip-api | --api-only]
 //       [--quiet 40] [--quiet-only] [--entry OTHER/dist/cli/oscar.js] [--jit agent|full]
-//       [--glibc-defaults]
+//       [--glibc-defaults | --malloc-env NAME=VALUE,...]
 // The agents start with the malloc settings of their systemd unit (AGENT_MALLOC_ENV);
-// --glibc-defaults leaves them out.
+// --glibc-defaults leaves them out, --malloc-env gives others (e.g. MALLOC_MMAP_THRESHOLD_=32768).
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 // Targets (docs/agent.md): plan ≤ 20 ms; update → apply start p99 ≤ 1 s; idle < 0.5 % of a core,
 // ≤ 1 API request per minute; RSS < 70 MB.
@@ -23,7 +23,7 @@ import { plan } from '../../agent/plan.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { applyToModel, diskOf, nodeFrom } from '../../agent/testing/node-model.js';
 import { bigConfig, desiredOf, file } from '../../agent/testing/fixtures.js';
-import { benchApi } from './agent-api.js';
+import { benchApi, parseEnvList } from './agent-api.js';
 
 const { values } = parseArgs({
   options: {
@@ -47,6 +47,7 @@ const { values } = parseArgs({
     // plan and apply with V8's tiers as the agent sets them (agent), or all of them (full)
     jit: { type: 'string', default: 'agent' },
     'glibc-defaults': { type: 'boolean', default: false },
+    'malloc-env': { type: 'string' },
   },
 });
 if (values.jit === 'agent') limitJitForAgent();
@@ -135,6 +136,10 @@ if (!values['skip-api']) {
     quietSeconds: Number(values.quiet),
     quietOnly: values['quiet-only'],
     ...(values.entry !== undefined ? { entry: values.entry } : {}),
-    unitEnv: !values['glibc-defaults'],
+    ...(values['glibc-defaults']
+      ? { mallocEnv: {} }
+      : values['malloc-env'] !== undefined
+        ? { mallocEnv: parseEnvList(values['malloc-env']) }
+        : {}),
   });
 }
