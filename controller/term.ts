@@ -101,6 +101,9 @@ function bootstrapController(
       osc: (ns, name) => osc()?.osc(ns, name),
       references: (ns, spec) =>
         osc()?.references(ns, spec) ?? { secrets: new Map(), configMaps: new Map() },
+      loadReferences: async (ns, spec) => {
+        await osc()?.loadReferences(ns, spec);
+      },
       nodeReported: (name, uid) => osc()?.nodeReported(name, uid) ?? false,
       nodeConfigUid: (name) => osc()?.nodeConfigUid(name),
     },

@@ -61,6 +61,8 @@ import {
 export interface SharedCaches {
   osc(namespace: string, name: string): OscObject | undefined;
   references(namespace: string, spec: OperatingSystemConfigSpec): References;
+  /** Reads the referenced Secrets' data references() returns (a GET of each not yet held). */
+  loadReferences(namespace: string, spec: OperatingSystemConfigSpec): Promise<void>;
   nodeReported(name: string, configUid?: string): boolean;
   /** The oscar.dev/config-uid label of the node object named so (the approver's), if any. */
   nodeConfigUid(name: string): string | undefined;
@@ -446,6 +448,7 @@ export class BootstrapController extends RuntimeController implements BootstrapC
   }
 
   private async reconcile(key: string): Promise<Reconciled> {
+    await this.loadReferences(key);
     const out = await reconcileBootstrap(key, {
       caches: this,
       writer: this.writer,
@@ -460,6 +463,15 @@ export class BootstrapController extends RuntimeController implements BootstrapC
       writes: out.writes,
       ...(out.requeueAfterMs === undefined ? {} : { requeueAfterMs: out.requeueAfterMs }),
     };
+  }
+
+  /** The data of the Secrets the config's provision OSC references, before it renders. */
+  private async loadReferences(key: string): Promise<void> {
+    const slash = key.indexOf('/');
+    const ns = key.slice(0, slash);
+    const provision = this.config(ns, key.slice(slash + 1))?.spec.provisionRef.name;
+    const osc = provision === undefined ? undefined : this.o.shared.osc(ns, provision);
+    if (osc) await this.o.shared.loadReferences(ns, osc.spec);
   }
 
   /** The config whose current bootstrap token has this id (its status names it), if any. */

@@ -4,8 +4,10 @@
  * - OperatingSystemConfigs;
  * - the Secrets oscar owns (label oscar.dev/osc), metadata only: the checksum annotations are
  *   all reconcile needs to know whether a write is due, and rendered data never sits in memory;
- * - the other Secrets and the ConfigMaps, for the references (a change re-renders every OSC
- *   that uses the object, through the RefIndex).
+ * - the other Secrets, metadata only too: a change re-renders every OSC that references the
+ *   Secret (through the RefIndex), and the data of a referenced one is read by name when such an
+ *   OSC renders (ReferencedSecrets), so the data of Secrets no OSC uses is never held;
+ * - the ConfigMaps, in full, for the references (a change re-renders every OSC using it).
  * And once, cluster-wide, the OperatingSystemConfigNodes the agents report in, slimmed to what
  * the OSC's status.nodes counts need (NodeIndex): a node's change re-reconciles the OSCs whose
  * counts it moves, and nothing else.
@@ -30,7 +32,8 @@ import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtim
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer, type InformerContext } from '../runtime/informers.js';
 import { OwnWrites } from '../runtime/own-writes.js';
-import { RefIndex, type Ref } from './ref-index.js';
+import { RefIndex, type Ref, type RefKind } from './ref-index.js';
+import { httpSecretReader, ReferencedSecrets } from './referenced-secrets.js';
 import {
   NodeIndex,
   nodeOfConfig,
@@ -77,7 +80,7 @@ export interface OscControllerOptions {
 interface Informers {
   osc: Informer<OscObject>;
   owned: Informer<KubeObject>;
-  secrets: Informer<DataObject>;
+  secrets: Informer<KubeObject>;
   configMaps: Informer<DataObject>;
 }
 
@@ -118,7 +121,12 @@ export class OscController extends RuntimeController implements Caches {
   readonly queue: WorkQueue;
   protected readonly runtime: ControllerRuntime;
   private readonly sets = new Map<string, Informers>();
-  private readonly refs = new RefIndex();
+  private readonly refs = new RefIndex((kind, key) => {
+    if (kind !== 'Secret') return;
+    const slash = key.indexOf('/');
+    this.referenced.drop(key.slice(0, slash), key.slice(slash + 1));
+  });
+  private readonly referenced: ReferencedSecrets;
   private readonly nodeIndex = new NodeIndex();
   private readonly nodes: Informer<OscNodeObject>;
   private readonly memo = new Map<string, Memo>();
@@ -160,6 +168,15 @@ export class OscController extends RuntimeController implements Caches {
         : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
     };
     this.writer = this.recordingWriter(o.writer);
+    this.referenced = new ReferencedSecrets({
+      reader: httpSecretReader(o.http),
+      meta: (ns, name) => this.setFor(ns)?.secrets.get(ns, name),
+      used: (ns, name) => this.refs.used('Secret', ns, name),
+      onRead: (namespace, name, found) => {
+        o.metrics.referencedSecretReads.inc({ result: found ? 'found' : 'notFound' });
+        o.log.debug({ namespace, secret: name, found }, 'read a referenced Secret');
+      },
+    });
     const scopes = o.namespaces.length === 0 ? [''] : o.namespaces;
     for (const ns of scopes) this.sets.set(ns, this.makeInformers(ns));
     this.nodes = this.makeNodeInformer();
@@ -228,8 +245,8 @@ export class OscController extends RuntimeController implements Caches {
     return {
       osc: this.oscInformer(ns),
       owned: this.ownedInformer(ns),
-      secrets: this.referencedInformer(ns, 'Secret'),
-      configMaps: this.referencedInformer(ns, 'ConfigMap'),
+      secrets: this.referencedSecretsInformer(ns),
+      configMaps: this.configMapsInformer(ns),
     };
   }
 
@@ -312,33 +329,42 @@ export class OscController extends RuntimeController implements Caches {
     );
   }
 
-  /** Secrets and ConfigMaps an OSC may reference: a change re-renders every OSC using it. */
-  private referencedInformer(ns: string, kind: 'Secret' | 'ConfigMap'): Informer<DataObject> {
-    const touch = (o: KubeObject): void => {
+  /** A change to a Secret or ConfigMap re-renders every OSC that references it. */
+  private touchUsers(kind: RefKind): (o: KubeObject) => void {
+    return (o) => {
       for (const k of this.refs.usersOf(kind, o.metadata.namespace ?? '', o.metadata.name)) {
         this.queue.add(k);
       }
     };
-    const handlers = {
-      onAdd: touch,
-      onUpdate: (_: KubeObject, after: KubeObject) => {
-        touch(after);
-      },
-      onDelete: touch,
-    };
-    if (kind === 'ConfigMap') {
-      return watchInformer<DataObject>(
-        this.ctx,
-        {
-          name: `configmaps(${ns || '*'})`,
-          metricName: 'configmaps',
-          namespace: ns,
-          source: { path: `/api/v1${nsPath(ns)}/configmaps` },
-        },
-        handlers,
-      );
-    }
+  }
+
+  private configMapsInformer(ns: string): Informer<DataObject> {
+    const touch = this.touchUsers('ConfigMap');
     return watchInformer<DataObject>(
+      this.ctx,
+      {
+        name: `configmaps(${ns || '*'})`,
+        metricName: 'configmaps',
+        namespace: ns,
+        source: { path: `/api/v1${nsPath(ns)}/configmaps` },
+      },
+      {
+        onAdd: touch,
+        onUpdate: (_, after) => {
+          touch(after);
+        },
+        onDelete: touch,
+      },
+    );
+  }
+
+  /**
+   * The Secrets an OSC may reference (any but oscar's own), metadata only: enough to requeue the
+   * OSCs that use one when it changes; its data is read when one of them renders.
+   */
+  private referencedSecretsInformer(ns: string): Informer<KubeObject> {
+    const touch = this.touchUsers('Secret');
+    return watchInformer<KubeObject>(
       this.ctx,
       {
         name: `secrets(${ns || '*'}, referenced)`,
@@ -348,9 +374,19 @@ export class OscController extends RuntimeController implements Caches {
           path: `/api/v1${nsPath(ns)}/secrets`,
           // Neither oscar's rendered Secrets nor its per-machine user data: never referenced.
           labelSelector: `!${LABEL_OSC},!${LABEL_CONFIG_NAME}`,
+          metadataOnly: true,
         },
       },
-      handlers,
+      {
+        onAdd: touch,
+        onUpdate: (_, after) => {
+          touch(after);
+        },
+        onDelete: (s) => {
+          this.referenced.drop(s.metadata.namespace ?? '', s.metadata.name);
+          touch(s);
+        },
+      },
     );
   }
 
@@ -386,6 +422,9 @@ export class OscController extends RuntimeController implements Caches {
   }
 
   private async reconcile(key: string): Promise<Reconciled> {
+    const slash = key.indexOf('/');
+    const osc = this.osc(key.slice(0, slash), key.slice(slash + 1));
+    if (osc) await this.loadReferences(key.slice(0, slash), osc.spec);
     const out = await reconcile(key, {
       caches: this,
       writer: this.writer,
@@ -523,8 +562,9 @@ export class OscController extends RuntimeController implements Caches {
       (s) => s.metadata.namespace === namespace && s.metadata.labels?.[LABEL_OSC] === oscName,
     );
   }
+  /** A referenced Secret's data, as read by loadReferences (see ReferencedSecrets). */
   secret(namespace: string, name: string): DataObject | undefined {
-    return this.setFor(namespace)?.secrets.get(namespace, name);
+    return this.referenced.get(namespace, name);
   }
   configMap(namespace: string, name: string): DataObject | undefined {
     return this.setFor(namespace)?.configMaps.get(namespace, name);
@@ -549,6 +589,14 @@ export class OscController extends RuntimeController implements Caches {
   nodeConfigUid(name: string): string | undefined {
     return this.nodes.get('', name)?.metadata.labels?.[CONFIG_UID_LABEL];
   }
+  /**
+   * Reads the data of the Secrets `spec` references that is not held at the version the watch
+   * shows; before a render (here and in the bootstrap controller), so references() has it.
+   */
+  async loadReferences(namespace: string, spec: OperatingSystemConfigSpec): Promise<void> {
+    await this.referenced.load(namespace, referencedObjects(spec).secrets);
+  }
+
   /** The data of the Secrets and ConfigMaps `spec` references, from these caches. */
   references(namespace: string, spec: OperatingSystemConfigSpec): References {
     return referencesFor(spec, namespace, this);

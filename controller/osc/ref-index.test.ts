@@ -28,4 +28,21 @@ describe('RefIndex', () => {
     idx.remove('a/one');
     expect(idx.usersOf('Secret', 'a', 'y')).toEqual([]);
   });
+
+  it('says when an object loses its last user, not while an update keeps it', () => {
+    const unused: string[] = [];
+    const idx = new RefIndex((kind, key) => unused.push(`${kind}/${key}`));
+    idx.set('a/one', 'a', [
+      { kind: 'Secret', name: 'x' },
+      { kind: 'ConfigMap', name: 'c' },
+    ]);
+    idx.set('a/two', 'a', [{ kind: 'Secret', name: 'x' }]);
+    idx.set('a/one', 'a', [{ kind: 'Secret', name: 'x' }]);
+    expect(unused).toEqual(['ConfigMap/a/c']);
+    idx.remove('a/one');
+    expect(idx.used('Secret', 'a', 'x')).toBe(true);
+    idx.remove('a/two');
+    expect(unused).toEqual(['ConfigMap/a/c', 'Secret/a/x']);
+    expect(idx.used('Secret', 'a', 'x')).toBe(false);
+  });
 });

@@ -14,6 +14,7 @@ export interface ControllerMetrics {
   queueDepth: Gauge;
   renderSize: Histogram;
   writes: Counter<'resource' | 'verb'>;
+  referencedSecretReads: Counter<'result'>;
   leader: Gauge;
   watchErrors: Counter<'informer' | 'namespace'>;
   buildInfo: Gauge<'version' | 'nodejs'>;
@@ -90,6 +91,12 @@ export function createMetrics(
       name: 'oscar_controller_api_writes_total',
       help: 'Write requests made by reconciles, by resource and verb (no growth at steady state).',
       labelNames: ['resource', 'verb'],
+      registers: [registry],
+    }),
+    referencedSecretReads: new Counter({
+      name: 'oscar_controller_referenced_secret_reads_total',
+      help: 'GETs of Secrets an OSC references (found, notFound), made when such an OSC renders and the data held is not at the version the metadata watch shows.',
+      labelNames: ['result'],
       registers: [registry],
     }),
     leader: new Gauge({

@@ -15,7 +15,8 @@
 //   from its /metrics, the phase's requests only).
 //
 //   npm run build && flock /tmp/oscar-bench.lock node --import tsx hack/bench/controller.ts \
-//     [--oscs 1000] [--changes 100] [--concurrency 16] [--phases 1,2]
+//     [--oscs 1000] [--changes 100] [--concurrency 16] [--phases 1,2] [--secret-refs K]
+// --secret-refs K: K Secrets per namespace, each OSC references one (i mod K) from an extra file.
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one;
 //      OSCAR_BENCH_CONTROLLER_NODE_ARGS adds node flags to the controller process (experiments);
 //      OSCAR_BENCH_CONTROLLER_ARGS adds controller flags (e.g. --osc-finalizer);
@@ -53,6 +54,7 @@ const { values: opts } = parseArgs({
     files: { type: 'string', default: '40' },
     units: { type: 'string', default: '10' },
     phases: { type: 'string', default: '1,2' },
+    'secret-refs': { type: 'string', default: '0' },
   },
 });
 const N = Number(opts.oscs);
@@ -61,6 +63,7 @@ const FILES = Number(opts.files);
 const UNITS = Number(opts.units);
 const CLIENTS = 16;
 const PHASES = new Set(opts.phases.split(','));
+const SECRET_REFS = Number(opts['secret-refs']);
 const RUN = Date.now().toString(36);
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const log = (m: string): void => {
@@ -72,7 +75,12 @@ const say = (line = ''): void => {
 };
 
 const spec = (i: number, generation = 0): OperatingSystemConfigSpec =>
-  benchOscSpec(i, { files: FILES, units: UNITS, generation });
+  benchOscSpec(i, {
+    files: FILES,
+    units: UNITS,
+    generation,
+    ...(SECRET_REFS > 0 ? { secretRef: `bench-ref-${String(i % SECRET_REFS)}` } : {}),
+  });
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -411,8 +419,17 @@ async function main(): Promise<void> {
       for (const l of formatLatencies(etcd)) say(l);
     }
   };
-  const createNs = (ns: string): Promise<unknown> =>
-    http.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
+  const createNs = async (ns: string): Promise<void> => {
+    await http.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
+    for (let j = 0; j < SECRET_REFS; j++) {
+      await http.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+        body: {
+          metadata: { name: `bench-ref-${String(j)}` },
+          data: { token: Buffer.from(`token ${String(j)}`).toString('base64') },
+        },
+      });
+    }
+  };
   const apply = (ns: string, name: string, s: OperatingSystemConfigSpec): Promise<unknown> =>
     applyBenchOsc(http, ns, name, s);
   const names = Array.from({ length: N }, (_, i) => `pool-${String(i).padStart(4, '0')}`);

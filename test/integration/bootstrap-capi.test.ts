@@ -57,7 +57,7 @@ function decoded(s: DataObject | undefined, key: string): string {
   return Buffer.from(s?.data?.[key] ?? '', 'base64').toString('utf8');
 }
 
-/** The provision OSC: placeholders for the machine, its cluster and a value. */
+/** The provision OSC: placeholders for the machine, its cluster and a value; a Secret's key. */
 function provisionSpec(): OperatingSystemConfigSpec {
   return {
     type: 'ubuntu',
@@ -72,9 +72,16 @@ function provisionSpec(): OperatingSystemConfigSpec {
           },
         },
       },
+      {
+        path: '/etc/oscar/provision-secret',
+        permissions: '0600',
+        content: { secretRef: { name: 'prov-secret', key: 'k' } },
+      },
     ],
   };
 }
+
+const PROVISION_SECRET = 'read-by-the-bootstrap-render';
 
 function config(name: string, extra: Record<string, unknown> = {}, values = { pool: 'workers' }) {
   return {
@@ -159,6 +166,7 @@ beforeAll(async () => {
   capi = manager.manager;
   ns = uniqueName('bootstrap');
   await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  await api?.putSecret(ns, 'prov-secret', { k: PROVISION_SECRET });
   await api?.applyOsc(ns, 'prov', provisionSpec());
   await api?.applyOsc(ns, 'rec', demoSpec('reconcile'));
   const started = await startController([ns], {
@@ -213,6 +221,8 @@ describe('per-machine bootstrap with the real Cluster API manager', () => {
     expect(files.get('/etc/oscar/node.env')).toBe(
       `MACHINE=hand-1\nCLUSTER=demo\nPOOL=workers\nAPI=${testEnvInfo().server}\n`,
     );
+    // The provision OSC's secretRef, read (GET) before the bootstrap render.
+    expect(files.get('/etc/oscar/provision-secret')).toBe(PROVISION_SECRET);
     const t = await tokenOf('hand-1');
     expect(t.type).toBe('bootstrap.kubernetes.io/token');
     expect(t.metadata.labels?.['bootstrap.oscar.dev/config-uid']).toBe(created.metadata.uid);

@@ -197,6 +197,72 @@ describe('controller lifecycle (real API server)', () => {
     expect(text).not.toContain(Buffer.from(token).toString('base64'));
   });
 
+  it('an unrelated Secret changing renders nothing and is never read; a referenced one is read once per version', async () => {
+    const ns = await createTestNamespace('ctl');
+    const api = new Api();
+    const { handle, logs } = await withController(ns);
+    await api.putSecret(ns, 'ref', { k: 'v1' });
+    await api.putSecret(ns, 'unrelated', { k: 'u0' });
+    await api.applyOsc(ns, 'user', {
+      type: 'ubuntu',
+      purpose: 'reconcile',
+      files: [{ path: '/etc/ref', content: { secretRef: { name: 'ref', key: 'k' } } }],
+    });
+    await api.applyOsc(ns, 'wrong-key', {
+      type: 'ubuntu',
+      purpose: 'reconcile',
+      files: [{ path: '/etc/ref', content: { secretRef: { name: 'ref', key: 'nope' } } }],
+    });
+    await api.waitReady(ns, 'user');
+    const wrong = await waitFor('wrong-key to name the missing key', async () => {
+      const o = await api.waitCondition(ns, 'wrong-key', 'Valid', 'False');
+      const c = o.status?.conditions?.find((x) => x.type === 'Valid');
+      return c?.message.includes('has no key') ? c : undefined;
+    });
+    expect(wrong.reason).toBe('ReferenceNotFound');
+    expect(wrong.message).toContain('spec.files[0].content.secretRef.key');
+    expect(wrong.message).toContain('Secret "ref" has no key "nope" (it has: k)');
+    const reads = async (): Promise<number> =>
+      (await handle.metrics.referencedSecretReads.get()).values.reduce((n, v) => n + v.value, 0);
+    expect(await reads()).toBe(1); // both OSCs rendered from one GET
+    // The passes of each OSC, from the controller's log (errors, retried, left out).
+    const passes = (from: number): string[] =>
+      logs
+        .slice(from)
+        .join('')
+        .split('\n')
+        .filter((l) => l.includes('"msg":"reconciled'))
+        .map((l) => JSON.parse(l) as { osc: string; result: string })
+        .filter((e) => e.result !== 'error')
+        .map((e) => `${e.osc.slice(ns.length + 1)} ${e.result}`);
+    // Settled: the pass the rendered Secret's own watch event causes has run.
+    await waitFor('the pass after the write', () => {
+      const mine = passes(0).filter((p) => p.startsWith('user '));
+      return mine.length > mine.indexOf('user written') + 1;
+    });
+    const mark = logs.length;
+
+    for (const v of ['u1', 'u2', 'u3']) await api.putSecret(ns, 'unrelated', { k: v });
+    // The referenced Secret changes after them: one watch stream, in order, so once its change
+    // is rendered (and that write's own echo has run) the unrelated ones have been seen.
+    await api.putSecret(ns, 'ref', { k: 'v2' });
+    const secretName = secretNameFor('user', 'reconcile');
+    await waitFor('the changed value in the rendered Secret', async () => {
+      const s = await api.getSecret(ns, secretName);
+      const d = decodeConfigData(secretData(s), s?.metadata.annotations?.[ANNOTATION_CHECKSUM]);
+      return d.config.files[0]?.content.toString() === 'v2';
+    });
+    await waitFor('the pass after the write', () => passes(mark).includes('user unchanged'));
+    expect(passes(mark).sort()).toEqual(['user unchanged', 'user written', 'wrong-key invalid']);
+    expect(await reads()).toBe(2);
+    const readLines = logs
+      .join('')
+      .split('\n')
+      .filter((l) => l.includes('read a referenced Secret'))
+      .map((l) => (JSON.parse(l) as { secret: string }).secret);
+    expect(readLines).toEqual(['ref', 'ref']);
+  });
+
   it('an invalid update (passes the CRD, fails deep validation) leaves the Secret byte for byte', async () => {
     const ns = await createTestNamespace('ctl');
     const api = new Api();

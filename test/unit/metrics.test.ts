@@ -53,6 +53,7 @@ async function everyMetric(): Promise<Described[]> {
   // put one sample on each labelled metric, so its label names show
   controller.reconciles.inc({ result: 'written' });
   controller.writes.inc({ resource: 'secrets', verb: 'apply' });
+  controller.referencedSecretReads.inc({ result: 'found' });
   controller.watchErrors.inc({ informer: 'configmaps', namespace: '' });
   controller.rolloutReconciles.inc({ result: 'ok' });
   controller.identityDenials.inc({ reason: 'WrongSubject' });

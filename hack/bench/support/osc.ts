@@ -14,25 +14,37 @@ export interface BenchOscShape {
   units?: number;
   /** Written into the first file, so that a change makes a new rendering. Default 0. */
   generation?: number;
+  /** A Secret (key "token") an extra file references; none by default. */
+  secretRef?: string;
 }
 
 /** The spec of bench OSC `i` (a node pool's): files under /etc/bench and units that read them. */
 export function benchOscSpec(i: number, shape: BenchOscShape = {}): OperatingSystemConfigSpec {
   const generation = String(shape.generation ?? 0);
-  const files = Array.from({ length: shape.files ?? 40 }, (_, f) => ({
-    path: `/etc/bench/app-${String(f)}.conf`,
-    permissions: '0644',
-    content: {
-      inline: {
-        data: `# config ${String(f)} of node pool ${String(i)}\n${'key=value\n'.repeat(40)}gen=${f === 0 ? generation : '0'}\n`,
+  const files: NonNullable<OperatingSystemConfigSpec['files']> = Array.from(
+    { length: shape.files ?? 40 },
+    (_, f) => ({
+      path: `/etc/bench/app-${String(f)}.conf`,
+      permissions: '0644',
+      content: {
+        inline: {
+          data: `# config ${String(f)} of node pool ${String(i)}\n${'key=value\n'.repeat(40)}gen=${f === 0 ? generation : '0'}\n`,
+        },
       },
-    },
-  }));
+    }),
+  );
   const units = Array.from({ length: shape.units ?? 10 }, (_, u) => ({
     name: `bench-${String(u)}.service`,
     content: `[Unit]\nDescription=bench ${String(u)}\n\n[Service]\nExecStart=/bin/sleep infinity\n\n[Install]\nWantedBy=multi-user.target\n`,
     filePaths: [`/etc/bench/app-${String(u)}.conf`],
   }));
+  if (shape.secretRef !== undefined) {
+    files.push({
+      path: '/etc/bench/token',
+      permissions: '0600',
+      content: { secretRef: { name: shape.secretRef, key: 'token' } },
+    });
+  }
   return { type: 'ubuntu', purpose: 'reconcile', files, units };
 }
 
