@@ -63,6 +63,19 @@ describe('package names apt-get reads as something else', () => {
     expect(resolved[0]).toMatch(/apt-get reads "NAME-" as "remove NAME"/);
   });
 
+  it.each([
+    ['an option after a space', '1.0 -o'],
+    ['a release', '1.0/bookworm'],
+    ['a glob', '1.*'],
+    ['a second pin', '1=2'],
+    ['a shell word', '1;reboot'],
+  ])('a version with %s ("%s") is refused in both layers (red-team round 2)', (_, version) => {
+    const { osc, resolved } = bothLayers(config({ packages: [{ name: 'tar', version }] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([expect.stringMatching(/^spec\.packages\[0\]\.version: must be/)]);
+    }
+  });
+
   it('real names pass: "+" (g++), "." (python3.11), "-" inside, one character', () => {
     const c = config({ packages: packages('g++', 'libstdc++6', 'python3.11', 'kube-proxy', 'r') });
     expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
