@@ -35,12 +35,13 @@ function codeOf(ch: string): string {
   return (ch.codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
 }
 
-export function hiddenCharacter(path: string): string | undefined {
-  const surrogate = NON_ASCII.test(path) ? LONE_SURROGATE.exec(path) : null;
+/** A message when `name` (a path, a drop-in name) has a character it may not, else undefined. */
+export function hiddenCharacter(name: string): string | undefined {
+  const surrogate = NON_ASCII.test(name) ? LONE_SURROGATE.exec(name) : null;
   if (surrogate) {
     return `contains a lone UTF-16 surrogate U+${codeOf(surrogate[0])} at position ${String(surrogate.index + 1)}, which no file name can hold (it would be written as U+FFFD): remove it, or write the whole character it was half of`;
   }
-  const m = HIDDEN.exec(path);
+  const m = HIDDEN.exec(name);
   if (m) {
     return `contains the character U+${codeOf(m[0])} at position ${String(m.index + 1)}, which changes how the name displays (a terminal control, a text-direction override, or a character shown as nothing); remove it`;
   }
@@ -53,9 +54,9 @@ export function hiddenCharacter(path: string): string | undefined {
  * files that display alike, and two declarations of "the same" path would both be written. The
  * composed form (NFC) is the one every Linux tool and keyboard produce.
  */
-export function uncomposed(path: string): string | undefined {
-  if (!NON_ASCII.test(path)) return undefined;
-  const nfc = path.normalize('NFC');
-  if (nfc === path) return undefined;
+export function uncomposed(name: string): string | undefined {
+  if (!NON_ASCII.test(name)) return undefined;
+  const nfc = name.normalize('NFC');
+  if (nfc === name) return undefined;
   return `is not in Unicode's composed form (NFC): it would name a different file than the same text typed on Linux; write "${nfc}"`;
 }
