@@ -53,6 +53,15 @@ describe('SystemPackages', () => {
     expect(calls.every((c) => c.env?.DEBIAN_FRONTEND === 'noninteractive')).toBe(true);
   });
 
+  it('a version that starts like an option stays inside its one argument, NAME=VERSION (red-team round 2)', async () => {
+    await writeFile(join(bin, 'apt-get'), '');
+    const { calls, run } = recorder();
+    await new SystemPackages(run, [bin]).install([{ name: 'tar', version: '-o' }]);
+    const install = calls.at(-1)?.args ?? [];
+    expect(install.at(-1)).toBe('tar=-o');
+    expect(install.filter((a) => a === '-o')).toHaveLength(2); // oscar's own two -o options only
+  });
+
   it('installs even when the refresh fails, and says so; a failed install names the command and why', async () => {
     await writeFile(join(bin, 'apt-get'), '');
     const logs: string[] = [];

@@ -63,6 +63,19 @@ describe('package names apt-get reads as something else', () => {
     expect(resolved[0]).toMatch(/apt-get reads "NAME-" as "remove NAME"/);
   });
 
+  it.each([
+    ['an option after a space', '1.0 -o'],
+    ['a release', '1.0/bookworm'],
+    ['a glob', '1.*'],
+    ['a second pin', '1=2'],
+    ['a shell word', '1;reboot'],
+  ])('a version with %s ("%s") is refused in both layers (red-team round 2)', (_, version) => {
+    const { osc, resolved } = bothLayers(config({ packages: [{ name: 'tar', version }] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([expect.stringMatching(/^spec\.packages\[0\]\.version: must be/)]);
+    }
+  });
+
   it('real names pass: "+" (g++), "." (python3.11), "-" inside, one character', () => {
     const c = config({ packages: packages('g++', 'libstdc++6', 'python3.11', 'kube-proxy', 'r') });
     expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
@@ -183,6 +196,152 @@ describe('paths that display as something they are not', () => {
         '/etc/a\tb',
         '/etc/a\nb',
       ].map(file),
+    });
+    expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
+  });
+});
+
+describe('names that display as nothing, or that are two names at once (red-team round 2)', () => {
+  const unitWithDropIn = (name: string): ResolvedUnit => ({
+    name: 'kubelet.service',
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'restart',
+    dropIns: [{ name, content: '[Service]\nEnvironment=A=1\n' }],
+    filePaths: [],
+  });
+
+  it.each([
+    ['a zero-width space (shows as the file sshd reads)', '/etc/ssh/sshd_config\u200b', '200B'],
+    ['a soft hyphen', '/etc/ssh/sshd\u00adconfig', '00AD'],
+    ['a byte order mark', '/etc/\ufeffsudoers.d/x', 'FEFF'],
+    ['a word joiner', '/etc/cron.d/a\u2060b', '2060'],
+    ['a Hangul filler (drawn blank)', '/etc/a\u3164', '3164'],
+    ['a variation selector', '/etc/a\ufe0fb', 'FE0F'],
+    ['a line separator (breaks the line shown)', '/etc/a\u2028/etc/motd', '2028'],
+    ['a paragraph separator', '/etc/a\u2029b', '2029'],
+  ])('a path with %s is refused in both layers, naming the character', (_, path, code) => {
+    const { osc, resolved } = bothLayers(config({ files: [file(path)] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([
+        expect.stringMatching(
+          new RegExp(`^spec\\.files\\[0\\]\\.path: contains the character U\\+${code} .*remove it`),
+        ),
+      ]);
+    }
+  });
+
+  it.each([
+    ['a zero-width space', '10-\u200boverride.conf', '200B'],
+    ['a right-to-left override', '10-\u202efnoc.x.conf', '202E'],
+    ['a C1 control', '10-a\u0085.conf', '0085'],
+  ])('a drop-in name with %s is refused in both layers', (_, name, code) => {
+    const { osc, resolved } = bothLayers(config({ units: [unitWithDropIn(name)] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^spec\\.units\\[0\\]\\.dropIns\\[0\\]\\.name: drop-in name contains the character U\\+${code}`,
+          ),
+        ),
+      ]);
+    }
+  });
+
+  it('a lone surrogate (a Secret\'s JSON may spell "\\ud800"): two paths that would be one file on disk', () => {
+    // Node writes U+FFFD for either half, so both would land on /etc/a\uFFFD
+    expect(Buffer.from('/etc/a\ud800').equals(Buffer.from('/etc/a\udc00'))).toBe(true);
+    const { osc, resolved } = bothLayers(
+      config({ files: [file('/etc/a\ud800'), file('/etc/a\udc00')] }),
+    );
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([
+        expect.stringMatching(/^spec\.files\[0\]\.path: contains a lone UTF-16 surrogate U\+D800/),
+        expect.stringMatching(/^spec\.files\[1\]\.path: contains a lone UTF-16 surrogate U\+DC00/),
+      ]);
+    }
+  });
+
+  it('one path in two Unicode forms: the decomposed one is refused, naming the composed spelling', () => {
+    const composed = '/etc/caf\u00e9.conf';
+    const decomposed = '/etc/cafe\u0301.conf';
+    const { osc, resolved } = bothLayers(config({ files: [file(composed), file(decomposed)] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([
+        `spec.files[1].path: is not in Unicode's composed form (NFC): it would name a different file than the same text typed on Linux; write "${composed}"`,
+      ]);
+    }
+    const dropIn = bothLayers(config({ units: [unitWithDropIn('cafe\u0301.conf')] }));
+    expect(dropIn.resolved).toEqual([
+      expect.stringMatching(/^spec\.units\[0\]\.dropIns\[0\]\.name: drop-in name is not in .*NFC/),
+    ]);
+    expect(dropIn.osc).toEqual(dropIn.resolved);
+  });
+
+  it('composed accents, CJK, emoji and a no-break space pass (they show as what they are)', () => {
+    const c = config({
+      files: ['/etc/caf\u00e9.conf', '/etc/設定.conf', '/etc/🙂', '/opt/a\u00a0b'].map(file),
+      units: [unitWithDropIn('10-caf\u00e9.conf')],
+    });
+    expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
+  });
+});
+
+describe('owners chown cannot give (red-team round 2)', () => {
+  const owned = (user: string, group: string) => ({ ...file('/etc/app.conf'), user, group });
+
+  it.each([
+    // (uid_t)-1: chown(2) leaves the owner as it is, so the file would stay root's
+    ['user 4294967295', '4294967295', '0', /the user id 4294967295 is above 4294967294/],
+    ['group 4294967295', '1000', '4294967295', /the group id 4294967295 is above 4294967294/],
+    ['a user id past 32 bits', '4294967296', '0', /the user id 4294967296/],
+    ['twenty digits', '99999999999999999999', '1000', /the user id 99999999999999999999/],
+  ])('%s is refused in both layers, naming the field', (_, user, group, message) => {
+    const { osc, resolved } = bothLayers(config({ files: [owned(user, group)] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([expect.stringMatching(/^spec\.files\[0\]\.owner: /)]);
+      expect(errors[0]).toMatch(message);
+    }
+  });
+
+  it('ids a file can have pass: 0, 65534, 4294967294, leading zeros, names', () => {
+    const c = config({
+      files: [
+        { ...owned('0', '0'), path: '/etc/a' },
+        { ...owned('65534', '65534'), path: '/etc/b' },
+        { ...owned('4294967294', '4294967294'), path: '/etc/c' },
+        { ...owned('0000001000', '1000'), path: '/etc/d' },
+        { ...owned('nobody', 'nogroup'), path: '/etc/e' },
+      ],
+    });
+    expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
+  });
+});
+
+describe('modes that hand root to another local account (red-team round 2)', () => {
+  const moded = (mode: number) => ({ ...file('/usr/local/bin/tool'), mode });
+
+  it.each([
+    ['0666', 0o666, /"0666" lets every local account write this file.*\("0664"\)/],
+    ['0777', 0o777, /"0777" lets every local account write.*\("0775"\)/],
+    ['0002', 0o002, /"0002" lets every local account write.*\("0000"\)/],
+    ['1777', 0o1777, /"1777" lets every local account write.*\("1775"\)/],
+    ['4777', 0o4777, /"4777" lets every local account write.*\("4755"\)/],
+    ['4775', 0o4775, /"4775" is set-user-id or set-group-id and writable by its group.*\("4755"\)/],
+    ['2770', 0o2770, /"2770" is set-user-id or set-group-id and writable by its group.*\("2750"\)/],
+  ])('%s is refused in both layers, naming the field and the mode to use', (_, mode, message) => {
+    const { osc, resolved } = bothLayers(config({ files: [moded(mode)] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([expect.stringMatching(/^spec\.files\[0\]\.permissions: /)]);
+      expect(errors[0]).toMatch(message);
+    }
+  });
+
+  it('modes that keep writing to the owner and its group pass: 0644, 0664, 0775, 4755, 2755, 1755, 0600, 0000', () => {
+    const modes = [0o644, 0o664, 0o775, 0o4755, 0o2755, 0o1755, 0o600, 0];
+    const c = config({
+      files: modes.map((mode, i) => ({ ...file(`/etc/m${String(i)}`), mode })),
     });
     expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
   });

@@ -4,6 +4,7 @@
  * Runs on a spec that may also have failed the schema, so it guards every access.
  */
 import { fieldError, type FieldError } from './field-error.js';
+import { checkModeSafety, checkOwnerIds } from './file-rules.js';
 import { decodedInlineSize } from './resolve.js';
 import { LIMITS } from './constants.js';
 import {
@@ -188,8 +189,17 @@ function checkFiles(spec: Obj, out: FieldError[]): void {
       if (problem) out.push(fieldError(`${base}.path`, problem));
     }
     if (raw.permissions !== undefined) {
-      const problem = checkPermissions(raw.permissions);
+      const value = raw.permissions;
+      // a valid octal string (checkPermissions says so) is then looked at for what it allows
+      const problem =
+        checkPermissions(value) ??
+        (typeof value === 'string' ? checkModeSafety(parseInt(value, 8)) : undefined);
       if (problem) out.push(fieldError(`${base}.permissions`, problem));
+    }
+    if (typeof raw.owner === 'string') {
+      const [user = '', group] = raw.owner.split(':');
+      const problem = checkOwnerIds(user, group ?? user);
+      if (problem) out.push(fieldError(`${base}.owner`, problem));
     }
     const content = raw.content;
     if (!isObj(content)) return;

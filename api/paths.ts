@@ -6,6 +6,7 @@
  */
 import { AGENT_STATE_DIR, NAME_MAX_BYTES } from './constants.js';
 import { fieldError, type FieldError } from './field-error.js';
+import { hiddenCharacter, uncomposed } from './visible-text.js';
 import { dropInPath, unitPath } from './resolved.js';
 
 /**
@@ -52,7 +53,7 @@ const VIRTUAL_ROOT_PREFIX = /^\/(?:proc|sys|dev)\//;
 export function checkFilePath(path: string): string | undefined {
   if (!path.startsWith('/')) return `must be an absolute path starting with "/" (got "${path}")`;
   if (path.includes('\0')) return 'must not contain a NUL byte';
-  const hidden = hiddenCharacter(path);
+  const hidden = hiddenCharacter(path) ?? uncomposed(path);
   if (hidden) return hidden;
   if (path.length > 1 && path.endsWith('/')) {
     return `must name a file, not a directory: remove the trailing "/" ("${path.replace(/\/+$/, '')}")`;
@@ -75,24 +76,6 @@ export function checkFilePath(path: string): string | undefined {
     return `"${path}" is inside ${AGENT_STATE_DIR}, the oscar agent's own state directory (its journal, last-applied config and lock); put the file elsewhere`;
   }
   return checkNameLengths(path);
-}
-
-/**
- * Characters that change what a terminal or a page shows instead of being shown: a carriage
- * return or backspace overwrites what came before, an escape sequence rewrites the screen, the
- * bidirectional overrides reorder the text ("Trojan source": U+202E shows `/etc/\u202Egnp.sh` as
- * `/etc/hs.png`). With them a path reads one way in `kubectl`, a drift report or a log line and is
- * another on disk, and no real path needs them. A tab and a newline stay legal: they show as what
- * they are, and every renderer and report quotes them (renderers/testdata/arbitraries.ts).
- */
-// eslint-disable-next-line no-control-regex -- the control characters are what it finds
-const HIDDEN = /[\u0001-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/u;
-
-function hiddenCharacter(path: string): string | undefined {
-  const m = HIDDEN.exec(path);
-  if (!m) return undefined;
-  const code = (m[0].codePointAt(0) ?? 0).toString(16).toUpperCase().padStart(4, '0');
-  return `contains the character U+${code} at position ${String(m.index + 1)}, which changes how the path displays (a terminal control or a text-direction override); remove it`;
 }
 
 /**

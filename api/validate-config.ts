@@ -32,7 +32,14 @@ import {
   unitPaths,
   type DeclaredPath,
 } from './paths.js';
-import { dropInPath, unitPath, type ResolvedConfig, type ResolvedUnit } from './resolved.js';
+import { checkModeSafety, checkOwnerIds } from './file-rules.js';
+import {
+  dropInPath,
+  unitPath,
+  type ResolvedConfig,
+  type ResolvedFile,
+  type ResolvedUnit,
+} from './resolved.js';
 import { hasKey, parseUnitFile, type UnitFileError } from './systemd/unit-file.js';
 import { validateDropInName, validateUnitName } from './systemd/unit-name.js';
 
@@ -105,22 +112,11 @@ function checkFiles(config: ResolvedConfig, maxFiles: number, out: FieldError[])
       out.push(
         fieldError(`${base()}.permissions`, 'must be an octal mode between "0000" and "07777"'),
       );
+    } else if ((file.mode & UNSAFE_MODE_BITS) !== 0) {
+      const unsafe = checkModeSafety(file.mode);
+      if (unsafe) out.push(fieldError(`${base()}.permissions`, unsafe));
     }
-    const owner = `${file.user}:${file.group}`;
-    if (
-      !(file.user === 'root' && file.group === 'root') &&
-      (typeof file.user !== 'string' ||
-        typeof file.group !== 'string' ||
-        owner.length > FIELD_LENGTHS.owner ||
-        !OWNER.test(owner))
-    ) {
-      out.push(
-        fieldError(
-          `${base()}.owner`,
-          `"${owner}" must be "user:group" or "user" (names or numeric ids), such as "root:root" or "1000:1000"`,
-        ),
-      );
-    }
+    checkOwner(file, base, out);
     if (file.onChange !== undefined && (file.onChange as string) !== 'reboot') {
       out.push(fieldError(`${base()}.onChange`, 'must be "reboot" when set (omit it for none)'));
     }
@@ -135,6 +131,30 @@ function checkFiles(config: ResolvedConfig, maxFiles: number, out: FieldError[])
       );
     }
   }
+}
+
+/** Bits of which at least one is set in every mode checkModeSafety refuses. */
+const UNSAFE_MODE_BITS = 0o002 | 0o020;
+
+function checkOwner(file: ResolvedFile, base: () => string, out: FieldError[]): void {
+  if (file.user === 'root' && file.group === 'root') return;
+  const owner = `${file.user}:${file.group}`;
+  if (
+    typeof file.user !== 'string' ||
+    typeof file.group !== 'string' ||
+    owner.length > FIELD_LENGTHS.owner ||
+    !OWNER.test(owner)
+  ) {
+    out.push(
+      fieldError(
+        `${base()}.owner`,
+        `"${owner}" must be "user:group" or "user" (names or numeric ids), such as "root:root" or "1000:1000"`,
+      ),
+    );
+    return;
+  }
+  const ids = checkOwnerIds(file.user, file.group);
+  if (ids) out.push(fieldError(`${base()}.owner`, ids));
 }
 
 function checkUnit(

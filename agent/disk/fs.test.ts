@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import {
+  link,
   lstat,
   mkdir,
   mkdtemp,
@@ -132,6 +133,32 @@ describe('temp files', () => {
       '.oscar-tmp.not-hex',
       'app.conf',
     ]);
+  });
+});
+
+describe('what is already at a declared path (red-team round 2)', () => {
+  it('a hard link to another file (/etc/shadow) is replaced, never written through: the other file keeps its bytes, mode and owner', async () => {
+    await mkdir(join(root, 'etc'), { recursive: true });
+    await link(victim, join(root, 'etc/app.conf')); // same inode: a write in place would land in it
+    const uid = process.getuid?.() ?? 0;
+    await withRoot((b) =>
+      writeFileAtomic(b, '/etc/app.conf', Buffer.from('app\n'), 0o644, { uid, gid: uid }),
+    );
+    expect(await readFile(victim, 'utf8')).toBe('root:secret\n');
+    const st = await stat(victim);
+    expect([st.mode & 0o7777, st.nlink]).toEqual([0o600, 1]);
+    expect(await readFile(join(root, 'etc/app.conf'), 'utf8')).toBe('app\n');
+  });
+
+  it('why 4294967295 is refused as an owner: chown(2) reads it as "unchanged", so the file keeps its creator (root)', async () => {
+    await withRoot((b) =>
+      writeFileAtomic(b, '/home/core/x', Buffer.from('x'), 0o644, {
+        uid: 4294967295,
+        gid: 4294967295,
+      }),
+    );
+    const st = await stat(join(root, 'home/core/x'));
+    expect([st.uid, st.gid]).toEqual([process.getuid?.(), process.getgid?.()]);
   });
 });
 

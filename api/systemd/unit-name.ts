@@ -1,6 +1,8 @@
 // systemd unit and drop-in naming rules (systemd.unit(5), src/basic/unit-name.c), with messages
 // that say how to fix a bad name. Pure functions, no I/O.
 
+import { hiddenCharacter, uncomposed } from '../visible-text.js';
+
 export const UNIT_TYPES = [
   'service',
   'socket',
@@ -166,6 +168,9 @@ export function validateDropInName(name: string): string | undefined {
       return `drop-in name "${name}" contains a control character at position ${i + 1}; remove it`;
     }
   }
+  // the same characters a file path may not have, for the same reason: it must be what it shows
+  const hidden = hiddenCharacter(name) ?? uncomposed(name);
+  if (hidden) return `drop-in name ${hidden}`;
   if (!name.endsWith('.conf')) {
     return `drop-in name "${name}" does not end in ".conf", so systemd would ignore it; rename it to ${name}.conf`;
   }

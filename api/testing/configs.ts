@@ -7,6 +7,7 @@
  */
 import fc from 'fast-check';
 import { API_VERSION, CGROUP_DRIVERS, ON_CHANGE, UNIT_COMMANDS } from '../constants.js';
+import { safeMode } from '../file-rules.js';
 import {
   formatMode,
   type ResolvedConfig,
@@ -84,6 +85,9 @@ const HOSTILE_PATHS = [
   '/etc/a\0b',
   '/etc/a\rb',
   '/etc/\u202egnp.sh',
+  '/etc/ssh/sshd_config\u200b',
+  '/etc/cafe\u0301',
+  '/etc/a\ud800',
 ];
 
 const pathArb = fc.oneof(
@@ -92,8 +96,8 @@ const pathArb = fc.oneof(
 );
 
 const modeArb = fc.oneof(
-  { weight: 6, arbitrary: fc.integer({ min: 0, max: 0o7777 }) },
-  { weight: 1, arbitrary: fc.constantFrom(0o10000, -1, 1.5) },
+  { weight: 6, arbitrary: fc.integer({ min: 0, max: 0o7777 }).map(safeMode) },
+  { weight: 1, arbitrary: fc.constantFrom(0o10000, -1, 1.5, 0o666, 0o4775) },
 );
 
 const ownerArb = fc.oneof(
@@ -114,6 +118,7 @@ const ownerArb = fc.oneof(
       ['x', 'a:b'],
       ['-x', 'root'],
       ['x'.repeat(130), 'y'],
+      ['4294967295', '0'],
     ),
   },
 );

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { request } from 'node:https';
+import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -9,12 +10,15 @@ import { requireTool } from '../../test/support/tools.js';
 import { ApiError, type KubeHttp } from '../../kube/client.js';
 import { InPlaceExtension, NOT_IN_PLACE_TARGET } from './service.js';
 import { startExtensionServer, type RunningExtensionServer } from './server.js';
+import { Slots } from '../../api/slots.js';
+import { waitFor } from '../../test/support/wait.js';
 import { createExtensionMetrics, startMetricsServer } from './metrics.js';
 
 let dir = '';
 let ca: Buffer | undefined;
 let running: RunningExtensionServer | undefined;
 let skip: string | undefined;
+let serving: { cert: Buffer; key: Buffer } | undefined;
 const seen: string[] = [];
 const metrics = createExtensionMetrics({ defaultMetrics: false, version: '0.0.0' });
 
@@ -38,9 +42,9 @@ beforeAll(async () => {
   const pair = await pki.issueServing(['127.0.0.1'], []);
   ca = await readFile(pki.caPath);
   const log = pino({ level: 'silent' });
+  serving = { cert: await readFile(pair.certPath), key: await readFile(pair.keyPath) };
   running = await startExtensionServer({
-    cert: await readFile(pair.certPath),
-    key: await readFile(pair.keyPath),
+    ...serving,
     host: '127.0.0.1',
     port: 0,
     extension: new InPlaceExtension(emptyApi, log),
@@ -57,13 +61,13 @@ afterAll(async () => {
 function post(
   path: string,
   body: string,
-  opts: { method?: string; ca?: Buffer } = {},
+  opts: { method?: string; ca?: Buffer; port?: number } = {},
 ): Promise<{ code: number; json: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
         host: '127.0.0.1',
-        port: running?.port,
+        port: opts.port ?? running?.port,
         path,
         method: opts.method ?? 'POST',
         ca: opts.ca ?? ca,
@@ -86,6 +90,21 @@ function post(
 }
 
 const P = '/hooks.runtime.cluster.x-k8s.io/v1alpha1';
+
+/** GET /healthz of the extension on `port`: its status and text. */
+function fetchHealth(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/healthz', ca }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => {
+        resolve(`${String(res.statusCode)} ${text}`);
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 describe('the extension over HTTPS', () => {
   it('discovery lists the three hooks with their handler names, a timeout and failurePolicy Fail', async (ctx) => {
@@ -196,6 +215,40 @@ describe('the extension’s metrics', () => {
       expect((await fetch(`http://${served.address}/hooks`)).status).toBe(404);
     } finally {
       await served.close();
+    }
+  });
+});
+
+describe('the extension and many hook requests at once, each under the limit', () => {
+  it('reads and handles at most its slots at once; the next waits unread, /healthz never waits', async (ctx) => {
+    if (skip || !serving) return ctx.skip(skip ?? 'no serving certificate');
+    const log = pino({ level: 'silent' });
+    const slots = new Slots(1);
+    const server = await startExtensionServer({
+      ...serving,
+      host: '127.0.0.1',
+      port: 0,
+      extension: new InPlaceExtension(emptyApi, log),
+      log,
+      slots,
+    });
+    // a hook request whose body never ends holds the one slot (8 MiB allowed per body)
+    const held = tlsConnect({ host: '127.0.0.1', port: server.port, ca });
+    held.on('error', () => undefined);
+    held.write(
+      `POST ${P}/discovery HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 8000000\r\n\r\n{"a":`,
+    );
+    try {
+      await waitFor('the unfinished body to hold the slot', () => slots.inUse === 1, 30_000);
+      const waiting = post(`${P}/discovery`, '{}', { port: server.port });
+      await waitFor('the next hook call to wait for the slot', () => slots.queued === 1, 30_000);
+      const health = await fetchHealth(server.port);
+      expect(health).toBe('200 ok');
+      held.destroy(); // its client leaves: the slot is the next call's
+      expect((await waiting).code).toBe(200);
+    } finally {
+      held.destroy();
+      await server.close();
     }
   });
 });

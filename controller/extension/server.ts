@@ -19,10 +19,18 @@ import {
   type HookName,
 } from './hooks.js';
 import type { ExtensionMetrics } from './metrics.js';
+import { Slots, withSlot } from '../../api/slots.js';
 import { unsupported, type InPlaceExtension } from './service.js';
 
 /** Cluster API sends whole Machines, MachineSets and templates: generous, but bounded. */
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
+/**
+ * Hook requests read and handled at once; the rest wait, unread (api/slots.ts): each body may be
+ * 8 MiB, and the extension ships with 256Mi. Handlers mostly wait on the API server, so a few at
+ * once keep Cluster API's calls flowing.
+ */
+export const DEFAULT_HOOK_SLOTS = 4;
+
 /** Each handler's timeout as announced (Cluster API allows at most 30). */
 export const HANDLER_TIMEOUT_SECONDS = 10;
 
@@ -83,6 +91,8 @@ export interface ExtensionServerOptions {
   extension: InPlaceExtension;
   log: Logger;
   metrics?: ExtensionMetrics;
+  /** Hook requests read and handled at once. Default DEFAULT_HOOK_SLOTS. */
+  slots?: Slots;
 }
 
 export interface RunningExtensionServer {
@@ -94,13 +104,19 @@ export interface RunningExtensionServer {
 export async function startExtensionServer(
   o: ExtensionServerOptions,
 ): Promise<RunningExtensionServer> {
+  const slots = o.slots ?? new Slots(DEFAULT_HOOK_SLOTS);
   const server = createServer(
     { cert: o.cert, key: o.key, minVersion: 'TLSv1.2', requestTimeout: 30_000 },
     (req, res) => {
-      void route(req, res).catch((error: unknown) => {
-        o.log.error({ err: error }, 'extension request failed');
-        if (!res.headersSent) sendJson(res, 500, unsupported((error as Error).message));
-      });
+      const handle = (): void => {
+        void route(req, res).catch((error: unknown) => {
+          o.log.error({ err: error }, 'extension request failed');
+          if (!res.headersSent) sendJson(res, 500, unsupported((error as Error).message));
+        });
+      };
+      // health checks never wait behind hooks: the kubelet's probe must not fail under load
+      if (req.method === 'GET' && req.url === '/healthz') handle();
+      else withSlot(slots, { req, res }, handle);
     },
   );
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -339,6 +339,30 @@ describe('reconcile', () => {
     expect(world.oscs.size).toBe(0);
   });
 
+  it("a Secret that only carries the label oscar.dev/osc of the OSC (an app's, labelled by hand or by a chart) is never deleted with it (red-team round 2)", async () => {
+    for (const finalizer of [true, false]) {
+      const { world, deps } = setup();
+      world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });
+      await reconcile('ns/a', { ...deps, finalizer });
+      world.secrets.set('ns/app-creds', {
+        metadata: { name: 'app-creds', namespace: 'ns', labels: { [LABEL_OSC]: 'a' } },
+        data: { token: Buffer.from('s3cr3t').toString('base64') },
+      });
+      if (finalizer) {
+        const o = world.osc('ns', 'a');
+        if (o) o.metadata.deletionTimestamp = '2026-01-01T00:00:00Z';
+      } else world.oscs.delete('ns/a'); // gone without a finalizer: its leftovers are removed
+      world.log = [];
+      expect((await reconcile('ns/a', { ...deps, finalizer })).result).toBe(
+        finalizer ? 'deleted' : 'absent',
+      );
+      expect(world.log.filter((l) => l.startsWith('delete'))).toEqual(['delete oscar-a-reconcile']);
+      expect(world.secrets.get('ns/app-creds')?.data?.token).toBe(
+        Buffer.from('s3cr3t').toString('base64'),
+      );
+    }
+  });
+
   it("updates an existing Secret by a conditional patch: data replaced whole, others' metadata kept", async () => {
     const { world, deps } = setup();
     world.put({ metadata: { name: 'a', namespace: 'ns' }, spec: spec() });

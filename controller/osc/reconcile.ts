@@ -19,13 +19,7 @@ import {
   type OperatingSystemConfigSpec,
   type OperatingSystemConfigStatus,
 } from '../../api/schema.js';
-import {
-  encodeConfigData,
-  KEY_FORMAT,
-  KEY_VALUE,
-  LABEL_OSC,
-  secretNameFor,
-} from '../../api/secret.js';
+import { encodeConfigData, KEY_FORMAT, KEY_VALUE, secretNameFor } from '../../api/secret.js';
 import { validateAndResolve } from '../../api/validated.js';
 import { setConditions, type ConditionInput } from '../runtime/conditions.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
@@ -439,9 +433,14 @@ interface Pass {
   nodesDueInMs?: number;
 }
 
-/** Deleted without our finalizer (or before it was added): remove what it left behind. */
+/**
+ * Deleted without our finalizer (or before it was added): remove what it left behind — the
+ * Secrets naming an OSC of this name as their controller. The label alone is anyone's to set (an
+ * app's Secret labelled by hand or by a chart): such a Secret is never deleted (secretIsOscars).
+ */
 async function removeLeftovers(p: Pass): Promise<ReconcileOutcome> {
   for (const s of p.deps.caches.ownedSecretsOf(p.namespace, p.name)) {
+    if (!secretIsOscars(s, p.name)) continue;
     await p.deps.writer.deleteSecret(p.namespace, s.metadata.name);
     p.writes++;
   }
@@ -450,12 +449,14 @@ async function removeLeftovers(p: Pass): Promise<ReconcileOutcome> {
   return { result: 'absent', writes: p.writes };
 }
 
-/** Being deleted: its Secrets go, then the finalizer lets it go. */
+/** Being deleted: its Secrets go (only oscar's, as above), then the finalizer lets it go. */
 async function finalizeDeletion(p: Pass, osc: OscObject): Promise<ReconcileOutcome> {
   const { writer, caches } = p.deps;
   for (const s of caches.ownedSecretsOf(p.namespace, p.name)) {
-    const owned = (s.metadata.ownerReferences ?? []).some((r) => r.uid === osc.metadata.uid);
-    if (!owned && s.metadata.labels?.[LABEL_OSC] !== p.name) continue;
+    const owned = (s.metadata.ownerReferences ?? []).some(
+      (r) => r.uid === osc.metadata.uid && r.controller === true,
+    );
+    if (!owned && !secretIsOscars(s, p.name)) continue;
     await writer.deleteSecret(p.namespace, s.metadata.name);
     p.writes++;
   }

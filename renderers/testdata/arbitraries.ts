@@ -1,12 +1,13 @@
 /**
  * fast-check generators of renderable configs with odd but legal content: binary and UTF-8
  * bytes (CR, tabs, trailing spaces, non-BMP, NUL), paths with spaces, quotes, backslashes,
- * newlines and non-ASCII, every mode from 0 to 07777, owners by name and by id, unit names with
+ * newlines and non-ASCII, every mode from 0 to 07777 a config may have (api/file-rules.ts), owners by name and by id, unit names with
  * escapes, templates and instances, drop-ins, masks. Shared by the unit round-trip tests and the
  * apply-for-real tests.
  */
 import fc from 'fast-check';
 import { PROTECTED_PATHS } from '../../api/deep-validate.js';
+import { safeMode } from '../../api/file-rules.js';
 import type {
   ResolvedConfig,
   ResolvedFile,
@@ -92,7 +93,7 @@ export function fileArb(options: FileOptions = {}): fc.Arbitrary<ResolvedFile> {
   const owners = options.owners ?? DEFAULT_OWNERS;
   return fc.record({
     path: pathArb(options.plainPaths),
-    mode: fc.integer({ min: 0, max: 0o7777 }),
+    mode: fc.integer({ min: 0, max: 0o7777 }).map(safeMode),
     user: fc.constantFrom(...owners),
     group: fc.constantFrom(...(options.groups ?? owners)),
     content: contentArb(options.maxBytes),

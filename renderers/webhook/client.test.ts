@@ -201,6 +201,22 @@ describe('WebhookRenderer', () => {
     expect(s.hits()).toBe(3);
   });
 
+  it.each([301, 302, 307, 308])(
+    'a %i redirect (to loopback or a metadata address) is never followed: final, nothing sent there (red-team round 2)',
+    async (status) => {
+      const target = await serve((_req, res) => {
+        json(res, 200, good()); // what a follower would have taken as the rendering
+      });
+      const s = await serve((_req, res) => {
+        res.writeHead(status, { location: target.url }).end();
+      });
+      const e = await failure(client(s.url).render(config, context));
+      expect(e.code).toBe('HttpError');
+      expect(e.message).toContain(`HTTP ${String(status)}`);
+      expect([s.hits(), target.hits()]).toEqual([1, 0]);
+    },
+  );
+
   it('4xx without a RenderError: final at once', async () => {
     const s = await serve((_req, res) => {
       res.writeHead(404).end('<html>not found</html>');

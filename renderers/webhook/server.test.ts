@@ -1,5 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Slots } from '../../api/slots.js';
+import { waitFor } from '../../test/support/wait.js';
 import { defaultRegistry } from '../registry.js';
 import { encodeRequest, PROTOCOL_VERSION } from './protocol.js';
 import {
@@ -168,6 +170,47 @@ describe('the renderer server and a client that never finishes its request (slow
       expect(ok.status).toBe(200);
     } finally {
       await big.close();
+    }
+  });
+});
+
+describe('the renderer server and many requests at once, each under the limit', () => {
+  /** A request whose headers are whole and whose body never ends: it holds what it took. */
+  function openBody(url: string): ReturnType<typeof connect> {
+    const { hostname, port } = new URL(url);
+    const socket = connect(Number(port), hostname);
+    socket.on('error', () => undefined);
+    socket.write(
+      `POST ${RENDER_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"a":`,
+    );
+    return socket;
+  }
+
+  it('reads and renders at most its slots at once; the next waits unread, and gets the slot a client gives up', async () => {
+    // each body is bounded; without slots their sum is not (N small gzip bombs at once)
+    const slots = new Slots(2);
+    const app = createRendererApp(defaultRegistry(), ['generic'], { slots });
+    const server = await listen(app, { host: '127.0.0.1', port: 0 });
+    const held = [openBody(server.url), openBody(server.url)];
+    try {
+      await waitFor('two unfinished bodies to hold both slots', () => slots.inUse === 2, 30_000);
+      let answered = false;
+      const third = fetch(`${server.url}${RENDER_PATH}`, {
+        method: 'POST',
+        body: JSON.stringify(request('generic')),
+      }).then((res) => {
+        answered = true;
+        return res;
+      });
+      await waitFor('the third request to wait for a slot', () => slots.queued === 1, 30_000);
+      expect(answered).toBe(false);
+      held[0]?.destroy(); // its client leaves: the slot is the third's
+      expect((await third).status).toBe(200);
+      held[1]?.destroy();
+      await waitFor('every slot back', () => slots.inUse === 0 && slots.queued === 0, 30_000);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await server.close();
     }
   });
 });

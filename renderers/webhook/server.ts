@@ -9,6 +9,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { formatFieldError, ValidationError } from '../../api/field-error.js';
+import { Slots, withSlot } from '../../api/slots.js';
 import type { RendererRegistry } from '../registry.js';
 import {
   decodeRequest,
@@ -20,9 +21,20 @@ import {
 
 export const RENDER_PATH = '/render';
 
+/**
+ * Renders in progress at once (bodies read, parsed, rendered), by default: rendering is CPU work,
+ * so more at once would not finish sooner, and each may hold a 16 MiB body and its parse.
+ */
+export const DEFAULT_RENDER_SLOTS = 2;
+
 export interface ServeOptions {
   /** Largest request body accepted. Default 16 MiB. */
   maxRequestBytes?: number;
+  /**
+   * Requests read and rendered at once; the rest wait, unread, in arrival order (api/slots.ts).
+   * Default DEFAULT_RENDER_SLOTS.
+   */
+  slots?: Slots;
   /** Called once per request, for logs; never given request or response bodies. */
   onRequest?: (entry: {
     type: string;
@@ -53,8 +65,12 @@ export function createRendererApp(
   app.get('/healthz', (_req, res) => {
     res.type('text/plain').send('ok');
   });
+  const slots = options.slots ?? new Slots(DEFAULT_RENDER_SLOTS);
   app.post(
     RENDER_PATH,
+    (req, res, next) => {
+      withSlot(slots, { req, res }, next);
+    },
     express.json({ limit: options.maxRequestBytes ?? 16 * 1024 * 1024, type: () => true }),
     renderHandler(registry, new Set(types), options),
   );
