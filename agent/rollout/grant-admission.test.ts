@@ -627,6 +627,38 @@ describe('the agent in grant mode', () => {
     expect(s.nodeReady.reads).toBe(1);
   });
 
+  it('issue 25: a reboot that never happens is asked for 3 times in the same boot, then rolled back (RebootFailed) without a reboot back', async () => {
+    const s = await setup();
+    await onV1(s);
+    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
+    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 60_000, deadlineMs: 120_000 }));
+    const boot = (await s.read('run/oscar/boot-token')).trim();
+    // `systemctl reboot` returns, but the machine never goes down: systemd restarts the agent
+    // in the very same boot (/run kept), which finds its own intent unfinished
+    let agent = s.agent;
+    for (let requested = 1; requested <= 3; requested++) {
+      await waitUntil(() => s.reboots.length === requested);
+      expect(s.reporter.reports.at(-1)?.reason).toBe('Rebooting');
+      await agent.stop();
+      agent = s.newAgent();
+      await agent.start();
+    }
+    const r = await s.reporter.until('RolledBack');
+    expect(r.reason).toBe('RebootFailed');
+    expect(r.message).toBe(`the node did not reboot: still boot ${boot} after 3 reboot requests`);
+    expect(r.previousChecksum).toBe(version('1').checksum);
+    await agent.stop(); // the try's end (the lifecycle's) runs after the report: let it finish
+    expect((await s.read('run/oscar/boot-token')).trim()).toBe(boot); // one boot throughout
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    await expect(s.read('etc/default/grub.d/oscar.cfg')).rejects.toThrow(/ENOENT/);
+    await expect(stat(join(s.stateDir, 'try.json'))).rejects.toThrow(/ENOENT/);
+    await expect(stat(join(s.stateDir, 'reboot.json'))).rejects.toThrow(/ENOENT/);
+    // the reboot never happened, so there is no boot to undo: the three requests stay three
+    expect(s.reboots).toEqual(
+      Array<string>(3).fill('file /etc/default/grub.d/oscar.cfg (onChange: reboot)'),
+    );
+  });
+
   it('issue 25: a crash during a Reboot-level try that never rebooted on purpose is a crash', async () => {
     const s = await setup();
     await onV1(s);

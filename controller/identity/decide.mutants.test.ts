@@ -195,3 +195,128 @@ describe('request: every signature algorithm it knows verifies (openssl-made req
     rmSync(dir, { recursive: true, force: true });
   });
 });
+
+// What a refusal tells the one who asked: the field and the fix. Mutation testing showed no test
+// read these messages; each is checked word for word here.
+describe('decide: what a refusal says', () => {
+  const bootstrap = {
+    username: 'system:bootstrap:abc123',
+    groups: ['system:bootstrappers', 'system:bootstrappers:oscar', 'system:authenticated'],
+  };
+  const withConfigs = (configs: { config: string; uid: string; issued: boolean }[]) => ({
+    ...context,
+    machineConfigs: (m: string) => (m === 'm1' ? configs : []),
+  });
+  const runIn = (c: CsrObject, ctx: DecideContext) =>
+    decide(c, parseRequest(Buffer.from(c.spec.request, 'base64')), ctx);
+
+  it('usages: the allowed ones, and what was asked, "(none)" for none', () => {
+    const none = csr();
+    delete none.spec.usages;
+    const head =
+      'spec.usages must be within digital signature, key encipherment, client auth and include client auth; got ';
+    expect(run(none)).toMatchObject({ message: `${head}(none)` });
+    expect(run(csr({ usages: ['client auth', 'server auth'] }))).toMatchObject({
+      message: `${head}client auth, server auth`,
+    });
+  });
+
+  it('lifetime: the cap, and the value asked for or that none was', () => {
+    const unset = csr();
+    delete unset.spec.expirationSeconds;
+    const head = `spec.expirationSeconds must be set and at most ${String(MAX)}; got `;
+    expect(run(unset)).toMatchObject({ message: `${head}(unset: the signer default)` });
+    expect(run(csr({ expirationSeconds: MAX + 1 }))).toMatchObject({
+      message: `${head}${String(MAX + 1)}`,
+    });
+  });
+
+  it('signer: the one asked for and the one oscar uses', () => {
+    expect(run(csr({ signerName: 'kubernetes.io/kubelet-serving' }))).toMatchObject({
+      reason: 'WrongSigner',
+      message:
+        'spec.signerName is kubernetes.io/kubelet-serving; an oscar node asks only kubernetes.io/kube-apiserver-client',
+    });
+  });
+
+  it('a renewal of a machine no config here names is left, saying why', () => {
+    expect(runIn(csr(), withConfigs([]))).toEqual({
+      action: 'ignore',
+      why: 'no OscarConfig this controller watches names machine m1: not renewed here',
+    });
+  });
+
+  it('a bootstrap token of no config here is left, saying why', () => {
+    expect(run(csr({ ...bootstrap, username: 'system:bootstrap:zzz999' }))).toEqual({
+      action: 'ignore',
+      why: 'bootstrap token zzz999 is not the current token of an OscarConfig this controller watches',
+    });
+  });
+
+  it('a renewal no config has issued names every config of the machine', () => {
+    const configs = [
+      { config: 'a/m1', uid: 'u1', issued: false },
+      { config: 'b/m1', uid: 'u2', issued: false },
+    ];
+    expect(runIn(csr(), withConfigs(configs))).toMatchObject({
+      reason: 'IdentityNotIssued',
+      message:
+        'no OscarConfig naming machine m1 (a/m1, b/m1) has issued its identity yet: a certificate of an earlier machine of that name renews nothing; the new machine bootstraps with its own token',
+    });
+  });
+
+  it('a renewal of a machine two configs issued names both', () => {
+    const configs = [
+      { config: 'a/m1', uid: 'u1', issued: true },
+      { config: 'b/m1', uid: 'u2', issued: true },
+    ];
+    expect(runIn(csr(), withConfigs(configs))).toMatchObject({
+      reason: 'MachineNameTaken',
+      message:
+        'machine m1 holds identities issued by OscarConfigs a/m1, b/m1: node identities are cluster-wide; rename one machine',
+    });
+  });
+
+  it('a bootstrap token whose machine name another config holds names that config', () => {
+    const configs = [
+      { config: 'default/m1', uid: 'u1', issued: false },
+      { config: 'b/m1', uid: 'u2', issued: true },
+      { config: 'c/m1', uid: 'u3', issued: false },
+    ];
+    expect(runIn(csr(bootstrap), withConfigs(configs))).toMatchObject({
+      reason: 'MachineNameTaken',
+      message:
+        'machine m1 is also named by OscarConfig b/m1, c/m1: node identities are cluster-wide (oscar:node:m1); rename this machine',
+    });
+  });
+
+  it('a certificate of the form before config UIDs: re-provision, with the docs to read', () => {
+    expect(run(csr({ groups: ['oscar:nodes', 'system:authenticated'] }))).toMatchObject({
+      reason: 'IdentityOutdated',
+      message:
+        'the certificate of oscar:node:m1 names no oscar:config:<uid> group: it was issued before node identities were bound to their OscarConfig and is not renewed; re-provision the machine (docs/identity.md, "Upgrading")',
+    });
+  });
+
+  it("a certificate of another config's UID names both UIDs", () => {
+    expect(run(csr({ groups: ['oscar:nodes', 'oscar:config:u9'] }))).toMatchObject({
+      reason: 'IdentityNotCurrent',
+      message:
+        "the certificate was issued for OscarConfig UID u9; machine m1's identity is now issued by default/m1 (UID u1): a certificate of an earlier machine of that name renews nothing",
+    });
+  });
+
+  it('a subject that is not the exact one names the one it must be and the one asked for', () => {
+    const other = Buffer.from(
+      certificateRequest(newNodeKey(), {
+        commonName: 'oscar:node:m2',
+        organizations: ['oscar:nodes'],
+      }),
+    ).toString('base64');
+    expect(run(csr({ request: other }))).toMatchObject({
+      reason: 'RenewalSubjectMismatch',
+      message:
+        'a renewal names its requester: the subject must be exactly CN=oscar:node:m1, O=oscar:nodes, O=oscar:config:u1; the request asks for O=oscar:nodes, CN=oscar:node:m2',
+    });
+  });
+});

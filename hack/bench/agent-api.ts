@@ -17,11 +17,15 @@ import { join, relative } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
-import { stringify } from 'yaml';
 import { bigConfig, desiredOf, file } from '../../agent/testing/fixtures.js';
-import { ANNOTATION_CHECKSUM, encodeConfigData } from '../../api/secret.js';
 import type { Desired } from '../../agent/state.js';
-import { HttpKubeClient, isNotFound } from '../../kube/client.js';
+import { HttpKubeClient } from '../../kube/client.js';
+import {
+  agentRbacManifest,
+  agentToken,
+  tokenKubeconfig,
+} from '../../test/support/agent-identity.js';
+import { putReconcileSecret } from '../../test/support/reconcile-secret.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { AGENT_MALLOC_ENV } from '../../controller/bootstrap/additions.js';
 import { sleep } from '../../api/util.js';
@@ -276,37 +280,17 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
       body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
     });
     // the agent's least-privilege identity, as a node gets it
-    const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
-      .replaceAll('NODE_NAME', node)
-      .replaceAll('NAMESPACE', ns)
-      .replaceAll('OSC_NAME', 'bench');
-    await kubectl(env, ['apply', '-f', '-'], rbac);
-    const tr = await admin.request<{ status: { token: string } }>(
-      'POST',
-      `/api/v1/namespaces/${ns}/serviceaccounts/oscar-agent-${node}/token`,
-      {
-        body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          spec: { expirationSeconds: 3600 },
-        },
-      },
+    await kubectl(
+      env,
+      ['apply', '-f', '-'],
+      await agentRbacManifest({ node, namespace: ns, osc: 'bench' }),
     );
     const tokenFile = join(work, 'token');
-    await writeFile(tokenFile, tr.status.token, { mode: 0o600 });
+    await writeFile(tokenFile, await agentToken(admin, ns, node), { mode: 0o600 });
     const kubeconfig = join(work, 'kubeconfig');
     await writeFile(
       kubeconfig,
-      stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        'current-context': 'agent',
-        clusters: [
-          { name: 'bench', cluster: { server: env.server, 'certificate-authority': env.caPath } },
-        ],
-        users: [{ name: 'agent', user: { tokenFile } }],
-        contexts: [{ name: 'agent', context: { cluster: 'bench', user: 'agent' } }],
-      }),
+      tokenKubeconfig({ server: env.server, caPath: env.caPath, tokenFile }),
       { mode: 0o600 },
     );
 
@@ -319,25 +303,7 @@ export async function benchApi(opts: ApiBenchOptions): Promise<void> {
         ),
       });
     const put = async (d: Desired): Promise<void> => {
-      const body = {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: {
-          name: secret,
-          namespace: ns,
-          annotations: { [ANNOTATION_CHECKSUM]: d.checksum },
-        },
-        data: Object.fromEntries(
-          Object.entries(encodeConfigData(d.bytes)).map(([k, v]) => [k, v.toString('base64')]),
-        ),
-      };
-      const path = `/api/v1/namespaces/${ns}/secrets`;
-      try {
-        await admin.request('PUT', `${path}/${secret}`, { body });
-      } catch (error) {
-        if (!isNotFound(error)) throw error;
-        await admin.request('POST', path, { body });
-      }
+      await putReconcileSecret(admin, { namespace: ns, name: secret }, d);
     };
 
     const v0 = desiredOf(base);

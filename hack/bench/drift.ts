@@ -43,12 +43,16 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { stringify } from 'yaml';
 import { bigConfig, desiredOf } from '../../agent/testing/fixtures.js';
 import type { ResolvedConfig } from '../../api/resolved.js';
 import type { OperatingSystemConfigNodeStatus } from '../../api/schema.js';
-import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../../api/secret.js';
-import { HttpKubeClient, isNotFound } from '../../kube/client.js';
+import { HttpKubeClient } from '../../kube/client.js';
+import {
+  agentRbacManifest,
+  agentToken,
+  tokenKubeconfig,
+} from '../../test/support/agent-identity.js';
+import { putReconcileSecret } from '../../test/support/reconcile-secret.js';
 import { bootNode, nodeRuntimeBind, uniqueNodeName } from '../../test/support/nspawn.js';
 import { nodeRoot, repoRoot } from '../../test/support/tools.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
@@ -205,65 +209,22 @@ async function main(): Promise<void> {
     await admin.request('POST', '/api/v1/namespaces', {
       body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
     });
-    const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
-      .replaceAll('NODE_NAME', nodeName)
-      .replaceAll('NAMESPACE', ns)
-      .replaceAll('OSC_NAME', 'bench');
-    await kubectl(env, ['apply', '-f', '-'], rbac);
-    const tr = await admin.request<{ status: { token: string } }>(
-      'POST',
-      `/api/v1/namespaces/${ns}/serviceaccounts/oscar-agent-${nodeName}/token`,
-      {
-        body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          spec: { expirationSeconds: 7200 },
-        },
-      },
+    await kubectl(
+      env,
+      ['apply', '-f', '-'],
+      await agentRbacManifest({ node: nodeName, namespace: ns, osc: 'bench' }),
     );
-    await writeFile(join(work, 'token'), tr.status.token, { mode: 0o600 });
+    const token = await agentToken(admin, ns, nodeName, 7200);
+    await writeFile(join(work, 'token'), token, { mode: 0o600 });
     await copyFile(env.caPath, join(work, 'ca.crt'));
-    await writeFile(
-      join(work, 'kubeconfig'),
-      stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        'current-context': 'agent',
-        clusters: [
-          {
-            name: 'b',
-            cluster: { server: env.server, 'certificate-authority': `${CONFIG_IN_NODE}/ca.crt` },
-          },
-        ],
-        users: [{ name: 'agent', user: { tokenFile: `${CONFIG_IN_NODE}/token` } }],
-        contexts: [{ name: 'agent', context: { cluster: 'b', user: 'agent' } }],
-      }),
-      { mode: 0o600 },
-    );
-    const put = async (c: ResolvedConfig): Promise<string> => {
-      const d = desiredOf(c);
-      const body = {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: {
-          name: SECRET,
-          namespace: ns,
-          labels: { [LABEL_OSC]: 'bench' },
-          annotations: { [ANNOTATION_CHECKSUM]: d.checksum },
-        },
-        data: Object.fromEntries(
-          Object.entries(encodeConfigData(d.bytes)).map(([k, v]) => [k, v.toString('base64')]),
-        ),
-      };
-      const path = `/api/v1/namespaces/${ns}/secrets`;
-      try {
-        await admin.request('PUT', `${path}/${SECRET}`, { body });
-      } catch (error) {
-        if (!isNotFound(error)) throw error;
-        await admin.request('POST', path, { body });
-      }
-      return d.checksum;
-    };
+    const kubeconfig = tokenKubeconfig({
+      server: env.server,
+      caPath: `${CONFIG_IN_NODE}/ca.crt`,
+      tokenFile: `${CONFIG_IN_NODE}/token`,
+    });
+    await writeFile(join(work, 'kubeconfig'), kubeconfig, { mode: 0o600 });
+    const put = (c: ResolvedConfig): Promise<string> =>
+      putReconcileSecret(admin, { namespace: ns, name: SECRET, osc: 'bench' }, desiredOf(c));
 
     log(`booting a node (${nodeName})`);
     node = await bootNode({

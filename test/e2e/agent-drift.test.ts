@@ -11,17 +11,17 @@
 import { mkdtemp, rm, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DriftPolicy } from '../../api/constants.js';
 import type { ResolvedConfig } from '../../api/resolved.js';
-import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../../api/secret.js';
 import type { OperatingSystemConfigNodeStatus } from '../../api/schema.js';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
 import { isNotFound, type HttpKubeClient } from '../../kube/client.js';
-import { clusterOrSkip, type Cluster } from '../support/cluster.js';
+import { nodeSuiteCluster, type Cluster } from '../support/cluster.js';
 import { bootNode, nodeRuntimeBind, uniqueNodeName, type Node } from '../support/nspawn.js';
-import { nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { repoRoot } from '../support/tools.js';
+import { applyAgentRbac, agentToken, tokenKubeconfig } from '../support/agent-identity.js';
+import { putReconcileSecret } from '../support/reconcile-secret.js';
 import { bundleCli } from '../support/bundle.js';
 import { waitFor as waitUntil } from '../support/wait.js';
 import { sleep } from '../../api/util.js';
@@ -68,30 +68,9 @@ function state(policy?: DriftPolicy, bPolicy?: DriftPolicy, aData = 'a=1\n'): Re
   return policy ? { ...c, driftPolicy: policy } : c;
 }
 
-async function putSecret(c: ResolvedConfig): Promise<string> {
+function putSecret(c: ResolvedConfig): Promise<string> {
   if (!admin) throw new Error('no cluster');
-  const d = desiredOf(c);
-  const body = {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
-      name: SECRET,
-      namespace: ns,
-      labels: { [LABEL_OSC]: OSC },
-      annotations: { [ANNOTATION_CHECKSUM]: d.checksum },
-    },
-    data: Object.fromEntries(
-      Object.entries(encodeConfigData(d.bytes)).map(([k, v]) => [k, v.toString('base64')]),
-    ),
-  };
-  const path = `/api/v1/namespaces/${ns}/secrets`;
-  try {
-    await admin.request('PUT', `${path}/${SECRET}`, { body });
-  } catch (error) {
-    if (!isNotFound(error)) throw error;
-    await admin.request('POST', path, { body });
-  }
-  return d.checksum;
+  return putReconcileSecret(admin, { namespace: ns, name: SECRET, osc: OSC }, desiredOf(c));
 }
 
 async function status(): Promise<OperatingSystemConfigNodeStatus | undefined> {
@@ -149,72 +128,25 @@ async function mainPids(): Promise<Record<string, string>> {
   return out;
 }
 
-async function kubectl(args: string[], input: string): Promise<void> {
-  if (!testCluster) throw new Error('no cluster');
-  const r = await testCluster.kubectl(args, input);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+/** The agent's own identity, as a node gets it: deploy/agent-rbac.yaml and a TokenRequest token. */
+async function agentIdentityFor(cluster: Cluster): Promise<void> {
+  await applyAgentRbac(cluster, { node: nodeName, namespace: ns, osc: 'drift' }); // SECRET is drift's
+  hostConfigDir = await mkdtemp(join(tmpdir(), 'oscar-e2e-drift-'));
+  const token = await agentToken(cluster.api, ns, nodeName);
+  await writeFile(join(hostConfigDir, 'token'), token, { mode: 0o600 });
+  await copyFile(cluster.env.caPath, join(hostConfigDir, 'ca.crt'));
+  const kubeconfig = tokenKubeconfig({
+    server: cluster.env.server,
+    caPath: `${CONFIG_IN_NODE}/ca.crt`,
+    tokenFile: `${CONFIG_IN_NODE}/token`,
+  });
+  await writeFile(join(hostConfigDir, 'kubeconfig'), kubeconfig, { mode: 0o600 });
 }
 
-beforeAll(async () => {
-  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep']);
-  if (gate.skip !== undefined) {
-    skipReason = gate.skip;
-    return;
-  }
-  const root = gate.root;
-  const attached = await clusterOrSkip();
-  if ('skip' in attached) {
-    skipReason = attached.skip;
-    return;
-  }
-  testCluster = attached.cluster;
-  const env = testCluster.env;
-  admin = testCluster.api;
-  nodeName = uniqueNodeName('drift');
-  await admin.request('POST', '/api/v1/namespaces', {
-    body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
-  });
-  // the agent's own identity, as a node gets it: deploy/agent-rbac.yaml and a TokenRequest token
-  const { readFile } = await import('node:fs/promises');
-  const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
-    .replaceAll('NODE_NAME', nodeName)
-    .replaceAll('NAMESPACE', ns)
-    .replaceAll('OSC_NAME', 'drift'); // SECRET is drift's reconcile Secret
-  await kubectl(['apply', '-f', '-'], rbac);
-  const tr = await admin.request<{ status: { token: string } }>(
-    'POST',
-    `/api/v1/namespaces/${ns}/serviceaccounts/oscar-agent-${nodeName}/token`,
-    {
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: 3600 },
-      },
-    },
-  );
-  hostConfigDir = await mkdtemp(join(tmpdir(), 'oscar-e2e-drift-'));
-  await writeFile(join(hostConfigDir, 'token'), tr.status.token, { mode: 0o600 });
-  await copyFile(env.caPath, join(hostConfigDir, 'ca.crt'));
-  await writeFile(
-    join(hostConfigDir, 'kubeconfig'),
-    stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      'current-context': 'agent',
-      clusters: [
-        {
-          name: 'e2e',
-          cluster: { server: env.server, 'certificate-authority': `${CONFIG_IN_NODE}/ca.crt` },
-        },
-      ],
-      users: [{ name: 'agent', user: { tokenFile: `${CONFIG_IN_NODE}/token` } }],
-      contexts: [{ name: 'agent', context: { cluster: 'e2e', user: 'agent' } }],
-    }),
-    { mode: 0o600 },
-  );
-
+/** The node, with the repository, Node.js and the agent's configuration bound in. */
+async function bootDriftNode(root: string): Promise<Node> {
   bundleRel = await bundleCli(`oscar-drift-${String(process.pid)}`);
-  node = await bootNode({
+  const booted = await bootNode({
     root,
     name: nodeName,
     disableCloudInit: true, // the agent is started by the test; no user data here
@@ -224,7 +156,24 @@ beforeAll(async () => {
       { src: hostConfigDir, dst: CONFIG_IN_NODE },
     ],
   });
-  await node.waitRunning();
+  await booted.waitRunning();
+  return booted;
+}
+
+beforeAll(async () => {
+  const suite = await nodeSuiteCluster(['systemd-nspawn', 'nsenter', 'pgrep']);
+  if ('skip' in suite) {
+    skipReason = suite.skip;
+    return;
+  }
+  testCluster = suite.cluster;
+  admin = testCluster.api;
+  nodeName = uniqueNodeName('drift');
+  await admin.request('POST', '/api/v1/namespaces', {
+    body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+  });
+  await agentIdentityFor(testCluster);
+  node = await bootDriftNode(suite.root);
   // a unit the OS ships, which the config changes only through a drop-in
   await sh(
     `printf '[Service]\\nExecStart=/bin/sh -c "exec sleep infinity"\\n[Install]\\nWantedBy=multi-user.target\\n' > /usr/lib/systemd/system/os-thing.service && systemctl daemon-reload`,

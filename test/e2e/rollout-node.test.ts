@@ -24,7 +24,7 @@ import { runController, type ControllerHandle } from '../../controller/main.js';
 import { createLogger } from '../../log/logger.js';
 import { CONTENT_APPLY_PATCH, isNotFound, type HttpKubeClient } from '../../kube/client.js';
 import { writeKubeconfigFor } from '../../hack/testenv/testenv.js';
-import { clusterOrSkip, type Cluster } from '../support/cluster.js';
+import { nodeSuiteCluster, type Cluster } from '../support/cluster.js';
 import { nodeNetwork, type NodeNetwork } from '../support/netns.js';
 import {
   bootNode,
@@ -33,7 +33,8 @@ import {
   readNodeFile,
   type Node,
 } from '../support/nspawn.js';
-import { nodeSuiteGate, repoRoot } from '../support/tools.js';
+import { repoRoot } from '../support/tools.js';
+import { agentUser, applyAgentRbac } from '../support/agent-identity.js';
 import { bundleCli } from '../support/bundle.js';
 import { waitFor } from '../support/wait.js';
 
@@ -214,57 +215,38 @@ async function boot(): Promise<Node> {
   return n;
 }
 
-beforeAll(async () => {
-  const gate = nodeSuiteGate(['systemd-nspawn', 'nsenter', 'pgrep', 'ip', 'mount']);
-  if (gate.skip !== undefined) {
-    skipReason = gate.skip;
-    return;
-  }
-  const lower = gate.root;
-  const attached = await clusterOrSkip();
-  if ('skip' in attached) {
-    skipReason = attached.skip;
-    return;
-  }
-  testCluster = attached.cluster;
-  const env = testCluster.env;
-  const admin = testCluster.api;
-  ns = `e2e-ro-${process.pid.toString(36)}`; // short: the identity's CN holds at most 64 bytes
-  await admin.request('POST', '/api/v1/namespaces', {
-    body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
-  });
-  nodeName = `tryme-${process.pid.toString(36)}`;
-
-  // the agent's least-privilege identity, and a kubeconfig that goes through the node's network
-  const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
-    .replaceAll('NODE_NAME', nodeName)
-    .replaceAll('NAMESPACE', ns)
-    .replaceAll('OSC_NAME', OSC);
-  const applied = await testCluster.kubectl(['apply', '-f', '-'], rbac);
-  if (applied.code !== 0) throw new Error(`kubectl apply: ${applied.stderr}`);
-  const kcPath = await writeKubeconfigFor(env.info, {
-    user: `system:serviceaccount:${ns}:oscar-agent-${nodeName}`,
+/**
+ * The agent's least-privilege identity, and a kubeconfig (in configDir) that reaches the API
+ * server by its name, through the node's own network.
+ */
+async function agentKubeconfig(cluster: Cluster): Promise<void> {
+  await applyAgentRbac(cluster, { node: nodeName, namespace: ns, osc: OSC });
+  const kcPath = await writeKubeconfigFor(cluster.env.info, {
+    user: agentUser(ns, nodeName),
     groups: ['system:serviceaccounts', 'system:authenticated'],
   });
   const doc = parse(await readFile(kcPath, 'utf8')) as {
     clusters: { cluster: Record<string, string> }[];
   };
-  const cluster = doc.clusters[0]?.cluster;
-  if (!cluster) throw new Error('kubeconfig without a cluster');
-  cluster.server = `https://${API_NAME}:${String(API_PORT)}`;
-  cluster['tls-server-name'] = 'localhost'; // in the serving certificate; the name above is not
+  const server = doc.clusters[0]?.cluster;
+  if (!server) throw new Error('kubeconfig without a cluster');
+  server.server = `https://${API_NAME}:${String(API_PORT)}`;
+  server['tls-server-name'] = 'localhost'; // in the serving certificate; the name above is not
   configDir = await mkdtemp(join(tmpdir(), 'oscar-e2e-rollout-'));
   await writeFile(join(configDir, 'kubeconfig'), stringify(doc), { mode: 0o600 });
+}
 
-  bundleRel = await bundleCli(`oscar-rollout-${String(process.pid)}`);
-
-  net = await nodeNetwork(process.pid.toString(36), 40 + (process.pid % 200));
-  const apiPort = Number(new URL(env.info.server).port);
-  await net.forward(API_PORT, apiPort);
+/** The node's network (the API server forwarded to API_PORT) and its persistent root. */
+async function nodeNetworkAndDisk(lower: string, cluster: Cluster): Promise<NodeNetwork> {
+  const made = await nodeNetwork(process.pid.toString(36), 40 + (process.pid % 200));
+  net = made;
+  await made.forward(API_PORT, Number(new URL(cluster.env.info.server).port));
   disk = await persistentRoot(lower);
-  node = await boot();
-  // the API server's name, as a node's resolver would know it
-  await node.execOk(['sh', '-c', `echo '${net.gatewayIp} ${API_NAME}' >> /etc/hosts`]);
+  return made;
+}
+
+/** The agent in grant mode as a systemd service of the node, enabled and started. */
+async function startAgentService(n: Node): Promise<void> {
   const agentUnit = `[Unit]
 Description=oscar agent (grant mode)
 [Service]
@@ -274,12 +256,32 @@ RestartSec=1
 [Install]
 WantedBy=multi-user.target
 `;
-  await writeFile(node.hostPath('/etc/systemd/system/oscar-agent.service'), agentUnit);
-  await node.execOk(['systemctl', 'daemon-reload']);
-  await node.execOk(['systemctl', 'enable', '--now', 'oscar-agent.service']);
+  await writeFile(n.hostPath('/etc/systemd/system/oscar-agent.service'), agentUnit);
+  await n.execOk(['systemctl', 'daemon-reload']);
+  await n.execOk(['systemctl', 'enable', '--now', 'oscar-agent.service']);
+}
 
+beforeAll(async () => {
+  const suite = await nodeSuiteCluster(['systemd-nspawn', 'nsenter', 'pgrep', 'ip', 'mount']);
+  if ('skip' in suite) {
+    skipReason = suite.skip;
+    return;
+  }
+  testCluster = suite.cluster;
+  ns = `e2e-ro-${process.pid.toString(36)}`; // short: the identity's CN holds at most 64 bytes
+  await testCluster.api.request('POST', '/api/v1/namespaces', {
+    body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+  });
+  nodeName = `tryme-${process.pid.toString(36)}`;
+  await agentKubeconfig(testCluster);
+  bundleRel = await bundleCli(`oscar-rollout-${String(process.pid)}`);
+  const { gatewayIp } = await nodeNetworkAndDisk(suite.root, testCluster);
+  node = await boot();
+  // the API server's name, as a node's resolver would know it
+  await node.execOk(['sh', '-c', `echo '${gatewayIp} ${API_NAME}' >> /etc/hosts`]);
+  await startAgentService(node);
   controller = await runController({
-    kubeconfig: env.kubeconfigPath,
+    kubeconfig: testCluster.env.kubeconfigPath,
     namespaces: [ns],
     metricsAddr: '0',
     leaderElect: false,

@@ -7,14 +7,13 @@
 // it. The limit is the kernel's, not a comparison: the extension runs in a memory cgroup of its
 // own limited to the Deployment's figure (test/support/memory-cgroup.ts); with the bound removed
 // the kernel OOM-kills it there and the test fails.
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestPki } from '../../hack/testenv/certs.js';
 import {
   ANNOTATION_CHECKSUM,
   KEY_CONFIG_GZIP,
@@ -37,6 +36,7 @@ import {
   uniqueName,
 } from './support/cluster.js';
 import { memoryCgroup, type MemoryCgroup } from '../support/memory-cgroup.js';
+import { loopbackServingCert } from '../support/serving-cert.js';
 
 /** The extension Deployment's memory limit, as shipped. */
 function shippedLimit(): number {
@@ -99,21 +99,19 @@ function canUpdate(from: string, to: string) {
   });
 }
 
-beforeAll(async () => {
-  if (!api) return;
-  const suite = await createSuiteNamespace('bombs-ext');
-  ns = suite.name;
-  removeNamespace = suite.remove;
-  dir = await mkdtemp(join(tmpdir(), 'oscar-bomb-ext-'));
-  const pki = new TestPki(dir);
-  await pki.init();
-  const pair = await pki.issueServing(['127.0.0.1'], []);
-  await writeFile(join(dir, 'tls.crt'), await readFile(pair.certPath));
-  await writeFile(join(dir, 'tls.key'), await readFile(pair.keyPath));
-  ca = await readFile(join(dir, 'ca.crt'));
+/** The serving certificate the extension loads, written into `dir` as tls.crt / tls.key. */
+async function servingCertificate(): Promise<void> {
+  const serving = await loopbackServingCert(dir);
+  await writeFile(join(dir, 'tls.crt'), serving.cert);
+  await writeFile(join(dir, 'tls.key'), serving.key);
+  ca = serving.ca;
+}
+
+/** `oscar extension serve` as its own process, in a memory cgroup of the Deployment's limit. */
+function spawnExtension(): ControllerProcess {
   // the Deployment's limit as the kernel enforces it: the extension in a memory cgroup of its own
   cgroup = memoryCgroup(uniqueName('oscar-bomb-ext'), shippedLimit());
-  ext = spawnOscar(
+  return spawnOscar(
     'extension',
     [
       'serve',
@@ -130,17 +128,32 @@ beforeAll(async () => {
     ],
     cgroup?.wrap.bind(cgroup),
   );
-  url = await waitFor(
+}
+
+/** The URL from the process's JSON "listening" line. */
+function listeningUrl(p: ControllerProcess): Promise<string> {
+  return waitFor(
     'the extension listening',
     () => {
-      const line = ext
-        ?.output()
+      const line = p
+        .output()
         .split('\n')
         .find((l) => l.includes('"listening"') && l.includes('"url"'));
       return Promise.resolve(line ? (JSON.parse(line) as { url: string }).url : undefined);
     },
-    { timeoutMs: 60_000, onTimeout: () => ext?.output() ?? '' },
+    { timeoutMs: 60_000, onTimeout: () => p.output() },
   );
+}
+
+beforeAll(async () => {
+  if (!api) return;
+  const suite = await createSuiteNamespace('bombs-ext');
+  ns = suite.name;
+  removeNamespace = suite.remove;
+  dir = await mkdtemp(join(tmpdir(), 'oscar-bomb-ext-'));
+  await servingCertificate();
+  ext = spawnExtension();
+  url = await listeningUrl(ext);
 });
 
 afterAll(async () => {

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DriftPolicy } from '../../api/constants.js';
-import { ANNOTATION_CHECKSUM, encodeConfigData, LABEL_OSC } from '../../api/secret.js';
 import type { OperatingSystemConfigNode } from '../../api/schema.js';
 import { memoryLogger } from '../../log/memory.js';
 import { type Agent, logReporter } from '../../agent/agent.js';
@@ -18,7 +17,7 @@ import { DriftMonitor } from '../../agent/drift/monitor.js';
 import { followSecret } from '../../agent/follow-secret.js';
 import { LocalSystemd } from '../../agent/systemd.js';
 import { config, desiredOf, file, unit } from '../../agent/testing/fixtures.js';
-import { HttpKubeClient, isNotFound } from '../../kube/client.js';
+import { HttpKubeClient } from '../../kube/client.js';
 import {
   adminKubeConfig,
   createTestNamespace,
@@ -28,6 +27,8 @@ import {
   uniqueName,
 } from './support/cluster.js';
 import { waitFor } from '../support/wait.js';
+import { agentIdentity, agentRbacManifest } from '../support/agent-identity.js';
+import { putReconcileSecret } from '../support/reconcile-secret.js';
 
 skipWithoutCluster();
 
@@ -50,42 +51,17 @@ function version(n: string, policy?: DriftPolicy) {
 async function setup() {
   const ns = await createTestNamespace('drift');
   const node = uniqueName('node');
-  const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
-    .replaceAll('NODE_NAME', node)
-    .replaceAll('NAMESPACE', ns)
-    .replaceAll('OSC_NAME', 'w'); // SECRET is w's reconcile Secret
+  const rbac = await agentRbacManifest({ node, namespace: ns, osc: 'w' }); // SECRET is w's
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   expect(applied.code, applied.stderr).toBe(0);
-  const kc: KubeConfig = await kubeConfigFor({
-    user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
-    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-  });
+  const kc: KubeConfig = await kubeConfigFor(agentIdentity(ns, node));
   const admin = new HttpKubeClient(adminKubeConfig());
   cleanups.push(() => {
     admin.close();
     return Promise.resolve();
   });
   const put = async (d: ReturnType<typeof version>): Promise<void> => {
-    const body = {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: {
-        name: SECRET,
-        namespace: ns,
-        labels: { [LABEL_OSC]: OSC },
-        annotations: { [ANNOTATION_CHECKSUM]: d.checksum },
-      },
-      data: Object.fromEntries(
-        Object.entries(encodeConfigData(d.bytes)).map(([k, v]) => [k, v.toString('base64')]),
-      ),
-    };
-    const path = `/api/v1/namespaces/${ns}/secrets`;
-    try {
-      await admin.request('PUT', `${path}/${SECRET}`, { body });
-    } catch (error) {
-      if (!isNotFound(error)) throw error;
-      await admin.request('POST', path, { body });
-    }
+    await putReconcileSecret(admin, { namespace: ns, name: SECRET, osc: OSC }, d);
   };
   const status = async (): Promise<OperatingSystemConfigNode['status']> =>
     (

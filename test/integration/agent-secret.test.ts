@@ -30,6 +30,7 @@ import {
   uniqueName,
 } from './support/cluster.js';
 import { waitFor } from '../support/wait.js';
+import { agentIdentity, agentRbacManifest } from '../support/agent-identity.js';
 
 skipWithoutCluster();
 
@@ -66,16 +67,10 @@ interface Setup {
 async function setup(pollIntervalMs = 60_000): Promise<Setup> {
   const ns = await createTestNamespace('agent');
   const node = uniqueName('node');
-  const rbac = (await readFile(new URL('../../deploy/agent-rbac.yaml', import.meta.url), 'utf8'))
-    .replaceAll('NODE_NAME', node)
-    .replaceAll('NAMESPACE', ns)
-    .replaceAll('OSC_NAME', 'w'); // SECRET is w's reconcile Secret
+  const rbac = await agentRbacManifest({ node, namespace: ns, osc: 'w' }); // SECRET is w's
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   expect(applied.code, applied.stderr).toBe(0);
-  const kc: KubeConfig = await kubeConfigFor({
-    user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
-    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-  });
+  const kc: KubeConfig = await kubeConfigFor(agentIdentity(ns, node));
   const admin = KubernetesObjectApi.makeApiClient(adminKubeConfig());
   const putSecret = async (data: Record<string, Buffer>, checksum: string): Promise<void> => {
     const body: Omit<KubernetesObject, 'metadata'> & {

@@ -13,7 +13,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLogger } from '../../log/logger.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
-import { TestPki } from '../../hack/testenv/certs.js';
 import {
   runExtension,
   type ExtensionConfig,
@@ -40,6 +39,7 @@ import {
 import { INFRA_GROUP, startCapiManager, type CapiManager } from '../support/capi.js';
 import { kubeOps } from '../support/cluster.js';
 import { extensionKubeconfig } from './support/extension.js';
+import { loopbackServingCert } from '../support/serving-cert.js';
 
 const CAPI = 'cluster.x-k8s.io/v1beta2';
 const AGENT_SHA = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
@@ -385,13 +385,11 @@ async function registerExtension(): Promise<void> {
   const kubeconfig = await extensionKubeconfig();
   const dir = await mkdtemp(join(tmpdir(), 'oscar-ext-it-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const pki = new TestPki(dir);
-  await pki.init();
-  const pair = await pki.issueServing(['127.0.0.1'], []);
+  const serving = await loopbackServingCert(dir);
   extensionConfig = {
     kubeconfig,
-    cert: await readFile(pair.certPath),
-    key: await readFile(pair.keyPath),
+    cert: serving.cert,
+    key: serving.key,
     host: '127.0.0.1',
     port: 0,
     log: createLogger({ component: 'extension', level: 'warn' }),
@@ -407,7 +405,7 @@ async function registerExtension(): Promise<void> {
     spec: {
       clientConfig: {
         url: `https://127.0.0.1:${String(started.server.port)}`,
-        caBundle: (await readFile(pki.caPath)).toString('base64'),
+        caBundle: serving.ca.toString('base64'),
       },
       namespaceSelector: {},
     },

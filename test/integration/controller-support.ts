@@ -2,7 +2,6 @@
 // a separate `oscar controller` process against the test API server, read and write objects,
 // wait for conditions.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
@@ -19,6 +18,7 @@ import {
 } from '../../controller/main.js';
 import { kubectl, testEnvInfo } from './support/cluster.js';
 import { waitFor } from '../support/wait.js';
+import { agentRbacManifest } from '../support/agent-identity.js';
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 
@@ -262,10 +262,7 @@ export async function grantAgent(
   node: string,
   osc: string,
 ): Promise<() => Promise<void>> {
-  const rbac = (await readFile(join(repoRoot, 'deploy', 'agent-rbac.yaml'), 'utf8'))
-    .replaceAll('NODE_NAME', node)
-    .replaceAll('NAMESPACE', ns)
-    .replaceAll('OSC_NAME', osc);
+  const rbac = await agentRbacManifest({ node, namespace: ns, osc });
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   if (applied.code !== 0) throw new Error(`kubectl apply agent-rbac: ${applied.stderr}`);
   return async () => {
@@ -278,10 +275,4 @@ export async function grantAgent(
   };
 }
 
-/** The user and groups of the agent's ServiceAccount, for a client certificate. */
-export function agentIdentity(ns: string, node: string): { user: string; groups: string[] } {
-  return {
-    user: `system:serviceaccount:${ns}:oscar-agent-${node}`,
-    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-  };
-}
+export { agentIdentity } from '../support/agent-identity.js';

@@ -21,7 +21,7 @@ import {
 } from '../../kube/client.js';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { run, type RunResult } from './exec.js';
-import { missing } from './tools.js';
+import { missing, nodeSuiteGate } from './tools.js';
 
 export interface Cluster {
   env: TestEnv;
@@ -83,6 +83,21 @@ export async function clusterOrSkip(
     missing('the test API server', error.message);
     return { skip: 'no test API server' };
   }
+}
+
+/**
+ * The gate of a suite that boots a node and talks to the test cluster: the node gate (its tools,
+ * the cached node root), then the cluster; the node root and the cluster, or the reason to skip.
+ */
+export async function nodeSuiteCluster(
+  tools: readonly string[],
+  options?: StartOptions,
+): Promise<{ root: string; cluster: Cluster } | { skip: string }> {
+  const gate = nodeSuiteGate(tools);
+  if (gate.skip !== undefined) return { skip: gate.skip };
+  const attached = await clusterOrSkip(options);
+  if ('skip' in attached) return attached;
+  return { root: gate.root, cluster: attached.cluster };
 }
 
 /** The reads and writes suites make as the admin: `get` (undefined when absent), `apply`. */

@@ -4,7 +4,7 @@
  * (deploy/agent-rbac.yaml, the service account `oscar-agent-<node>`), each applying into its own
  * directory root, which never reboots (or, for the `lost` ones, never comes back).
  */
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
@@ -13,6 +13,7 @@ import type { KubeReporter } from '../../../agent/report.js';
 import { LocalSystemd } from '../../../agent/systemd.js';
 import { silentLogger } from '../../../log/logger.js';
 import { kubeConfigFor, kubectl } from './cluster.js';
+import { agentIdentity, agentRbacManifest } from '../../support/agent-identity.js';
 
 export interface GrantAgent {
   name: string;
@@ -47,18 +48,7 @@ export async function startGrantAgents(o: GrantAgentsOptions): Promise<GrantAgen
 }
 
 async function applyAgentRbac(o: GrantAgentsOptions): Promise<void> {
-  const template = await readFile(
-    new URL('../../../deploy/agent-rbac.yaml', import.meta.url),
-    'utf8',
-  );
-  const rbac = o.names
-    .map((node) =>
-      template
-        .replaceAll('NODE_NAME', node)
-        .replaceAll('NAMESPACE', o.namespace)
-        .replaceAll('OSC_NAME', o.osc),
-    )
-    .join('\n---\n');
+  const rbac = await agentRbacManifest({ node: o.names, namespace: o.namespace, osc: o.osc });
   const applied = await kubectl(['apply', '-f', '-'], { input: rbac });
   expect(applied.code, applied.stderr).toBe(0);
   o.cleanups.push(async () => {
@@ -73,10 +63,7 @@ async function applyAgentRbac(o: GrantAgentsOptions): Promise<void> {
 
 async function grantAgent(o: GrantAgentsOptions, name: string): Promise<GrantAgent> {
   const ns = o.namespace;
-  const kc = await kubeConfigFor({
-    user: `system:serviceaccount:${ns}:oscar-agent-${name}`,
-    groups: ['system:serviceaccounts', `system:serviceaccounts:${ns}`, 'system:authenticated'],
-  });
+  const kc = await kubeConfigFor(agentIdentity(ns, name));
   const root = await mkdtemp(join(tmpdir(), o.rootPrefix));
   const stateDir = join(root, 'var/lib/oscar');
   await mkdir(stateDir, { recursive: true });
