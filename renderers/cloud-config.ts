@@ -29,7 +29,6 @@ import {
 } from './common.js';
 import { ByteBuilder } from './byte-builder.js';
 import { doubleQuoted, literalBlock, scalar } from './yaml-writer.js';
-import { writeLiteralBlock } from './wasm/literal-block.js';
 
 const SPECIAL_BITS = 0o7000;
 
@@ -52,7 +51,7 @@ export function contentField(
   // bytes only (a unit file's string is checked as a string): checked and indented natively
   const verdict =
     file.text === undefined && content.length <= INLINE_TEXT_MAX
-      ? writeLiteralBlock(content, 4, '    content: ', out)
+      ? out.literalBlock(content, 4, '    content: ')
       : 'undecided';
   if (verdict === 'written') {
     encodings?.set(file.path, 'text');

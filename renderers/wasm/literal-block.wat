@@ -2,18 +2,20 @@
 ;; Source of renderers/wasm/literal-block-bytes.ts (npm run gen:wasm); used by literal-block.ts,
 ;; whose JavaScript reference (isReadableText + literalBlock) it must agree with.
 ;;
-;; Memory (one 64 KiB page): byte 15 is always 0 (the "byte before the first"), the text is at
-;; 16 (at most 4096 bytes, plus 16 bytes of slack the 16-byte loads may read past its end), the
-;; indented body is written from 8192 (at most n + pad * (n / 2 + 1) bytes, plus 16 of slack the
-;; 16-byte stores may write past its end: below 65536 for n <= 4096 and pad <= 16).
+;; Memory (64 KiB to start, grown by the caller): byte 15 is always 0 (the "byte before the
+;; first"), the text is at 16 (at most 4096 bytes, plus 16 bytes of slack the 16-byte loads may
+;; read past its end), and from 8192 on is the caller's: the renderers build their whole output
+;; there (the ByteBuilder's scratch), so the body is written where it belongs in the output, at
+;; $out (at most n + pad * (n / 2 + 1) bytes, plus 16 of slack the 16-byte stores may write past
+;; its end: the caller makes room for both).
 ;;
-;; indent(n, pad) copies the n bytes, with pad spaces before every line that is not empty, and
-;; returns the length written; or -1 when the text is not readable (a C0 control but tab and LF,
-;; DEL, or a line ending in a space or tab); or -2 when it holds a byte from 0x80 up, whose UTF-8
-;; and characters the caller checks the long way.
+;; indent(n, pad, out) copies the n bytes to out, with pad spaces before every line that is not
+;; empty, and returns the length written; or -1 when the text is not readable (a C0 control but
+;; tab and LF, DEL, or a line ending in a space or tab); or -2 when it holds a byte from 0x80 up,
+;; whose UTF-8 and characters the caller checks the long way. pad is at most 16.
 (module
   (memory (export "memory") 1)
-  (func (export "indent") (param $n i32) (param $pad i32) (result i32)
+  (func (export "indent") (param $n i32) (param $pad i32) (param $out i32) (result i32)
     (local $i i32)
     (local $o i32)
     (local $end i32)
@@ -30,7 +32,7 @@
     (if (i32.or (i32.eq (local.get $c) (i32.const 0x20)) (i32.eq (local.get $c) (i32.const 0x09)))
       (then (return (i32.const -1))))
     (local.set $i (i32.const 16))
-    (local.set $o (i32.const 8192))
+    (local.set $o (local.get $out))
     (block $done
       (loop $line
         (br_if $done (i32.ge_u (local.get $i) (local.get $end)))
@@ -100,4 +102,4 @@
           (local.set $i (i32.add (local.get $i) (local.get $c)))
           (local.set $o (i32.add (local.get $o) (local.get $c)))
           (br $line))))
-    (i32.sub (local.get $o) (i32.const 8192))))
+    (i32.sub (local.get $o) (local.get $out))))
