@@ -23,6 +23,7 @@
     (local $mask i32)
     (local $lf i32)
     (local $c i32)
+    (local $np i32)
     (local $v v128)
     (local $isLf v128)
     (local $prev v128)
@@ -46,14 +47,16 @@
         (loop $scan
           (local.set $v (v128.load (local.get $i)))
           (v128.store (local.get $o) (local.get $v))
-          ;; the usual 16 bytes: all printable ASCII (0x20 to 0x7e: v + 0x60 is then, as a signed
-          ;; byte, from -128 to -34), none at or past the end of the text
+          ;; the bytes that are not printable ASCII (0x20 to 0x7e: v + 0x60 is then, as a signed
+          ;; byte, from -128 to -34)
+          (local.set $np (i8x16.bitmask
+            (i8x16.gt_s
+              (i8x16.add (local.get $v) (v128.const i8x16 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60))
+              (v128.const i8x16 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34))))
+          ;; the usual 16 bytes: all printable, none at or past the end of the text
           (if (i32.and
                 (i32.le_u (i32.add (local.get $i) (i32.const 16)) (local.get $end))
-                (i32.eqz (i8x16.bitmask
-                  (i8x16.gt_s
-                    (i8x16.add (local.get $v) (v128.const i8x16 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60))
-                    (v128.const i8x16 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34)))))
+                (i32.eqz (local.get $np)))
             (then
               (local.set $i (i32.add (local.get $i) (i32.const 16)))
               (local.set $o (i32.add (local.get $o) (i32.const 16)))
@@ -67,27 +70,38 @@
               (then (i32.const 0xffff))
               (else (i32.sub (i32.shl (i32.const 1) (local.get $rem)) (i32.const 1)))))
           (local.set $isLf (i8x16.eq (local.get $v) (v128.const i8x16 10 10 10 10 10 10 10 10 10 10 10 10 10 10 10 10)))
-          ;; a control byte but tab and LF, DEL, an LF after a space or tab
-          (if (i32.and (local.get $mask)
-                (i8x16.bitmask
-                  (v128.or
-                    (v128.or
-                      (v128.andnot
-                        (i8x16.lt_u (local.get $v) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
-                        (v128.or
-                          (i8x16.eq (local.get $v) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9))
-                          (local.get $isLf)))
-                      (i8x16.eq (local.get $v) (v128.const i8x16 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127)))
-                    (v128.and
-                      (local.get $isLf)
+          (local.set $lf (i32.and (local.get $mask) (i8x16.bitmask (local.get $isLf))))
+          (local.set $np (i32.and (local.get $mask) (local.get $np)))
+          ;; the usual case: nothing but LFs among them, and no space or tab before an LF
+          (if (i32.eq (local.get $np) (local.get $lf))
+            (then
+              (if (i32.and (local.get $lf)
+                    (i8x16.bitmask
                       (v128.or
                         (i8x16.eq (local.get $prev) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
-                        (i8x16.eq (local.get $prev) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9)))))))
-            (then (return (i32.const -1))))
-          ;; a byte from 0x80 up: left to the caller
-          (if (i32.and (local.get $mask) (i8x16.bitmask (local.get $v)))
-            (then (return (i32.const -2))))
-          (local.set $lf (i32.and (local.get $mask) (i8x16.bitmask (local.get $isLf))))
+                        (i8x16.eq (local.get $prev) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9)))))
+                (then (return (i32.const -1)))))
+            (else
+            ;; a control byte but tab and LF, DEL, an LF after a space or tab
+            (if (i32.and (local.get $mask)
+                  (i8x16.bitmask
+                    (v128.or
+                      (v128.or
+                        (v128.andnot
+                          (i8x16.lt_u (local.get $v) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
+                          (v128.or
+                            (i8x16.eq (local.get $v) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9))
+                            (local.get $isLf)))
+                        (i8x16.eq (local.get $v) (v128.const i8x16 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127)))
+                      (v128.and
+                        (local.get $isLf)
+                        (v128.or
+                          (i8x16.eq (local.get $prev) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
+                          (i8x16.eq (local.get $prev) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9)))))))
+              (then (return (i32.const -1))))
+            ;; a byte from 0x80 up: left to the caller
+            (if (i32.and (local.get $mask) (i8x16.bitmask (local.get $v)))
+              (then (return (i32.const -2))))))
           (if (i32.eqz (local.get $lf))
             (then
               (if (i32.le_u (local.get $rem) (i32.const 16))
