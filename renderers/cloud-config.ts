@@ -51,9 +51,7 @@ export function contentField(
   // checked and indented natively from the bytes (a unit file's too: its bytes are its string's
   // UTF-8, and only ASCII is decided there)
   const verdict =
-    content.length <= INLINE_TEXT_MAX
-      ? out.literalBlock(content, 4, '    content: ')
-      : 'undecided';
+    content.length <= INLINE_TEXT_MAX ? out.literalBlock(content, 4, '    content: ') : 'undecided';
   if (verdict === 'written') {
     encodings?.set(file.path, 'text');
     return;

@@ -118,7 +118,11 @@ export class NativeScratch {
    * isReadableText's verdict, 'undecided' leaves the content to the JavaScript path (text with
    * a byte from 0x80 up). Either way nothing before `at` is touched.
    */
-  writeBody(content: Buffer, parentIndent: number, at: number): number | 'unreadable' | 'undecided' {
+  writeBody(
+    content: Buffer,
+    parentIndent: number,
+    at: number,
+  ): number | 'unreadable' | 'undecided' {
     const n = content.length;
     const pad = parentIndent + 2;
     // the body's longest (every other byte an LF), the LF after it, the module's slack
