@@ -18,7 +18,18 @@
  * which keep the old generation tight) that was a full collection every few renders: a 2 MiB
  * render took ~5-9 ms instead of ~1 ms. Now nothing of a render outlives it but the Buffer it
  * returns, made at the very end; the scratch is old from the start and stays warm in the cache.
+ *
+ * The scratch is the memory of the WebAssembly module that writes literal blocks
+ * (wasm/literal-block.ts), so a block's body is written natively straight into its place in the
+ * output; where Node runs without WebAssembly (`--jitless`) it is a plain Buffer.
  */
+import {
+  type BlockVerdict,
+  giveBackNativeScratch,
+  NativeScratch,
+  SCRATCH_AT,
+  takeNativeScratch,
+} from './wasm/literal-block.js';
 
 /** A string of at least this length passed to ascii() is written at once, not joined. */
 const LARGE = 512;
@@ -30,7 +41,10 @@ const SCRATCH_KEEP = 4 * 1024 * 1024;
 /** The first size of a scratch buffer. */
 const SCRATCH_MIN = 64 * 1024;
 
-/** The scratch buffer no builder is using (a builder takes it and gives it back in toBuffer). */
+/**
+ * The plain scratch buffer no builder is using (a builder takes it and gives it back in
+ * toBuffer), where there is no native one.
+ */
 let idle: Buffer | undefined;
 
 /**
@@ -54,15 +68,27 @@ export function base64Length(n: number): number {
 export class ByteBuilder {
   /** The scratch buffer being written; undefined once toBuffer has made the output. */
   private buf: Buffer | undefined;
-  /** Bytes written into `buf`. */
-  private offset = 0;
+  /** The module whose memory `buf` views, when it does. */
+  private readonly native: NativeScratch | undefined;
+  /** Where the output starts in `buf`. */
+  private readonly start: number;
+  /** Where the next byte goes in `buf`. */
+  private offset: number;
   /** Small pieces not yet written. */
   private pending = '';
   private result: Buffer | undefined;
 
   constructor() {
-    this.buf = idle ?? Buffer.allocUnsafeSlow(SCRATCH_MIN);
-    idle = undefined;
+    this.native = takeNativeScratch();
+    if (this.native === undefined) {
+      this.buf = idle ?? Buffer.allocUnsafeSlow(SCRATCH_MIN);
+      idle = undefined;
+      this.start = 0;
+    } else {
+      this.buf = this.native.view;
+      this.start = SCRATCH_AT;
+    }
+    this.offset = this.start;
   }
 
   /** Any text, written as UTF-8. */
@@ -124,11 +150,38 @@ export class ByteBuilder {
     return this;
   }
 
+  /**
+   * `before` (ASCII), then `content` as the YAML literal block literalBlock(content.toString(),
+   * parentIndent) makes, then an LF, when isReadableText(content) holds: checked and written in
+   * one native pass (wasm/literal-block.ts). Writes nothing otherwise: 'unreadable' is
+   * isReadableText's verdict, 'undecided' leaves the content to the JavaScript path (non-ASCII
+   * text, text of LFs only, text longer than BLOCK_TEXT_MAX, no WebAssembly).
+   */
+  literalBlock(content: Buffer, parentIndent: number, before: string): BlockVerdict {
+    const native = this.native;
+    if (native === undefined) return 'undecided';
+    const header = NativeScratch.header(content, parentIndent);
+    if (header === undefined) return 'undecided';
+    // written with the markup before it (one write; flush() refuses a finished builder), taken
+    // back if the body is not written
+    this.pending += before;
+    this.pending += header;
+    this.flush();
+    const end = native.writeBody(content, parentIndent, this.offset);
+    this.buf = native.view;
+    if (typeof end === 'number') {
+      this.offset = end;
+      return 'written';
+    }
+    this.offset -= before.length + header.length;
+    return end;
+  }
+
   /** Bytes written so far. */
   get length(): number {
     if (this.result) return this.result.length;
     this.flush();
-    return this.offset;
+    return this.offset - this.start;
   }
 
   /** The output, in a Buffer of its own. The builder is finished: it takes no more writes. */
@@ -136,11 +189,12 @@ export class ByteBuilder {
     if (this.result) return this.result;
     this.flush();
     const buf = this.room(0);
-    const out = Buffer.allocUnsafe(this.offset);
-    buf.copy(out, 0, 0, this.offset);
+    const out = Buffer.allocUnsafe(this.offset - this.start);
+    buf.copy(out, 0, this.start, this.offset);
     this.result = out;
     this.buf = undefined;
-    if (buf.length <= SCRATCH_KEEP) idle = buf;
+    if (this.native !== undefined) giveBackNativeScratch(this.native, SCRATCH_AT + SCRATCH_KEEP);
+    else if (buf.length <= SCRATCH_KEEP) idle = buf;
     return out;
   }
 
@@ -163,6 +217,8 @@ export class ByteBuilder {
     if (buf === undefined) throw new Error('ByteBuilder: written to after toBuffer()');
     const need = this.offset + bytes;
     if (need <= buf.length) return buf;
+    // the native memory grows in place: nothing to copy
+    if (this.native !== undefined) return (this.buf = this.native.room(need));
     const grown = Buffer.allocUnsafeSlow(2 ** Math.ceil(Math.log2(Math.max(need, buf.length * 2))));
     buf.copy(grown, 0, 0, this.offset);
     this.buf = grown;

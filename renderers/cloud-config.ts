@@ -29,7 +29,6 @@ import {
 } from './common.js';
 import { ByteBuilder } from './byte-builder.js';
 import { doubleQuoted, literalBlock, scalar } from './yaml-writer.js';
-import { writeLiteralBlock } from './wasm/literal-block.js';
 
 const SPECIAL_BITS = 0o7000;
 
@@ -49,11 +48,10 @@ export function contentField(
     out.ascii("    content: ''\n");
     return;
   }
-  // bytes only (a unit file's string is checked as a string): checked and indented natively
+  // checked and indented natively from the bytes (a unit file's too: its bytes are its string's
+  // UTF-8, and only ASCII is decided there)
   const verdict =
-    file.text === undefined && content.length <= INLINE_TEXT_MAX
-      ? writeLiteralBlock(content, 4, '    content: ', out)
-      : 'undecided';
+    content.length <= INLINE_TEXT_MAX ? out.literalBlock(content, 4, '    content: ') : 'undecided';
   if (verdict === 'written') {
     encodings?.set(file.path, 'text');
     return;

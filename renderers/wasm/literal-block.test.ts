@@ -9,7 +9,7 @@ import { bytesModule, compileWat, wasmDir } from '../../hack/wasm/compile.js';
 import { ByteBuilder } from '../byte-builder.js';
 import { isReadableText } from '../common.js';
 import { literalBlock } from '../yaml-writer.js';
-import { BLOCK_TEXT_MAX, type BlockVerdict, writeLiteralBlock } from './literal-block.js';
+import { BLOCK_TEXT_MAX, type BlockVerdict } from './literal-block.js';
 
 const BEFORE = '    content: ';
 
@@ -23,7 +23,7 @@ function reference(content: Buffer): { verdict: BlockVerdict; bytes: Buffer } {
 
 function native(content: Buffer): { verdict: BlockVerdict; bytes: Buffer } {
   const out = new ByteBuilder();
-  const verdict = writeLiteralBlock(content, 4, BEFORE, out);
+  const verdict = out.literalBlock(content, 4, BEFORE);
   return { verdict, bytes: out.toBuffer() };
 }
 
@@ -71,7 +71,7 @@ const piece = fc.oneof(
 const bytes = (maxPieces: number) =>
   fc.array(piece, { maxLength: maxPieces }).map((parts) => Buffer.from(parts.flat()));
 
-describe('writeLiteralBlock', () => {
+describe('ByteBuilder.literalBlock', () => {
   it('agrees with isReadableText and literalBlock on random bytes', () => {
     fc.assert(
       fc.property(bytes(20), (b) => {
@@ -94,6 +94,41 @@ describe('writeLiteralBlock', () => {
         for (const t of texts) expectAgreement(t);
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it('writes blocks in place one after another, with markup between, as the scratch grows', () => {
+    // each block goes where the output has got to (in the module's memory, which grows under
+    // it), and a block left to the JavaScript path takes back the markup written before it
+    const text = fc.oneof(
+      fc.stringMatching(/^[!-~][ -~\n]{0,3000}\n$/).map((t) => Buffer.from(t)),
+      fc.constantFrom(Buffer.from('é\n'), Buffer.from('a \n'), Buffer.from('\n'), Buffer.from('')),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.string({ maxLength: 30 }), text), { minLength: 1, maxLength: 60 }),
+        (items) => {
+          // a builder holding the kept scratch, so `out` starts on a new one of 64 KiB
+          const holder = new ByteBuilder();
+          const out = new ByteBuilder();
+          const want: Buffer[] = [];
+          for (const [markup, content] of items) {
+            out.text(markup);
+            want.push(Buffer.from(markup));
+            const verdict = out.literalBlock(content, 4, BEFORE);
+            const ref = reference(content);
+            if (verdict === 'written') {
+              expect(ref.verdict).toBe('written');
+              want.push(ref.bytes);
+            } else {
+              expect(verdict === 'undecided' || ref.verdict === 'unreadable').toBe(true);
+            }
+          }
+          expect(out.toBuffer().toString('latin1')).toBe(Buffer.concat(want).toString('latin1'));
+          holder.toBuffer();
+        },
+      ),
+      { numRuns: 200 },
     );
   });
 
@@ -137,9 +172,10 @@ describe('writeLiteralBlock', () => {
 
   it('leaves everything to the JavaScript path where Node runs without WebAssembly', () => {
     const script = [
-      "import { writeLiteralBlock } from './renderers/wasm/literal-block.ts';",
       "import { ByteBuilder } from './renderers/byte-builder.ts';",
-      "console.log(typeof WebAssembly, writeLiteralBlock(Buffer.from('a\\n'), 4, '', new ByteBuilder()));",
+      "const out = new ByteBuilder().ascii('x');",
+      "const verdict = out.literalBlock(Buffer.from('a\\n'), 4, '');",
+      'console.log(typeof WebAssembly, verdict, JSON.stringify(out.toString()));',
     ].join('\n');
     const run = (flags: string[]) =>
       execFileSync(
@@ -149,8 +185,8 @@ describe('writeLiteralBlock', () => {
           encoding: 'utf8',
         },
       ).trim();
-    expect(run(['--jitless'])).toBe('undefined undecided');
-    expect(run([])).toBe('object written');
+    expect(run(['--jitless'])).toBe('undefined undecided "x"');
+    expect(run([])).toBe('object written "x|\\n      a\\n"');
   });
 
   it('ships the bytes its WebAssembly text compiles to (npm run gen:wasm)', async () => {

@@ -2,18 +2,20 @@
 ;; Source of renderers/wasm/literal-block-bytes.ts (npm run gen:wasm); used by literal-block.ts,
 ;; whose JavaScript reference (isReadableText + literalBlock) it must agree with.
 ;;
-;; Memory (one 64 KiB page): byte 15 is always 0 (the "byte before the first"), the text is at
-;; 16 (at most 4096 bytes, plus 16 bytes of slack the 16-byte loads may read past its end), the
-;; indented body is written from 8192 (at most n + pad * (n / 2 + 1) bytes, plus 16 of slack the
-;; 16-byte stores may write past its end: below 65536 for n <= 4096 and pad <= 16).
+;; Memory (64 KiB to start, grown by the caller): byte 15 is always 0 (the "byte before the
+;; first"), the text is at 16 (at most 4096 bytes, plus 16 bytes of slack the 16-byte loads may
+;; read past its end), and from 8192 on is the caller's: the renderers build their whole output
+;; there (the ByteBuilder's scratch), so the body is written where it belongs in the output, at
+;; $out (at most n + pad * (n / 2 + 1) bytes, plus 16 of slack the 16-byte stores may write past
+;; its end: the caller makes room for both).
 ;;
-;; indent(n, pad) copies the n bytes, with pad spaces before every line that is not empty, and
-;; returns the length written; or -1 when the text is not readable (a C0 control but tab and LF,
-;; DEL, or a line ending in a space or tab); or -2 when it holds a byte from 0x80 up, whose UTF-8
-;; and characters the caller checks the long way.
+;; indent(n, pad, out) copies the n bytes to out, with pad spaces before every line that is not
+;; empty, and returns the length written; or -1 when the text is not readable (a C0 control but
+;; tab and LF, DEL, or a line ending in a space or tab); or -2 when it holds a byte from 0x80 up,
+;; whose UTF-8 and characters the caller checks the long way. pad is at most 16.
 (module
   (memory (export "memory") 1)
-  (func (export "indent") (param $n i32) (param $pad i32) (result i32)
+  (func (export "indent") (param $n i32) (param $pad i32) (param $out i32) (result i32)
     (local $i i32)
     (local $o i32)
     (local $end i32)
@@ -21,6 +23,7 @@
     (local $mask i32)
     (local $lf i32)
     (local $c i32)
+    (local $np i32)
     (local $v v128)
     (local $isLf v128)
     (local $prev v128)
@@ -30,7 +33,7 @@
     (if (i32.or (i32.eq (local.get $c) (i32.const 0x20)) (i32.eq (local.get $c) (i32.const 0x09)))
       (then (return (i32.const -1))))
     (local.set $i (i32.const 16))
-    (local.set $o (i32.const 8192))
+    (local.set $o (local.get $out))
     (block $done
       (loop $line
         (br_if $done (i32.ge_u (local.get $i) (local.get $end)))
@@ -44,14 +47,16 @@
         (loop $scan
           (local.set $v (v128.load (local.get $i)))
           (v128.store (local.get $o) (local.get $v))
-          ;; the usual 16 bytes: all printable ASCII (0x20 to 0x7e: v + 0x60 is then, as a signed
-          ;; byte, from -128 to -34), none at or past the end of the text
+          ;; the bytes that are not printable ASCII (0x20 to 0x7e: v + 0x60 is then, as a signed
+          ;; byte, from -128 to -34)
+          (local.set $np (i8x16.bitmask
+            (i8x16.gt_s
+              (i8x16.add (local.get $v) (v128.const i8x16 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60))
+              (v128.const i8x16 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34))))
+          ;; the usual 16 bytes: all printable, none at or past the end of the text
           (if (i32.and
                 (i32.le_u (i32.add (local.get $i) (i32.const 16)) (local.get $end))
-                (i32.eqz (i8x16.bitmask
-                  (i8x16.gt_s
-                    (i8x16.add (local.get $v) (v128.const i8x16 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60 0x60))
-                    (v128.const i8x16 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34 -34)))))
+                (i32.eqz (local.get $np)))
             (then
               (local.set $i (i32.add (local.get $i) (i32.const 16)))
               (local.set $o (i32.add (local.get $o) (i32.const 16)))
@@ -65,27 +70,38 @@
               (then (i32.const 0xffff))
               (else (i32.sub (i32.shl (i32.const 1) (local.get $rem)) (i32.const 1)))))
           (local.set $isLf (i8x16.eq (local.get $v) (v128.const i8x16 10 10 10 10 10 10 10 10 10 10 10 10 10 10 10 10)))
-          ;; a control byte but tab and LF, DEL, an LF after a space or tab
-          (if (i32.and (local.get $mask)
-                (i8x16.bitmask
-                  (v128.or
-                    (v128.or
-                      (v128.andnot
-                        (i8x16.lt_u (local.get $v) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
-                        (v128.or
-                          (i8x16.eq (local.get $v) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9))
-                          (local.get $isLf)))
-                      (i8x16.eq (local.get $v) (v128.const i8x16 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127)))
-                    (v128.and
-                      (local.get $isLf)
+          (local.set $lf (i32.and (local.get $mask) (i8x16.bitmask (local.get $isLf))))
+          (local.set $np (i32.and (local.get $mask) (local.get $np)))
+          ;; the usual case: nothing but LFs among them, and no space or tab before an LF
+          (if (i32.eq (local.get $np) (local.get $lf))
+            (then
+              (if (i32.and (local.get $lf)
+                    (i8x16.bitmask
                       (v128.or
                         (i8x16.eq (local.get $prev) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
-                        (i8x16.eq (local.get $prev) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9)))))))
-            (then (return (i32.const -1))))
-          ;; a byte from 0x80 up: left to the caller
-          (if (i32.and (local.get $mask) (i8x16.bitmask (local.get $v)))
-            (then (return (i32.const -2))))
-          (local.set $lf (i32.and (local.get $mask) (i8x16.bitmask (local.get $isLf))))
+                        (i8x16.eq (local.get $prev) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9)))))
+                (then (return (i32.const -1)))))
+            (else
+            ;; a control byte but tab and LF, DEL, an LF after a space or tab
+            (if (i32.and (local.get $mask)
+                  (i8x16.bitmask
+                    (v128.or
+                      (v128.or
+                        (v128.andnot
+                          (i8x16.lt_u (local.get $v) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
+                          (v128.or
+                            (i8x16.eq (local.get $v) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9))
+                            (local.get $isLf)))
+                        (i8x16.eq (local.get $v) (v128.const i8x16 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127 127)))
+                      (v128.and
+                        (local.get $isLf)
+                        (v128.or
+                          (i8x16.eq (local.get $prev) (v128.const i8x16 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32 32))
+                          (i8x16.eq (local.get $prev) (v128.const i8x16 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9)))))))
+              (then (return (i32.const -1))))
+            ;; a byte from 0x80 up: left to the caller
+            (if (i32.and (local.get $mask) (i8x16.bitmask (local.get $v)))
+              (then (return (i32.const -2))))))
           (if (i32.eqz (local.get $lf))
             (then
               (if (i32.le_u (local.get $rem) (i32.const 16))
@@ -100,4 +116,4 @@
           (local.set $i (i32.add (local.get $i) (local.get $c)))
           (local.set $o (i32.add (local.get $o) (local.get $c)))
           (br $line))))
-    (i32.sub (local.get $o) (i32.const 8192))))
+    (i32.sub (local.get $o) (local.get $out))))
