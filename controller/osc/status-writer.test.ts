@@ -121,6 +121,16 @@ describe('OscStatusWriter', () => {
     expect(server.applied).toEqual([nodes(1)]);
   });
 
+  it('a rollout pass whose part equals the stored one lets the waiting write go at once', async () => {
+    const { server, writer, pending } = setup();
+    pending.rollout = true;
+    const a = writer.write(KEY, 'osc', nodes(1));
+    await flush();
+    writer.offer(KEY, 'rollout', undefined);
+    await a;
+    expect(server.applied).toEqual([nodes(1)]);
+  });
+
   it('waits for the other pass at most GATHER_MAX_MS', async () => {
     const { server, writer, pending, clock } = setup();
     pending.rollout = true;

@@ -163,6 +163,7 @@ export class OscStatusWriter {
       if (e) {
         this.setPart(e, part, undefined);
         e.settled.add(part);
+        this.schedule(key, e); // a write waiting for this pass may go
       }
       this.tidy(key);
       return;
