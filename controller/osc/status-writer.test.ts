@@ -193,6 +193,22 @@ describe('OscStatusWriter', () => {
     expect(server.status).toEqual({ observedGeneration: 1, rollout: rollout(1) });
   });
 
+  it('a paced part handed over during a write is not forced out after it: it waits for its interval', async () => {
+    const { server, writer } = setup();
+    server.hold = true;
+    const first = writer.write(KEY, 'osc', nodes(1));
+    await flush();
+    writer.offer(KEY, 'osc', nodes(2)); // counts moved again within their second
+    server.hold = false;
+    server.release();
+    await first;
+    await flush();
+    expect(server.applied).toEqual([nodes(1)]);
+    // its controller comes back when the second is up; or another write carries it first
+    await writer.write(KEY, 'rollout', rollout(1));
+    expect(server.applied.at(-1)).toEqual({ ...nodes(2), rollout: rollout(1) });
+  });
+
   it('one write at a time: passes due during a write share the next one', async () => {
     const { server, writer } = setup();
     server.hold = true;

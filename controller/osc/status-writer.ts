@@ -13,9 +13,11 @@
  *   two parts one event moved go out together.
  * - offer(): the part is not due yet (counts within their pacing interval). It goes out with the
  *   OSC's next write, whoever's; its controller asks again when its interval is up.
- * One write per OSC at a time. A part handed over while a write is in flight goes out next; a part
- * left differing from what a write stored is written next (never lost); a status equal to the
- * stored one is not sent (never resent).
+ * One write per OSC at a time. A part handed over while a write is in flight goes out with the next
+ * one; a part its controller handed over as unchanged while a write was in flight, but which that
+ * write made stale, is written next by itself (its controller will not come back for it: never
+ * lost); a status equal to the stored one is not sent (never resent). A paced part left over
+ * is not forced out: its controller comes back when its interval is up.
  *
  * Upgrade: before this writer, status.rollout had its own field manager (oscar-rollout). An apply
  * that omits a field removes it only if no other manager owns it, so the old manager's fields
@@ -86,6 +88,11 @@ interface Entry {
   waiters: Waiter[];
   /** A part was left differing from a write: write again without anyone waiting. */
   due: boolean;
+  /**
+   * Parts handed over during a write as equal to the stored status: their controllers are done
+   * with them, so if that write stored something else, the writer writes them back itself.
+   */
+  unchanged: Set<StatusPart>;
   /** Producers whose pass reached its status (or ended) since the last write began. */
   settled: Set<StatusPart>;
   inFlight: boolean;
@@ -170,6 +177,8 @@ export class OscStatusWriter {
     }
     const entry = e ?? this.entry(key);
     this.setPart(entry, part, value);
+    if (value === undefined || equal) entry.unchanged.add(part);
+    else entry.unchanged.delete(part);
     entry.settled.add(part);
     this.schedule(key, entry);
   }
@@ -184,6 +193,7 @@ export class OscStatusWriter {
   write(key: string, part: StatusPart, value: unknown): Promise<KubeObject | undefined> {
     const entry = this.entry(key);
     this.setPart(entry, part, value);
+    entry.unchanged.delete(part);
     entry.settled.add(part);
     return new Promise((resolve, reject) => {
       entry.waiters.push({ resolve, reject });
@@ -215,6 +225,7 @@ export class OscStatusWriter {
         parts: {},
         waiters: [],
         due: false,
+        unchanged: new Set(),
         settled: new Set(),
         inFlight: false,
         gatherExpired: false,
@@ -283,9 +294,12 @@ export class OscStatusWriter {
       // What this write carried is stored now; a part handed over since stays for the next.
       for (const p of PARTS) if (e.parts[p] === sent[p]) this.setPart(e, p, undefined);
       const now = this.known(key);
-      if (PARTS.some((p) => e.parts[p] !== undefined && !jsonEqual(partOf(now, p), e.parts[p]))) {
-        e.due = true;
+      for (const p of e.unchanged) {
+        const v = e.parts[p];
+        if (v === undefined || jsonEqual(partOf(now, p), v)) this.setPart(e, p, undefined);
+        else e.due = true;
       }
+      e.unchanged.clear();
       for (const w of waiters) w.resolve(stored);
     } catch (error) {
       for (const w of waiters) w.reject(error);
