@@ -665,7 +665,10 @@ export const Conditions = Type.Array(Condition, {
 const count = (description: string) => Type.Integer({ description, minimum: 0 });
 const time = (description: string) => Type.String({ description, format: 'date-time' });
 
-/** status.rollout: written by the rollout controller (its own field manager), never by the OSC controller. */
+/**
+ * status.rollout: computed by the rollout controller, written with the rest of the status by the
+ * OSC's one status writer (controller/osc/status-writer.ts).
+ */
 function RolloutStatus() {
   return Type.Object(
     {

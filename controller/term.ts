@@ -24,7 +24,7 @@ import { OscController } from './osc/controller.js';
 import type { Pipeline } from './osc/pipeline.js';
 import type { HttpWriter } from './osc/writer.js';
 import { RolloutController } from './rollout/controller.js';
-import { HttpRolloutWriter, type RolloutWriter } from './rollout/writer.js';
+import { HttpRolloutWriter, type RolloutRequests } from './rollout/writer.js';
 import { Manager } from './runtime/manager.js';
 import type { ControllerMetrics } from './runtime/metrics.js';
 
@@ -65,7 +65,7 @@ function common(ctx: TermContext) {
 }
 
 /** The rollout controller's writes, counted by resource and verb (oscar_controller_api_writes_total). */
-function countedRolloutWriter(inner: RolloutWriter, metrics: ControllerMetrics): RolloutWriter {
+function countedRolloutWriter(inner: RolloutRequests, metrics: ControllerMetrics): RolloutRequests {
   const count = (resource: string, verb: string): void => {
     metrics.writes.inc({ resource, verb });
   };
@@ -79,11 +79,7 @@ function countedRolloutWriter(inner: RolloutWriter, metrics: ControllerMetrics):
       count('operatingsystemconfignodes', 'patch');
       return inner.grant(node, grant);
     },
-    patchRolloutStatus: (namespace, name, rollout) => {
-      // its own label: the OSC controller's status writes are counted apart from these
-      count('operatingsystemconfigs/status.rollout', 'apply');
-      return inner.patchRolloutStatus(namespace, name, rollout);
-    },
+    // status.rollout: through the OSC controller's status writer, counted there
   };
 }
 

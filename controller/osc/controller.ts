@@ -24,6 +24,7 @@ import type { KubeHttp } from '../../kube/client.js';
 import { dropManagedFields, keyOf, type Informer } from '../kube/informer.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { oscPath, OSC_RESOURCE } from './writer.js';
+import { OscStatusWriter, type StatusApi } from './status-writer.js';
 import type { Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { Pipeline } from './pipeline.js';
@@ -45,6 +46,7 @@ import {
 import {
   reconcile,
   referencesFor,
+  splitKey,
   RenderFailedError,
   SecretNameTakenError,
   type Caches,
@@ -57,7 +59,8 @@ export const OSC_NODE_RESOURCE = 'operatingsystemconfignodes';
 
 export interface OscControllerOptions {
   http: KubeHttp;
-  writer: Writer;
+  /** The requests; the status goes through the OSC's status writer (`status`). */
+  writer: Writer & Pick<StatusApi, 'releaseStatus'>;
   pipeline: Pipeline;
   /** Namespaces to watch; empty: all namespaces (needs cluster-wide RBAC on Secrets). */
   namespaces: string[];
@@ -147,6 +150,11 @@ export class OscController extends RuntimeController implements Caches {
   private readonly ownSecrets = new OwnWrites<KubeObject>();
   private readonly writer: Writer;
   private readonly ctx: InformerContext;
+  /**
+   * The one writer of each OSC's status: this controller's part and the rollout controller's
+   * (status.rollout) go out together (status-writer.ts).
+   */
+  readonly status: OscStatusWriter;
 
   constructor(private readonly o: OscControllerOptions) {
     super();
@@ -167,6 +175,7 @@ export class OscController extends RuntimeController implements Caches {
         ? {}
         : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
     };
+    this.status = this.statusWriter(o.writer);
     this.writer = this.recordingWriter(o.writer);
     this.referenced = new ReferencedSecrets({
       reader: httpSecretReader(o.http),
@@ -284,6 +293,7 @@ export class OscController extends RuntimeController implements Caches {
         onDelete: (o) => {
           this.refs.remove(keyOf(o));
           this.ownOscs.forget(keyOf(o));
+          this.status.forget(keyOf(o));
           this.queue.add(keyOf(o));
           oscChanged(o);
         },
@@ -422,6 +432,15 @@ export class OscController extends RuntimeController implements Caches {
   }
 
   private async reconcile(key: string): Promise<Reconciled> {
+    try {
+      return await this.reconcileOnce(key);
+    } finally {
+      // a status write of the rollout controller's that waited for this pass may go now
+      this.status.passDone('osc', key);
+    }
+  }
+
+  private async reconcileOnce(key: string): Promise<Reconciled> {
     const slash = key.indexOf('/');
     const osc = this.osc(key.slice(0, slash), key.slice(slash + 1));
     if (osc) await this.loadReferences(key.slice(0, slash), osc.spec);
@@ -462,31 +481,61 @@ export class OscController extends RuntimeController implements Caches {
     return { requeueAfterMs: out.nodesDueInMs };
   }
 
-  private recordingWriter(inner: Writer): Writer {
-    /**
-     * Writes answer with the stored metadata only. The OSC as stored is then the one we based the
-     * write on (same uid and generation: same spec) with that metadata and, after a status
-     * write, the status we applied (all of it is ours). If the generation moved meanwhile, we
-     * cannot tell the stored spec: nothing is recorded, and the watch brings it.
-     */
-    const recordOsc = (stored: KubeObject, status?: OscObject['status']): void => {
-      dropManagedFields(stored);
-      const key = keyOf(stored);
-      const base = this.osc(stored.metadata.namespace ?? '', stored.metadata.name);
-      if (
-        base &&
-        base.metadata.uid === stored.metadata.uid &&
-        base.metadata.generation === stored.metadata.generation
-      ) {
-        const own: OscObject = { ...base, metadata: stored.metadata };
-        // status.rollout belongs to the rollout controller: this write left it as it was.
-        const rollout = base.status?.rollout;
-        if (status) own.status = rollout ? { ...status, rollout } : status;
-        this.ownOscs.record(key, own, stored.metadata.resourceVersion);
-      } else {
-        this.ownOscs.forget(key);
-      }
+  /** The status writer: whole-status applies, counted; each write recorded for our reads. */
+  private statusWriter(inner: OscControllerOptions['writer']): OscStatusWriter {
+    const count = (verb: string): void => {
+      this.o.metrics.writes.inc({ resource: 'operatingsystemconfigs/status', verb });
     };
+    const writer = new OscStatusWriter({
+      api: {
+        patchStatus: (namespace, name, status) => {
+          count('apply');
+          return inner.patchStatus(namespace, name, status);
+        },
+        releaseStatus: (namespace, name, manager) => {
+          count('release');
+          return inner.releaseStatus(namespace, name, manager);
+        },
+      },
+      cached: (key) => {
+        const { namespace, name } = splitKey(key);
+        const o = this.setFor(namespace)?.osc.get(namespace, name);
+        return o && { status: o.status, resourceVersion: o.metadata.resourceVersion };
+      },
+      ...(this.o.clock ? { clock: this.o.clock } : {}),
+    });
+    writer.producer('osc', { pending: (key) => this.queue.pending(key) });
+    writer.onWritten((key, status, stored) => {
+      this.recordOsc(stored, status);
+      this.statusWrites.set(key, Date.now());
+    });
+    return writer;
+  }
+
+  /**
+   * Writes answer with the stored metadata only. The OSC as stored is then the one we based the
+   * write on (same uid and generation: same spec) with that metadata and, after a status write,
+   * the whole status we applied. If the generation moved meanwhile, we cannot tell the stored
+   * spec: nothing is recorded, and the watch brings it.
+   */
+  private recordOsc(stored: KubeObject, status?: OscObject['status']): void {
+    dropManagedFields(stored);
+    const key = keyOf(stored);
+    const base = this.osc(stored.metadata.namespace ?? '', stored.metadata.name);
+    if (
+      base &&
+      base.metadata.uid === stored.metadata.uid &&
+      base.metadata.generation === stored.metadata.generation
+    ) {
+      const own: OscObject = { ...base, metadata: stored.metadata };
+      if (status) own.status = status;
+      this.ownOscs.record(key, own, stored.metadata.resourceVersion);
+    } else {
+      this.ownOscs.forget(key);
+    }
+  }
+
+  private recordingWriter(inner: Writer): Writer {
     const recordSecret = (stored: KubeObject): void => {
       dropManagedFields(stored);
       this.ownSecrets.record(
@@ -518,16 +567,16 @@ export class OscController extends RuntimeController implements Caches {
         await inner.deleteSecret(namespace, name);
         this.ownSecrets.forget(`${namespace}/${name}`);
       },
-      patchStatus: async (namespace, name, status) => {
-        count('operatingsystemconfigs/status', 'apply');
-        const stored = await inner.patchStatus(namespace, name, status);
-        if (stored) recordOsc(stored, status);
-        return stored;
+      // the status goes through the OSC's status writer, which counts and records its writes
+      patchStatus: (namespace, name, status) =>
+        this.status.write(`${namespace}/${name}`, 'osc', status),
+      offerStatus: (namespace, name, status) => {
+        this.status.offer(`${namespace}/${name}`, 'osc', status);
       },
       setFinalizer: async (namespace, name, present) => {
         count('operatingsystemconfigs', 'apply');
         const stored = await inner.setFinalizer(namespace, name, present);
-        if (stored) recordOsc(stored);
+        if (stored) this.recordOsc(stored);
         return stored;
       },
       event: (osc, e) => {

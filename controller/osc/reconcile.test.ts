@@ -108,6 +108,11 @@ class World implements Caches, Writer {
     this.log.push(`delete ${name}`);
     return Promise.resolve();
   }
+  /** What each pass handed the status writer, due or not. */
+  offered: OperatingSystemConfigStatus[] = [];
+  offerStatus(_ns: string, _name: string, status: OperatingSystemConfigStatus) {
+    this.offered.push(structuredClone(status));
+  }
   patchStatus(ns: string, name: string, status: OperatingSystemConfigStatus) {
     const o = this.oscs.get(`${ns}/${name}`);
     if (o) o.status = structuredClone(status);
@@ -596,6 +601,8 @@ describe('reconcile', () => {
       const out = await reconcile('ns/a', paced);
       expect(out.writes).toBe(0);
       expect(out.nodesDueInMs).toBe(1000 - 4 * i);
+      // not written, but handed over: another write of the OSC's status carries the counts
+      expect(world.offered.at(-1)?.nodes?.total).toBe(i);
     }
     expect(world.log).toEqual([]);
     // Its second is up: one write with the latest counts, and the next second starts.

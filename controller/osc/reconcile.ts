@@ -79,11 +79,18 @@ export interface Writer {
     body: Record<string, unknown>,
   ): Promise<KubeObject | undefined>;
   deleteSecret(namespace: string, name: string): Promise<void>;
+  /** The status (all but status.rollout): due now. */
   patchStatus(
     namespace: string,
     name: string,
     status: OperatingSystemConfigStatus,
   ): Promise<KubeObject | undefined>;
+  /**
+   * The status as this pass computed it, whether or not it is written now: a change whose pacing
+   * interval has not passed goes out with the OSC's next status write (the rollout controller's,
+   * say) instead of a write of its own. No request by itself.
+   */
+  offerStatus?(namespace: string, name: string, status: OperatingSystemConfigStatus): void;
   setFinalizer(namespace: string, name: string, present: boolean): Promise<KubeObject | undefined>;
   event(osc: OscObject, event: EventInput): Promise<void>;
 }
@@ -574,9 +581,10 @@ async function writeStatus(
   // status written back to back made 884 etcd updates of 600 writes; status written once the
   // finalizer was seen, 300 of 300. So the status waits for the finalizer's watch event.
   const statusDeferred = wroteFinalizer && !caches.ownWriteSeen(p.namespace, p.name);
-  // status.rollout is the rollout controller's (its own field manager): not compared, not written.
+  // status.rollout is the rollout controller's part of the status: not compared, not written here.
   const current = { ...osc.status };
   delete current.rollout;
+  writer.offerStatus?.(p.namespace, p.name, status);
   if (statusDeferred || jsonEqual(status, current)) return statusDeferred;
   const wait = countsWait(p, status, current);
   if (wait > 0) {

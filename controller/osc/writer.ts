@@ -2,10 +2,12 @@
  * The reconciler's writes as API requests. A new Secret is a plain create, an existing one a JSON
  * patch that replaces its data and sets oscar's metadata beside others' (see secretUpdatePatch):
  * measured against server-side apply on the test API server, half the API server's CPU per Secret
- * (hack/bench/write-cost.ts). The status is server-side applied (field manager oscar-controller):
- * fields oscar stopped setting (warnings that went away) are removed; a JSON merge patch or a PUT
- * of the status subresource measured no cheaper, since the API server re-validates and
- * field-manages the whole OSC either way.
+ * (hack/bench/write-cost.ts). The status is server-side applied whole (field manager
+ * oscar-controller), status.rollout included: the OSC controller's and the rollout controller's
+ * parts go out together through one writer per OSC (status-writer.ts). Fields oscar stopped
+ * setting (warnings that went away, a finished drain) are removed; a JSON merge patch or a PUT of
+ * the status subresource measured no cheaper, since the API server re-validates and field-manages
+ * the whole OSC either way.
  *
  * Every write asks for the stored object's metadata only (PartialObjectMetadata): the API server
  * then does not serialize a Secret's data or an OSC's 40-file spec into each response, and the
@@ -94,7 +96,8 @@ export class HttpWriter implements Writer {
     name: string,
     status: OperatingSystemConfigStatus,
   ): Promise<KubeObject> {
-    // The whole status is ours, nodes included: a field left out of the apply is removed.
+    // The whole status is ours, nodes and rollout included: a field left out of the apply is
+    // removed (once an upgraded OSC's legacy manager is released: releaseStatus).
     const stored = await this.http.request<KubeObject>(
       'PATCH',
       `${oscPath(namespace, name)}/status`,
@@ -108,6 +111,25 @@ export class HttpWriter implements Writer {
           metadata: { name, namespace },
           status,
         },
+      },
+    );
+    return { metadata: stored.metadata };
+  }
+
+  /**
+   * Applies an empty status as `manager`: it owns no status field any more, and the fields no
+   * other manager owns are removed (the upgrade from the rollout controller's own field manager).
+   * Idempotent, so no precondition is needed: it removes only what nobody claims.
+   */
+  async releaseStatus(namespace: string, name: string, manager: string): Promise<KubeObject> {
+    const stored = await this.http.request<KubeObject>(
+      'PATCH',
+      `${oscPath(namespace, name)}/status`,
+      {
+        query: { fieldManager: manager },
+        contentType: CONTENT_APPLY_PATCH,
+        accept: ACCEPT_METADATA,
+        body: { apiVersion: API_VERSION, kind: OSC_KIND, metadata: { name, namespace } },
       },
     );
     return { metadata: stored.metadata };

@@ -23,13 +23,14 @@ import { OwnWrites } from '../runtime/own-writes.js';
 import { GrantNodeIndex, memberOf } from './node-index.js';
 import type { NodeState } from './planner.js';
 import { reconcileRollout, type RolloutCaches, type RolloutMemo } from './reconcile.js';
-import type { RolloutWriter } from './writer.js';
+import type { RolloutRequests, RolloutWriter } from './writer.js';
 import type { NodeDrainer } from '../drain/drainer.js';
 
 export interface RolloutControllerOptions {
   /** The OSC controller: its caches and informers. */
   osc: OscController;
-  writer: RolloutWriter;
+  /** Its own requests; status.rollout goes through the OSC controller's status writer. */
+  writer: RolloutRequests;
   /** Drains nodes before Drain- and Reboot-level revisions (controller/drain/). */
   drainer?: NodeDrainer;
   event(osc: OscObject, e: EventInput): Promise<void>;
@@ -63,6 +64,8 @@ export class RolloutController extends RuntimeController implements RolloutCache
   private readonly nodeRvs = new Map<string, number>();
   /** status.rollout as the watch last delivered it (the OSC controller's overlay lags on it). */
   private readonly watchedStatus = new Map<string, Watched<RolloutStatus | undefined>>();
+  /** Its requests, status.rollout through the OSC's status writer. */
+  private readonly writer: RolloutWriter;
 
   constructor(private readonly o: RolloutControllerOptions) {
     super();
@@ -71,6 +74,7 @@ export class RolloutController extends RuntimeController implements RolloutCache
       o.queue,
       o.clock,
     );
+    this.writer = this.statusThroughOscWriter(o.writer);
     this.subscribeOscs();
     this.subscribeSecrets();
     this.subscribeNodes();
@@ -91,6 +95,31 @@ export class RolloutController extends RuntimeController implements RolloutCache
       // The OSC controller's informers, synced before this one starts.
       informers: () => [],
     });
+  }
+
+  /**
+   * status.rollout is written with the rest of the status, by the OSC's one status writer: it
+   * waits for this controller's queued passes, and every write it makes (whoever's part was due)
+   * is recorded here, so a count that rode along is not written again.
+   */
+  private statusThroughOscWriter(requests: RolloutRequests): RolloutWriter {
+    const status = this.o.osc.status;
+    status.producer('rollout', { pending: (key) => this.queue.pending(key) });
+    status.onWritten((key, written, stored) => {
+      if (written.rollout) this.ownStatus.record(key, written.rollout, rv(stored));
+      const memo = this.memo.get(key);
+      if (memo) memo.lastStatusWrite = Date.now();
+    });
+    return {
+      readSecret: (namespace, name) => requests.readSecret(namespace, name),
+      applyRevision: (body) => requests.applyRevision(body),
+      grant: (node, grant) => requests.grant(node, grant),
+      patchRolloutStatus: (namespace, name, rollout) =>
+        status.write(`${namespace}/${name}`, 'rollout', rollout),
+      offerRolloutStatus: (namespace, name, rollout) => {
+        status.offer(`${namespace}/${name}`, 'rollout', rollout);
+      },
+    };
   }
 
   /** An OSC's spec, resume annotation or rendered checksum moved: a pass. */
@@ -181,9 +210,18 @@ export class RolloutController extends RuntimeController implements RolloutCache
   }
 
   private async reconcile(key: string): Promise<Reconciled> {
+    try {
+      return await this.reconcileOnce(key);
+    } finally {
+      // an OSC status write that waited for this pass may go now
+      this.o.osc.status.passDone('rollout', key);
+    }
+  }
+
+  private async reconcileOnce(key: string): Promise<Reconciled> {
     const out = await reconcileRollout(key, {
       caches: this,
-      writer: this.o.writer,
+      writer: this.writer,
       ...(this.o.drainer ? { drainer: this.o.drainer } : {}),
       event: (osc, e) => this.o.event(osc, e),
       memo: this.memo,

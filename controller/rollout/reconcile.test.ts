@@ -110,6 +110,11 @@ class World implements RolloutCaches, RolloutWriter {
     this.log.push(`grant ${node} r${String(grant.number)}${grant.try ? ' try' : ''}`);
     return Promise.resolve(undefined);
   }
+  /** What each pass handed the status writer, due or not (the last one is what rides along). */
+  offered: (RolloutStatus | undefined)[] = [];
+  offerRolloutStatus(_ns: string, _name: string, rollout: RolloutStatus | undefined) {
+    this.offered.push(structuredClone(rollout));
+  }
   patchRolloutStatus(_ns: string, _name: string, rollout: RolloutStatus) {
     this.rollout = structuredClone(rollout);
     this.log.push(`status ${rollout.phase}`);
@@ -262,6 +267,9 @@ describe('reconcileRollout', () => {
     const early = await reconcileRollout(KEY, w.deps(memo));
     expect(w.take()).toEqual([]); // only a count moved
     expect(early.requeueAfterMs).toBe(STATUS_INTERVAL_MS - 100);
+    // ... handed over all the same: it goes out with the OSC's next status write, whoever's
+    expect(w.offered.at(-1)?.nodes.updated).toBe(1);
+    expect(w.rollout?.nodes.updated).toBe(0);
     for (const n of ['n1', 'n2', 'n3']) w.answer(n, 'Confirmed');
     w.time += 100;
     await reconcileRollout(KEY, w.deps(memo));

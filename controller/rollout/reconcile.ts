@@ -10,7 +10,8 @@
  *    with it are uncordoned;
  *    grants — each node granted something new gets it in its spec;
  * 5. status — status.rollout, when it changed (counts at most every STATUS_INTERVAL_MS: a
- *    2,000-node rollout moves them thousands of times);
+ *    2,000-node rollout moves them thousands of times; a count change not due yet is offered to
+ *    the OSC's status writer and goes out with its next write, the OSC controller's included);
  * 6. events.
  * Reads come from the caches, writes go through RolloutWriter, so this runs against memory in
  * unit tests and against the real API server unchanged.
@@ -282,6 +283,8 @@ async function writeStatus(
   deps: RolloutDeps,
 ): Promise<{ wrote: boolean; waitMs?: number }> {
   const status = plan.status;
+  // Offered whether or not it is due: paced counts ride along with the OSC's next status write.
+  deps.writer.offerRolloutStatus?.(osc.metadata.namespace ?? '', osc.metadata.name, status);
   if (!status || jsonEqual(status, memory)) return { wrote: false };
   const now = deps.now().getTime();
   const since = now - memo.lastStatusWrite;

@@ -1,11 +1,12 @@
 /**
- * The rollout controller's requests. Its own field manager (oscar-rollout) owns status.rollout,
- * so the OSC controller's server-side applies of the rest of the status leave it alone and the
- * other way round. Grants are JSON merge patches of one node's spec.revision: cheaper for the API
- * server than an apply, and only this controller writes a node's spec. Every write asks for
- * metadata only in the answer.
+ * The rollout controller's requests. status.rollout goes through the OSC's status writer
+ * (controller/osc/status-writer.ts), with the OSC controller's part of the status, under its field
+ * manager; the rollout controller's own (oscar-rollout) is left with the revision Secrets and the
+ * grants. Grants are JSON merge patches of one node's spec.revision: cheaper for the API server
+ * than an apply, and only this controller writes a node's spec. Every write asks for metadata only
+ * in the answer.
  */
-import { API_VERSION, OSC_KIND, type RevisionGrant, type RolloutStatus } from '../../api/schema.js';
+import { API_VERSION, type RevisionGrant, type RolloutStatus } from '../../api/schema.js';
 import {
   ACCEPT_METADATA,
   CONTENT_APPLY_PATCH,
@@ -15,7 +16,6 @@ import {
 } from '../../kube/client.js';
 import type { DataObject, KubeObject } from '../kube/types.js';
 import { OSC_NODE_RESOURCE } from '../osc/controller.js';
-import { oscPath } from '../osc/writer.js';
 
 export const ROLLOUT_FIELD_MANAGER = 'oscar-rollout';
 
@@ -25,12 +25,18 @@ export interface RolloutWriter {
   applyRevision(body: Record<string, unknown>): Promise<KubeObject | undefined>;
   /** Sets one node's grant; answers the node's new metadata (generation, resourceVersion). */
   grant(node: string, grant: RevisionGrant): Promise<KubeObject | undefined>;
+  /** status.rollout, due now: resolves once a status write carrying it is stored. */
   patchRolloutStatus(
     namespace: string,
     name: string,
     rollout: RolloutStatus,
   ): Promise<KubeObject | undefined>;
+  /** status.rollout as this pass computed it (not due yet: it rides along). No request. */
+  offerRolloutStatus?(namespace: string, name: string, rollout: RolloutStatus | undefined): void;
 }
+
+/** The requests of RolloutWriter that are the rollout controller's own (not the status). */
+export type RolloutRequests = Omit<RolloutWriter, 'patchRolloutStatus' | 'offerRolloutStatus'>;
 
 /** A grant as a merge patch: fields the new grant lacks are removed (null), not kept. */
 export function grantPatch(grant: RevisionGrant): Record<string, unknown> {
@@ -46,7 +52,7 @@ export function grantPatch(grant: RevisionGrant): Record<string, unknown> {
   };
 }
 
-export class HttpRolloutWriter implements RolloutWriter {
+export class HttpRolloutWriter implements RolloutRequests {
   constructor(private readonly http: KubeHttp) {}
 
   async readSecret(namespace: string, name: string): Promise<DataObject | undefined> {
@@ -93,28 +99,5 @@ export class HttpRolloutWriter implements RolloutWriter {
       if (isNotFound(error)) return undefined; // the node left meanwhile
       throw error;
     }
-  }
-
-  async patchRolloutStatus(
-    namespace: string,
-    name: string,
-    rollout: RolloutStatus,
-  ): Promise<KubeObject> {
-    const stored = await this.http.request<KubeObject>(
-      'PATCH',
-      `${oscPath(namespace, name)}/status`,
-      {
-        query: { fieldManager: ROLLOUT_FIELD_MANAGER, force: true },
-        contentType: CONTENT_APPLY_PATCH,
-        accept: ACCEPT_METADATA,
-        body: {
-          apiVersion: API_VERSION,
-          kind: OSC_KIND,
-          metadata: { name, namespace },
-          status: { rollout },
-        },
-      },
-    );
-    return { metadata: stored.metadata };
   }
 }

@@ -83,6 +83,26 @@ describe('WorkQueue', () => {
     expect(h.maxActive()).toBe(1);
   });
 
+  it('says a key is pending while it waits or runs, not while only delayed', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ concurrency: 1, baseDelayMs: 10, maxDelayMs: 100, clock });
+    const h = controllable();
+    q.addAfter('a', 50);
+    expect(q.pending('a')).toBe(false);
+    q.add('b');
+    expect(q.pending('b')).toBe(true);
+    q.start(h.handler);
+    await flush();
+    expect(q.pending('b')).toBe(true); // running
+    await h.settle('b');
+    expect(q.pending('b')).toBe(false);
+    clock.advance(50);
+    await flush();
+    expect(q.pending('a')).toBe(true);
+    await h.settle('a');
+    expect(q.pending('a')).toBe(false);
+  });
+
   it('bounds concurrency', async () => {
     const q = new WorkQueue({
       concurrency: 2,

@@ -60,6 +60,11 @@ export class WorkQueue {
     return this.processing.size;
   }
 
+  /** Whether the key waits to be processed or is being processed (delayed keys do not count). */
+  pending(key: string): boolean {
+    return this.dirty.has(key) || this.processing.has(key);
+  }
+
   /** Consecutive failures of a key (0 after a success). */
   failuresOf(key: string): number {
     return this.failures.get(key) ?? 0;
