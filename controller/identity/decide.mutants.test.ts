@@ -140,15 +140,17 @@ describe('request: its fields', () => {
     const der = Buffer.from(pem.split('\n').slice(1, -2).join(''), 'base64');
     const parsed = AsnConvert.parse(der, CertificationRequest);
     const info = parsed.certificationRequestInfo;
+    const withField = AsnConvert.serialize(info).byteLength;
     (info as { attributes?: unknown }).attributes = undefined;
     const body = Buffer.from(AsnConvert.serialize(info));
+    // the [0] field is really gone (compared on the signed part: an ECDSA signature's length varies)
+    expect(body.length).toBeLessThan(withField);
     const request = new CertificationRequest({
       certificationRequestInfo: info,
       signatureAlgorithm: parsed.signatureAlgorithm,
       signature: new Uint8Array(sign('sha256', body, key)).buffer,
     });
     const bare = Buffer.from(AsnConvert.serialize(request));
-    expect(bare.length).toBeLessThan(der.length); // the [0] field is really gone
     const lines = bare.toString('base64').match(/.{1,64}/g) ?? [];
     const pemBare = `-----BEGIN CERTIFICATE REQUEST-----\n${lines.join('\n')}\n-----END CERTIFICATE REQUEST-----\n`;
     expect(parseRequest(Buffer.from(pemBare))).toBeInstanceOf(Error);
