@@ -306,6 +306,18 @@ async function onV1(s: Setup): Promise<void> {
   s.reporter.reports = [];
 }
 
+/** A node on v1, then granted a Reboot-level v2 (one file with `onChange: reboot`) as a try. */
+async function grantRebootLevel(
+  s: Setup,
+  rollout: Parameters<typeof grantOf>[1],
+): Promise<GrantedDesired> {
+  await onV1(s);
+  const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
+  const granted = grantOf(version('2', [grub]), rollout);
+  s.feed.grant(granted);
+  return granted;
+}
+
 describe('the agent in grant mode', () => {
   it('a plain grant is applied and confirmed at once', async () => {
     const s = await setup();
@@ -445,14 +457,11 @@ describe('the agent in grant mode', () => {
 
   it('issue 25: a failed check after the reboot rolls back, reboots back, and is RolledBack only once the old state is proven in its boot', async () => {
     const s = await setup();
-    await onV1(s);
-    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
-    const granted = grantOf(version('2', [grub]), {
+    const granted = await grantRebootLevel(s, {
       soakMs: 100,
       deadlineMs: 120_000,
       failureThreshold: 2,
     });
-    s.feed.grant(granted);
     await waitUntil(() => s.reboots.length === 1);
     await s.agent.stop();
     s.checkOk.value = false; // the revision's check fails once booted (and would in v1: not its)
@@ -498,14 +507,11 @@ describe('the agent in grant mode', () => {
 
   it('issue 25: the reboot back that does not happen is asked for 3 times from one boot, then Failed RollbackRebootFailed, Degraded; never again', async () => {
     const s = await setup();
-    await onV1(s);
-    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
-    const granted = grantOf(version('2', [grub]), {
+    const granted = await grantRebootLevel(s, {
       soakMs: 100,
       deadlineMs: 120_000,
       failureThreshold: 2,
     });
-    s.feed.grant(granted);
     await waitUntil(() => s.reboots.length === 1);
     await s.agent.stop();
     s.checkOk.value = false;
@@ -571,9 +577,7 @@ describe('the agent in grant mode', () => {
 
   it('issue 25: after the reboot the Node must be Ready in this boot before the soak; then confirmed', async () => {
     const s = await setup();
-    await onV1(s);
-    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
-    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 50, deadlineMs: 10_000 }));
+    await grantRebootLevel(s, { soakMs: 50, deadlineMs: 10_000 });
     await waitUntil(() => s.reboots.length === 1);
     expect(s.nodeReady.reads).toBe(0); // before the reboot the Node is not looked at
     await s.agent.stop();
@@ -592,9 +596,7 @@ describe('the agent in grant mode', () => {
 
   it('issue 25: a Node never Ready after the reboot rolls back (NodeNotReady) and reboots back; never Ready there either: Failed RollbackUnhealthy', async () => {
     const s = await setup();
-    await onV1(s);
-    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
-    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 50, deadlineMs: 600 }));
+    await grantRebootLevel(s, { soakMs: 50, deadlineMs: 600 });
     await waitUntil(() => s.reboots.length === 1);
     await s.agent.stop();
     s.nodeReady.value = { kind: 'notReady', message: 'Node n is not Ready (Ready=False)' };
@@ -615,9 +617,7 @@ describe('the agent in grant mode', () => {
 
   it('issue 25: a machine without a Node (no kubelet) is not held up by the Ready check', async () => {
     const s = await setup();
-    await onV1(s);
-    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
-    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 50, deadlineMs: 10_000 }));
+    await grantRebootLevel(s, { soakMs: 50, deadlineMs: 10_000 });
     await waitUntil(() => s.reboots.length === 1);
     await s.agent.stop();
     s.nodeReady.value = { kind: 'absent', message: 'no Node named n' };
@@ -629,9 +629,7 @@ describe('the agent in grant mode', () => {
 
   it('issue 25: a reboot that never happens is asked for 3 times in the same boot, then rolled back (RebootFailed) without a reboot back', async () => {
     const s = await setup();
-    await onV1(s);
-    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
-    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 60_000, deadlineMs: 120_000 }));
+    await grantRebootLevel(s, { soakMs: 60_000, deadlineMs: 120_000 });
     const boot = (await s.read('run/oscar/boot-token')).trim();
     // `systemctl reboot` returns, but the machine never goes down: systemd restarts the agent
     // in the very same boot (/run kept), which finds its own intent unfinished
@@ -661,9 +659,7 @@ describe('the agent in grant mode', () => {
 
   it('issue 25: a crash during a Reboot-level try that never rebooted on purpose is a crash', async () => {
     const s = await setup();
-    await onV1(s);
-    const grub = file('/etc/default/grub.d/oscar.cfg', 'v2\n', { onChange: 'reboot' });
-    s.feed.grant(grantOf(version('2', [grub]), { soakMs: 60_000, deadlineMs: 120_000 }));
+    await grantRebootLevel(s, { soakMs: 60_000, deadlineMs: 120_000 });
     await waitUntil(() => s.reboots.length === 1);
     await s.agent.stop();
     // the intent names another try: a stale or foreign intent never vouches for a boot

@@ -402,6 +402,19 @@ describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
     entry.phase = 'Drained';
   }
 
+  /** Two nodes, maxUnavailable 1, a Reboot-level revision: node-000 drained, granted, rebooting back. */
+  function rollingBackFleet(): Fleet {
+    const f = new Fleet(2, { maxUnavailable: 1, failureThreshold: 2 });
+    f.revisions = [S, R];
+    f.settle();
+    f.rendered = R;
+    f.plan();
+    drained(f, 'node-000');
+    f.plan();
+    f.answer('node-000', 'RollingBack');
+    return f;
+  }
+
   it('a stable revision an older oscar kept (no per-level digests): drains only when units changed, and says why', () => {
     // what the target's reboot digest is when it declares nothing onChange: reboot
     const none = disruptionDigests({
@@ -505,14 +518,7 @@ describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
   });
 
   it('issue 25: a node rebooting back (RollingBack) stays cordoned and unavailable, is never granted, until RolledBack', () => {
-    const f = new Fleet(2, { maxUnavailable: 1, failureThreshold: 2 });
-    f.revisions = [S, R];
-    f.settle();
-    f.rendered = R;
-    f.plan();
-    drained(f, 'node-000');
-    f.plan();
-    f.answer('node-000', 'RollingBack');
+    const f = rollingBackFleet();
     const rolling = f.plan();
     expect(rolling.uncordons).toEqual([]); // the old rule uncordoned it here, mid-reboot
     expect(rolling.drains).toEqual([]); // it holds the one place: node-001 waits
@@ -549,14 +555,7 @@ describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
   });
 
   it('issue 25: a rollback that cannot be finished (Failed after RollingBack) stays cordoned, with its own Warning', () => {
-    const f = new Fleet(2, { maxUnavailable: 1, failureThreshold: 2 });
-    f.revisions = [S, R];
-    f.settle();
-    f.rendered = R;
-    f.plan();
-    drained(f, 'node-000');
-    f.plan();
-    f.answer('node-000', 'RollingBack');
+    const f = rollingBackFleet();
     f.plan();
     f.answer('node-000', 'Failed');
     f.nodes.get('node-000')!.report!.reason = 'RollbackRebootFailed';
