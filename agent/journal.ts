@@ -21,6 +21,7 @@ import type { FileHandle } from 'node:fs/promises';
 import type { Action, UnitActionKind } from './model/actions.js';
 import { StateDir } from './state-dir.js';
 import { isObj } from '../api/util.js';
+import { quietJsonMessage } from '../api/json-text.js';
 
 const HEADER = 'journal.json';
 const LOG = 'journal.log';
@@ -107,7 +108,7 @@ export function parseHeader(text: string): Header | string {
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    return `not JSON (${(error as Error).message})`;
+    return `not JSON (${quietJsonMessage(error)})`;
   }
   if (!isObj(raw)) return 'not an object';
   if (!isString(raw.id) || !/^[0-9a-f]{16}$/.test(raw.id)) return 'no valid "id"';

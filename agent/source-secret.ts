@@ -27,6 +27,7 @@ import { InvalidConfigError } from '../api/validate-config.js';
 import { checkDesired } from './desired-check.js';
 import type { Source, SourceEvents } from './source.js';
 import type { Desired } from './state.js';
+import { parseJsonText } from '../api/json-text.js';
 
 const ACCEPT_PARTIAL_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 
@@ -279,7 +280,7 @@ export class SecretSource implements Source {
           },
           (line) => {
             failures = 0; // the stream works
-            const event = JSON.parse(line) as WatchEvent;
+            const event = parseJsonText(line) as WatchEvent;
             if (event.type === 'ERROR') {
               if (event.object.code === 410)
                 throw new Gone(event.object.message ?? 'resourceVersion too old');

@@ -5,6 +5,7 @@
  * trusts the content. Equal configurations give equal bytes, whatever their key order or origin.
  */
 import { createHash } from 'node:crypto';
+import { parseJsonText } from './json-text.js';
 import { compare, decodeBase64Strict } from './resolve.js';
 import type {
   ResolvedConfig,
@@ -241,8 +242,9 @@ export function canonicalWithChecksum(config: ResolvedConfig): { bytes: Buffer; 
 export function parseCanonical(text: string | Buffer): ResolvedConfig {
   let raw: unknown;
   try {
-    raw = JSON.parse(typeof text === 'string' ? text : text.toString('utf8'));
+    raw = parseJsonText(typeof text === 'string' ? text : text.toString('utf8'));
   } catch (error) {
+    // JsonSyntaxError's message holds no byte of the input: this one reaches logs and reports
     throw new Error(`canonical config is not JSON: ${(error as Error).message}`, { cause: error });
   }
   const doc = asObject(raw, 'config');

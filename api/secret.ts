@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { DECODE_LIMITS, gunzipBounded } from './gunzip.js';
-import { parseCanonical, sha256Hex } from './canonical.js';
+import { canonicalBytes, parseCanonical, sha256Hex } from './canonical.js';
 import type { ResolvedConfig } from './resolved.js';
 import { GROUP, type Purpose } from './constants.js';
 
@@ -109,11 +109,33 @@ export function decodeConfigData(
       `checksum mismatch: content hashes to ${checksum.slice(0, 12)}…, annotation says ${expectedChecksum.slice(0, 12)}…`,
     );
   }
+  let config: ResolvedConfig;
   try {
-    return { config: parseCanonical(bytes), checksum, bytes };
+    config = parseCanonical(bytes);
   } catch (error) {
     throw new CorruptPayloadError(`the config does not parse: ${(error as Error).message}`, {
       cause: error,
     });
   }
+  requireCanonical(config, bytes);
+  return { config, checksum, bytes };
+}
+
+/**
+ * The bytes must be exactly the canonical form of what they parse to — what the controller
+ * writes. JSON and Node's base64 decoder accept more than one spelling of the same value
+ * (whitespace, key order, `4.2e2` for 420, `\u0041`, base64 with line breaks, the URL alphabet,
+ * no padding, non-zero padding bits, data after `=`; bytes that are not UTF-8 read as U+FFFD;
+ * unknown keys such as `__proto__` are dropped): each would make the checksum the node reports name
+ * other bytes than those it applied, and a spelling one reader takes differently from another
+ * would let a payload say one thing to the checks and another to the disk.
+ */
+function requireCanonical(config: ResolvedConfig, bytes: Buffer): void {
+  const canonical = canonicalBytes(config);
+  if (canonical.equals(bytes)) return;
+  let at = 0;
+  while (at < bytes.length && at < canonical.length && bytes[at] === canonical[at]) at++;
+  throw new CorruptPayloadError(
+    `the config is not in canonical form (it differs at byte ${String(at)}: whitespace, key order, an unknown field, or a number, string or base64 content spelled another way): only the controller's canonical bytes are applied; re-render it from its OperatingSystemConfig`,
+  );
 }

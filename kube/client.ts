@@ -8,6 +8,7 @@
 import { Agent, request, type RequestOptions } from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { parseJsonText } from '../api/json-text.js';
 
 /** A non-2xx answer from the API server, with its Status reason ("NotFound", "Conflict", …). */
 export class ApiError extends Error {
@@ -148,7 +149,8 @@ export class HttpKubeClient implements KubeHttp {
     const text = Buffer.concat(chunks).toString('utf8');
     const status = res.statusCode ?? 0;
     if (status < 200 || status > 299) throw toApiError(status, text, method, path);
-    return (text ? JSON.parse(text) : undefined) as T;
+    // a body holds object data (a Secret's): a syntax error must not quote it
+    return (text ? parseJsonText(text) : undefined) as T;
   }
 
   async stream(path: string, spec: RequestSpec, onLine: (line: string) => void): Promise<void> {

@@ -23,6 +23,7 @@ import type { Desired } from '../state.js';
 import { GrantError, parseGrant, type Grant, type GrantScope } from './grant.js';
 import { checkDesired } from '../desired-check.js';
 import { InvalidConfigError } from '../../api/validate-config.js';
+import { parseJsonText } from '../../api/json-text.js';
 
 export interface GrantedDesired {
   grant: Grant;
@@ -311,7 +312,7 @@ export class GrantSource {
       },
       (line) => {
         onEvent();
-        const event = JSON.parse(line) as WatchEvent;
+        const event = parseJsonText(line) as WatchEvent;
         if (event.type === 'ERROR') {
           if (event.object.code === 410) throw new Gone(event.object.message ?? 'too old');
           throw new Error(`watch error: ${event.object.message ?? JSON.stringify(event.object)}`);

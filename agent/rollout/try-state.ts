@@ -27,6 +27,7 @@ import { StateDir, StateError } from '../state-dir.js';
 import type { Desired } from '../state.js';
 import type { Check, Grant } from './grant.js';
 import { isObj } from '../../api/util.js';
+import { quietJsonMessage } from '../../api/json-text.js';
 
 const CONFIRMED = 'confirmed.json';
 const TRY = 'try.json';
@@ -113,7 +114,7 @@ function parseTry(bytes: Buffer, file: string): TryRecord {
   try {
     v = JSON.parse(bytes.toString('utf8'));
   } catch (error) {
-    return fail((error as Error).message);
+    return fail(quietJsonMessage(error));
   }
   if (!isObj(v)) return fail('not a mapping');
   const { checksum, grant, deadline, boot, backups, units, rollback } = v;
