@@ -346,3 +346,108 @@ describe('modes that hand root to another local account (red-team round 2)', () 
     expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
   });
 });
+
+describe("a unit's own text that makes the agent act on oscar's unit (red-team round 3)", () => {
+  const unit = (name: string, extra: Partial<ResolvedUnit> = {}): ResolvedUnit => ({
+    name,
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'restart',
+    dropIns: [],
+    filePaths: [],
+    ...extra,
+  });
+  const service = '[Service]\nExecStart=/bin/true\n';
+  /** The OSC's checks and the agent's check of a desired state (a forged reconcile Secret). */
+  function refusals(c: ResolvedConfig): { osc: string[]; agent: string[] } {
+    let agent: string[] = [];
+    try {
+      checkDesired(c, 'Secret ns/s');
+    } catch (error) {
+      agent = (error as InvalidConfigError).errors.map((e) => `${e.path}: ${e.message}`);
+    }
+    return { osc: bothLayers(c).osc, agent };
+  }
+
+  it.each([
+    // systemctl enable links app.service as oscar-agent.service
+    ['Alias=', 'app.service', `${service}[Install]\nAlias=oscar-agent.service\n`, 'Alias'],
+    [
+      'Alias= among others',
+      'app.service',
+      `${service}[Install]\nWantedBy=multi-user.target\nAlias=app2.service oscar-agent.service\n`,
+      'Alias',
+    ],
+    // disabling app.service (it left the config) disables the agent too
+    [
+      'Also=',
+      'app.service',
+      `${service}[Install]\nWantedBy=multi-user.target\nAlso=oscar-agent.service\n`,
+      'Also',
+    ],
+    // the agent's unit requires app.service: a stop or restart of it reaches the agent
+    [
+      'RequiredBy=',
+      'app.service',
+      `${service}[Install]\nRequiredBy=oscar-agent.service\n`,
+      'RequiredBy',
+    ],
+    ['Conflicts=', 'app.service', `[Unit]\nConflicts=oscar-agent.service\n${service}`, 'Conflicts'],
+    [
+      'PropagatesStopTo=',
+      'app.service',
+      `[Unit]\nPropagatesStopTo=oscar-agent-install.service\n${service}`,
+      'PropagatesStopTo',
+    ],
+    // specifiers of the unit's own name: %p of oscar.service is "oscar"
+    [
+      'Alias= through %p',
+      'oscar.service',
+      `${service}[Install]\nAlias=%p-agent.service\n`,
+      'Alias',
+    ],
+    [
+      'Also= through %i',
+      'x@oscar-agent.service',
+      `${service}[Install]\nDefaultInstance=a\nAlso=%i.service\n`,
+      'Also',
+    ],
+  ])('%s naming oscar-agent in the content is refused in both layers', (_, name, content, key) => {
+    const { osc, agent } = refusals(config({ units: [unit(name, { content })] }));
+    for (const errors of [osc, agent]) {
+      expect(errors).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^spec\\.units\\[0\\]\\.content: line \\d+: ${key}=.* names oscar-agent(-install)?\\.service, oscar's own unit: .*; remove`,
+          ),
+        ),
+      ]);
+    }
+  });
+
+  it('the same in a drop-in, naming the drop-in', () => {
+    const u = unit('sshd.service', {
+      dropIns: [
+        { name: '10-ok.conf', content: '[Service]\nRestart=always\n' },
+        { name: '20-x.conf', content: '[Unit]\nConflicts=oscar-agent.service\n' },
+      ],
+    });
+    const { osc, agent } = refusals(config({ units: [u] }));
+    for (const errors of [osc, agent]) {
+      expect(errors).toEqual([
+        expect.stringMatching(/^spec\.units\[0\]\.dropIns\[1\]\.content: line 2: Conflicts=/),
+      ]);
+    }
+  });
+
+  it("what leaves oscar's unit as it is passes: ordering, WantedBy=, PartOf=, BindsTo=, other aliases, a comment", () => {
+    const content =
+      '[Unit]\nAfter=oscar-agent.service\nBefore=oscar-agent.service\nPartOf=oscar-agent.service\nBindsTo=oscar-agent.service\n# Conflicts=oscar-agent.service\nConflicts=oscar-agentx.service\n' +
+      `${service}[Install]\nWantedBy=oscar-agent.service multi-user.target\nAlias=app-alias.service\nAlso=other.service\n`;
+    expect(refusals(config({ units: [unit('app.service', { content })] }))).toEqual({
+      osc: [],
+      agent: [],
+    });
+  });
+});

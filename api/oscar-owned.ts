@@ -14,6 +14,7 @@
  * (agent/desired-check.ts) do.
  */
 import { fieldError, type FieldError } from './field-error.js';
+import { checkReachesOwnedUnit } from './oscar-reach.js';
 import type { ResolvedConfig } from './resolved.js';
 
 /** The files the bootstrap additions write, and the agent's binary their installer puts in place. */
@@ -81,7 +82,30 @@ export function oscarOwnedErrors(config: ResolvedConfig): FieldError[] {
   config.units.forEach((u, i) => {
     const problem = typeof u.name === 'string' ? checkOscarOwnedUnit(u.name) : undefined;
     if (problem) out.push(fieldError(`spec.units[${i}].name`, problem));
+    out.push(...unitTextErrors(u, `spec.units[${i}]`));
   });
+  return out;
+}
+
+/** A unit's content and drop-ins that would have oscar act on its own units (api/oscar-reach.ts). */
+function unitTextErrors(unit: unknown, base: string): FieldError[] {
+  const field = (item: unknown, key: string): unknown =>
+    typeof item === 'object' && item !== null ? (item as Record<string, unknown>)[key] : undefined;
+  const name = field(unit, 'name');
+  if (typeof name !== 'string') return [];
+  const out: FieldError[] = [];
+  const check = (text: unknown, path: string): void => {
+    const problem =
+      typeof text === 'string' ? checkReachesOwnedUnit(text, name, OSCAR_OWNED_UNITS) : undefined;
+    if (problem) out.push(fieldError(path, problem));
+  };
+  check(field(unit, 'content'), `${base}.content`);
+  const dropIns = field(unit, 'dropIns');
+  if (Array.isArray(dropIns)) {
+    dropIns.forEach((d, j) => {
+      check(field(d, 'content'), `${base}.dropIns[${j}].content`);
+    });
+  }
   return out;
 }
 
@@ -100,6 +124,7 @@ export function oscarOwnedSpecErrors(spec: Record<string, unknown>): FieldError[
     const name = field(u, 'name');
     const problem = typeof name === 'string' ? checkOscarOwnedUnit(name) : undefined;
     if (problem) out.push(fieldError(`spec.units[${i}].name`, problem));
+    out.push(...unitTextErrors(u, `spec.units[${i}]`));
   });
   return out;
 }
