@@ -451,3 +451,40 @@ describe("a unit's own text that makes the agent act on oscar's unit (red-team r
     });
   });
 });
+
+describe('unit and drop-in bytes systemd reads otherwise than people do (red-team round 3)', () => {
+  const unit = (content: string, dropIn?: string): ResolvedUnit => ({
+    name: 'app.service',
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'restart',
+    dropIns: dropIn === undefined ? [] : [{ name: '10-x.conf', content: dropIn }],
+    filePaths: [],
+    content,
+  });
+  const ok = '[Service]\nExecStart=/bin/true\n';
+
+  it.each([
+    // systemd ends a line at NUL: the second setting is real, and no tool shows it as a line
+    ['in the content', unit('[Unit]\nDescription=x\0ExecStartPre=/bin/sh -c id\n' + ok), 'content'],
+    ['in a drop-in', unit(ok, '[Service]\nEnvironment=A=1\0\n'), 'dropIns[0].content'],
+  ])('a NUL byte %s is refused in both layers, naming the line', (_, u, field) => {
+    const { osc, resolved } = bothLayers(config({ units: [u] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toContainEqual(
+        `spec.units[0].${field}: line 2: contains a NUL byte, which systemd reads as the end of the line (what follows becomes another line that tools do not show): remove it`,
+      );
+    }
+  });
+
+  it('CRLF line ends, tabs, non-ASCII and a 200,000-character line pass (systemd takes lines up to 1 MiB; a unit is at most 256 KiB)', () => {
+    const content = `[Unit]\r\nDescription=café\tx\r\n[Service]\nEnvironment=A=${'x'.repeat(200_000)}\nExecStart=/bin/true\n`;
+    expect(
+      bothLayers(config({ units: [unit(content, '[Service]\r\nRestart=always\r\n')] })),
+    ).toEqual({
+      osc: [],
+      resolved: [],
+    });
+  });
+});

@@ -21,7 +21,7 @@ import { formatBytes } from './bytes.js';
 import { validateRolloutPolicy } from './rollout.js';
 import { hasPackageManager, noPackageManager } from './os-facts.js';
 import { checkRebootDeclarations } from './reboot-rules.js';
-import { checkUnitRules } from './unit-rules.js';
+import { checkUnitRules, nulByteProblem } from './unit-rules.js';
 import { oscarOwnedSpecErrors } from './oscar-owned.js';
 import { isObj, type Obj } from './util.js';
 
@@ -99,6 +99,8 @@ function checkUnitSyntax(
   for (const error of parsed.errors) {
     out.push(fieldError(path, `line ${error.line}: ${error.message}`));
   }
+  const nul = nulByteProblem(content);
+  if (nul) out.push(fieldError(path, nul));
   return parsed;
 }
 

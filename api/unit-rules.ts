@@ -73,3 +73,17 @@ export function checkUnitRules(
     out.push(fieldError(`${base}.content`, 'a masked unit has no content; remove content or mask'));
   }
 }
+
+/**
+ * A NUL byte in a unit file or drop-in, as "line N: message", or undefined. systemd ends a line
+ * at a NUL (and oscar's parser with it), so `Description=x\0ExecStartPre=/bin/sh …` is two
+ * settings, while `systemctl cat`, editors and `kubectl get -o yaml` show one line: what a
+ * reviewer reads and what systemd applies would differ.
+ */
+export function nulByteProblem(text: string): string | undefined {
+  const at = text.indexOf('\0');
+  if (at < 0) return undefined;
+  let line = 1;
+  for (let i = 0; i < at; i++) if (text.charCodeAt(i) === 0x0a) line++;
+  return `line ${String(line)}: contains a NUL byte, which systemd reads as the end of the line (what follows becomes another line that tools do not show): remove it`;
+}

@@ -11,7 +11,7 @@
 import { formatBytes } from './bytes.js';
 import { hasPackageManager, noPackageManager } from './os-facts.js';
 import { checkRebootDeclarations } from './reboot-rules.js';
-import { checkUnitRules } from './unit-rules.js';
+import { checkUnitRules, nulByteProblem } from './unit-rules.js';
 import {
   CGROUP_DRIVERS,
   CRI_NAMES,
@@ -240,6 +240,8 @@ function checkUnitContent(
   }
   const f = facts(content);
   for (const e of f.errors) out.push(fieldError(`${base}.content`, `line ${e.line}: ${e.message}`));
+  const nul = nulByteProblem(content);
+  if (nul) out.push(fieldError(`${base}.content`, nul));
   if (f.sectionCount === 0 && f.errors.length === 0) {
     out.push(
       fieldError(
@@ -299,6 +301,8 @@ function checkDropIns(
     const f = facts(d.content);
     for (const e of f.errors)
       out.push(fieldError(`${field}.content`, `line ${e.line}: ${e.message}`));
+    const nul = nulByteProblem(d.content);
+    if (nul) out.push(fieldError(`${field}.content`, nul));
     hasReload ||= f.execReload;
   });
   return hasReload;
