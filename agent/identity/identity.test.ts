@@ -1,7 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import type { RequestOptions } from 'node:https';
-import { mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -226,4 +226,49 @@ describe('CertificateStore refusals', () => {
     await symlink(join(dir, 'target'), join(dir, 'pki'));
     await expect(identity(fakeApi().http).ensure()).rejects.toThrow(/not a directory|EEXIST/);
   });
+
+  // red-team round 3: a credential at rest is the agent's alone, before and after a rotation
+  it('keeps node.pem 0600 in a 0700 directory after a renewal, and narrows a widened one on load', async () => {
+    const id = identity(fakeApi().http);
+    await id.ensure();
+    await id.renewNow();
+    const pem = join(dir, 'pki', 'node.pem');
+    expect((await stat(pem)).mode & 0o777).toBe(0o600);
+    expect((await stat(join(dir, 'pki'))).mode & 0o777).toBe(0o700);
+    await chmod(pem, 0o644);
+    expect(await new CertificateStore(join(dir, 'pki')).load()).toBeDefined();
+    expect((await stat(pem)).mode & 0o777).toBe(0o600);
+  });
+
+  it('narrows a widened pending.key on load', async () => {
+    const store = new CertificateStore(join(dir, 'pki'));
+    await store.savePendingKey(newNodeKey());
+    expect((await stat(join(dir, 'pki', 'pending.key'))).mode & 0o777).toBe(0o600);
+    await chmod(join(dir, 'pki', 'pending.key'), 0o640);
+    expect(await store.loadPendingKey()).toBeDefined();
+    expect((await stat(join(dir, 'pki', 'pending.key'))).mode & 0o777).toBe(0o600);
+  });
+
+  it.skipIf(process.getuid?.() !== 0)(
+    'refuses a node.pem, and never uses a pending.key, that another user owns (its owner may know the key)',
+    async () => {
+      await identity(fakeApi().http).ensure();
+      const store = new CertificateStore(join(dir, 'pki'));
+      await store.savePendingKey(newNodeKey());
+      for (const name of ['node.pem', 'pending.key']) await chown(join(dir, 'pki', name), 1000, 0);
+      await expect(store.load()).rejects.toThrow(/node\.pem is owned by uid 1000, not the agent's/);
+      expect(await store.loadPendingKey()).toBeUndefined(); // a new key replaces it
+    },
+  );
+
+  it.skipIf(process.getuid?.() !== 0)(
+    'refuses a certificate directory another user owns (its owner could swap the key)',
+    async () => {
+      await mkdir(join(dir, 'pki'), { mode: 0o700 });
+      await chown(join(dir, 'pki'), 1000, 1000);
+      await expect(identity(fakeApi().http).ensure()).rejects.toThrow(
+        /pki is owned by uid 1000, not the agent's \(0\): its owner could swap the key/,
+      );
+    },
+  );
 });

@@ -3,7 +3,8 @@
  * and the certificate together, so a crash can never leave a key with another key's certificate.
  * Written atomically (temp file, fsync, rename, fsync of the directory), mode 0600, in a directory
  * of mode 0700 that must be a real directory (not a symlink). Read without following a symlink,
- * and checked before use: the key must match the certificate, the certificate must name this
+ * only when the file and its directory are the agent's own (another owner could know or swap the
+ * key), narrowed to 0600 / 0700 when found wider, and checked before use: the key must match the certificate, the certificate must name this
  * node, and it must not have expired — anything else is reported and not used.
  *
  * A key waiting for its certificate is kept in pending.key, so an agent restarted while its
@@ -30,12 +31,26 @@ export class CertificateFileError extends Error {
   override name = 'CertificateFileError';
 }
 
-/** Creates the directory (0700) or checks the one there: a real directory, not a symlink. */
+/** The agent's own uid (root on a node); a key file or its directory must be its. */
+function agentUid(): number {
+  return process.getuid?.() ?? 0;
+}
+
+/**
+ * Creates the directory (0700) or checks the one there: a real directory, not a symlink, the
+ * agent's own, narrowed to 0700 if widened.
+ */
 export async function ensureCertDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const st = await lstat(dir);
   if (!st.isDirectory()) {
     throw new CertificateFileError(`${dir} is not a directory (a symlink?); remove it`);
+  }
+  if (st.uid !== agentUid()) {
+    // its owner could replace node.pem or pending.key between the agent's writes and reads
+    throw new CertificateFileError(
+      `${dir} is owned by uid ${String(st.uid)}, not the agent's (${String(agentUid())}): its owner could swap the key; remove the directory (the agent creates it 0700) or chown it`,
+    );
   }
   if ((st.mode & 0o077) !== 0) {
     // Someone widened it: narrow it again rather than keep a key where others can read it.
@@ -57,6 +72,15 @@ async function readNoFollow(path: string): Promise<{ text: string; mtime: Date }
   try {
     const st = await handle.stat();
     if (!st.isFile()) throw new CertificateFileError(`${path} is not a regular file`);
+    if (st.uid !== agentUid()) {
+      throw new CertificateFileError(
+        `${path} is owned by uid ${String(st.uid)}, not the agent's: its owner may know the key; remove it`,
+      );
+    }
+    if ((st.mode & 0o077) !== 0) {
+      // widened by hand or by an older tool: a private key is the agent's alone
+      await handle.chmod(0o600);
+    }
     if (st.size > 64 * 1024) throw new CertificateFileError(`${path} is larger than 64 KiB`);
     return { text: await handle.readFile('utf8'), mtime: st.mtime };
   } finally {
@@ -177,7 +201,14 @@ export class CertificateStore {
   }
 
   async loadPendingKey(): Promise<KeyObject | undefined> {
-    const read = await readNoFollow(join(this.dir, PENDING_KEY));
+    let read;
+    try {
+      read = await readNoFollow(join(this.dir, PENDING_KEY));
+    } catch (error) {
+      // a link, another owner's file: never used; the new key's rename replaces it
+      if (error instanceof CertificateFileError) return undefined;
+      throw error;
+    }
     if (!read) return undefined;
     try {
       return createPrivateKey(read.text);
