@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { chmod, chown, mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -86,5 +87,35 @@ describe('last-applied.json', () => {
     await expect(readLastApplied(dir)).rejects.toThrow(
       /last-applied.json holds a config oscar would refuse \(spec.files\[0\].path: must not contain "\.\." segments.*\); remove it/,
     );
+  });
+
+  // red-team round 3: the file holds the node's file contents (from Secrets): its damage report
+  // reaches the log and the node's status, and must quote none of it
+  it('damaged next to file content: the error quotes no byte of it', async () => {
+    const dir = join(work, 'state');
+    await mkdir(dir, { mode: 0o700 });
+    const good = canonicalize(config([], [file('/etc/token', 'c2VjcmV0LXRva2Vu')]));
+    for (const damaged of [
+      good.replace('"content":"', '"content":t'),
+      good.replace('"content":"', '"content":"\u0007'),
+      `${good.slice(0, -1)}c2VjcmV0LXRva2Vu`,
+    ]) {
+      await writeFile(join(dir, 'last-applied.json'), damaged);
+      const error = await readLastApplied(dir).catch((e: unknown) => e as Error);
+      expect(error).toBeInstanceOf(Error);
+      expect((error as Error).message).toMatch(/last-applied.json is (damaged|.*refuse)/);
+      expect((error as Error).message).not.toMatch(/c2Vj|YzJW|2VjcmV0/);
+    }
+  });
+
+  it('a FIFO or a link in its place is not read (no hang, no other file): nothing was applied', async () => {
+    const dir = join(work, 'state');
+    await mkdir(dir, { mode: 0o700 });
+    execFileSync('mkfifo', [join(dir, 'last-applied.json')]);
+    expect(await readLastApplied(dir)).toBeUndefined();
+    await rm(join(dir, 'last-applied.json'));
+    await writeFile(join(work, 'other.json'), canonicalize(config([], [file('/etc/x', 'x')])));
+    await symlink(join(work, 'other.json'), join(dir, 'last-applied.json'));
+    expect(await readLastApplied(dir)).toBeUndefined();
   });
 });
