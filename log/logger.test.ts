@@ -71,6 +71,36 @@ describe('the logging convention', () => {
     );
   });
 
+  // red-team round 3: a path may hold a tab or a newline (legal), and a drifted file's name is
+  // chosen by whoever made it; logging one must not forge a record nor reach the terminal raw
+  it.each(['json', 'text'] as const)(
+    'a path with a newline, CR or escape sequence stays inside its one %s record',
+    async (format) => {
+      const lines: string[] = [];
+      const log = await openLogger({
+        component: 'agent',
+        format,
+        destination: new Writable({
+          write(chunk: Buffer, _encoding, done) {
+            lines.push(chunk.toString('utf8'));
+            done();
+          },
+        }),
+      });
+      const path =
+        '/tmp/a\n{"level":"error","msg":"forged"}\r\u001b[2KERROR: forged\tz\u009b\u007f';
+      log.info({ path }, `wrote ${path}`);
+      expect(lines).toHaveLength(1);
+      const body = (lines[0] ?? '').replace(/\n$/, '');
+      // no C0 control (newline, CR, ESC) in either; C1 and DEL, which JSON leaves as they are,
+      // cannot be in a declared path (api/visible-text.ts) and are escaped in the text's message
+      expect(Buffer.from(body).some((byte) => byte < 0x20)).toBe(false);
+      if (format === 'text') expect(body).toContain('forged\\tz\\u009b\\u007f {');
+      if (format === 'text') expect(body).toContain('/tmp/a\\n{"level"');
+      if (format === 'json') expect((JSON.parse(body) as { path: string }).path).toBe(path);
+    },
+  );
+
   it('checks its flags, naming the choices', () => {
     expect(parseLogFormat('text')).toBe('text');
     expect(() => parseLogFormat('xml')).toThrow('--log-format must be one of json, text');

@@ -81,9 +81,27 @@ export async function textDestination(destination?: DestinationStream): Promise<
     colorize: destination === undefined && process.stderr.isTTY,
     translateTime: 'SYS:HH:MM:ss.l',
     ignore: 'pid,hostname,component',
-    messageFormat: '{component}: {msg}',
+    // a message may carry a path (a tab or newline is legal in one) or a name a local user chose:
+    // its control characters are written escaped, so it can neither end the line and forge the
+    // next record nor send escape sequences to the terminal (fields are JSON: escaped already)
+    messageFormat: (record: Record<string, unknown>) =>
+      `${String(record.component)}: ${escapeControls(typeof record.msg === 'string' ? record.msg : '')}`,
     singleLine: true,
   });
+}
+
+/** C0 and C1 control characters and DEL as JSON escapes (\n, \u001b …), the rest as it is. */
+export function escapeControls(text: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are what this escapes
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) =>
+    c === '\n'
+      ? '\\n'
+      : c === '\r'
+        ? '\\r'
+        : c === '\t'
+          ? '\\t'
+          : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /** Records as JSON lines into `destination` (default: stderr, written synchronously). */
