@@ -408,4 +408,45 @@ describe('KubeReporter drift', () => {
     await r.flush();
     expect(events(http)).toHaveLength(12);
   });
+
+  // red-team round 3: a local user rewriting a declared file in /tmp makes a drift check every
+  // debounce interval, each with another found hash
+  it('drift that keeps changing writes the status once, then once per interval with the newest state', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    const settle = () => new Promise((resolve) => setImmediate(resolve));
+    for (let i = 0; i < 50; i++) {
+      const a = item(i);
+      r.drift({ items: [a], added: [a], resolved: [], trigger: 'watch', reverted: false });
+      await settle(); // each write has completed before the next drift, as on a node
+      await settle();
+    }
+    expect(http.patches()).toHaveLength(1);
+    await r.flush();
+    expect(http.patches()).toHaveLength(2);
+    const status = http.patches().at(-1)?.status as { drift: { items: { path: string }[] } };
+    expect(status.drift.items[0]?.path).toBe('/etc/f49');
+    r.stop();
+  });
+
+  it('another write meanwhile carries the waiting drift (no write is held back behind it)', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    const settle = () => new Promise((resolve) => setImmediate(resolve));
+    for (const n of [1, 2]) {
+      const a = item(n);
+      r.drift({ items: [a], added: [a], resolved: [], trigger: 'watch', reverted: false });
+      await settle();
+      await settle();
+    }
+    r.desired('c'.repeat(64));
+    await settle();
+    await settle();
+    expect(http.patches()).toHaveLength(2);
+    expect(http.patches().at(-1)?.status).toMatchObject({
+      desiredChecksum: 'c'.repeat(64),
+      drift: { items: [{ path: '/etc/f2' }] },
+    });
+    r.stop();
+  });
 });

@@ -34,6 +34,14 @@ import { sleep } from '../api/util.js';
 const PATH = '/apis/oscar.dev/v1alpha1/operatingsystemconfignodes';
 /** Events a minute, at most: drift that flaps cannot flood the API server. */
 const EVENTS_PER_MINUTE = 12;
+/**
+ * Drift alone writes the status at most this often. A local user who keeps rewriting a watched
+ * file (a declared file in /tmp, say) makes a drift check every debounce interval (~100 ms), each
+ * with another found hash: unpaced, every one was a status write, and every write wakes the
+ * controller. The first change goes out at once, later ones as one write when the interval ends
+ * (the newest state; any other write meanwhile carries it too).
+ */
+export const DRIFT_WRITE_INTERVAL_MS = 10_000;
 
 export interface KubeReporterOptions {
   node: string;
@@ -98,6 +106,9 @@ export class KubeReporter implements Reporter {
   private writeWaiters: { epoch: number; resolve: (rv: string) => void }[] = [];
   private readonly eventTimes: number[] = [];
   private eventsDropped = 0;
+  /** When drift last wrote (performance.now()), and the write waiting for the interval's end. */
+  private lastDriftWrite = Number.NEGATIVE_INFINITY;
+  private driftTimer: NodeJS.Timeout | undefined;
 
   constructor(
     kc: KubeConfig,
@@ -326,8 +337,25 @@ export class KubeReporter implements Reporter {
     this.status.drift = driftStatus(report);
     const c = driftCondition(report);
     this.condition('Drifted', c.status, c.reason, c.message);
-    this.push();
+    this.pushDrift();
     for (const e of driftEvents(report)) this.event(e);
+  }
+
+  /** push(), paced to one write per DRIFT_WRITE_INTERVAL_MS. */
+  private pushDrift(): void {
+    if (this.driftTimer) return; // the waiting write sends the newest state
+    const wait = this.lastDriftWrite + DRIFT_WRITE_INTERVAL_MS - performance.now();
+    if (wait <= 0) {
+      this.lastDriftWrite = performance.now();
+      this.push();
+      return;
+    }
+    this.driftTimer = setTimeout(() => {
+      this.driftTimer = undefined;
+      this.lastDriftWrite = performance.now();
+      this.push();
+    }, wait);
+    this.driftTimer.unref();
   }
 
   /** A revert restarted units: they show in restartedUnits as an apply's do. */
@@ -393,6 +421,11 @@ export class KubeReporter implements Reporter {
   }
 
   private push(): void {
+    if (this.driftTimer) {
+      // this write carries the drift that was waiting
+      clearTimeout(this.driftTimer);
+      this.driftTimer = undefined;
+    }
     this.dirty = true;
     if (!this.sending) {
       // Started a microtask later, so updates made in the same tick (oscRef and desired
@@ -481,6 +514,7 @@ export class KubeReporter implements Reporter {
 
   /** Waits until the newest status was written (or `timeoutMs` passed). */
   async flush(timeoutMs = 15_000): Promise<void> {
+    if (this.driftTimer) this.push(); // a flush (shutdown, tests) does not wait for the pacing
     const deadline = Date.now() + timeoutMs;
     while ((this.sending || this.dirty) && Date.now() < deadline) {
       await Promise.race([this.sending, sleep(100)]);
@@ -489,6 +523,7 @@ export class KubeReporter implements Reporter {
 
   stop(): void {
     this.stopped = true;
+    clearTimeout(this.driftTimer);
     if (this.http instanceof HttpKubeClient) this.http.close();
   }
 }
