@@ -488,3 +488,126 @@ describe('unit and drop-in bytes systemd reads otherwise than people do (red-tea
     });
   });
 });
+
+describe('owner and mode strings other parsers read as numbers (red-team round 3)', () => {
+  const owned = (user: string, group = 'root') => ({ ...file('/etc/app.conf'), user, group });
+
+  it.each([
+    ['a space before an id', ' 0'],
+    ['a sign', '+5'],
+    ['a negative id', '-1'],
+    ['Arabic-Indic digits', '٣'],
+    ['fullwidth digits', '１０'],
+    ['a trailing space', 'root '],
+    ['a newline', 'root\nadmin'],
+    ['a third field', 'a:b:c'],
+    ['a NSS compat entry', '+@admins'],
+    ['an empty user', ''],
+  ])('an owner with %s (%j) is refused in both layers, naming the field', (_, user) => {
+    const { osc, resolved } = bothLayers(config({ files: [owned(user)] }));
+    for (const errors of [osc, resolved]) {
+      expect(errors).toEqual([expect.stringMatching(/^spec\.files\[0\]\.owner: /)]);
+    }
+  });
+
+  it('"0x10", "1e3" and "010" pass as what chown reads: names for the first two (not 16, 1000), id 10 for the last', () => {
+    const c = config({
+      files: [
+        { ...owned('0x10'), path: '/etc/a' },
+        { ...owned('1e3'), path: '/etc/b' },
+        { ...owned('010', '010'), path: '/etc/c' },
+      ],
+    });
+    expect(bothLayers(c)).toEqual({ osc: [], resolved: [] });
+  });
+
+  it.each([
+    ['"0o644"', '0o644'],
+    ['"644 " (a trailing space)', '644 '],
+    ['" 644"', ' 644'],
+    ['"+644"', '+644'],
+    ['"0x1a4"', '0x1a4'],
+    ['five digits above 07777', '17777'],
+    ['six digits', '000644'],
+    ['"0644\\n"', '0644\n'],
+    ['Arabic-Indic digits', '٠٦٤٤'],
+    ['"1e3"', '1e3'],
+    ['"u+rw"', 'u+rw'],
+  ])('permissions %s are refused by the OSC checks, naming the field', (_, permissions) => {
+    const doc = documentOf(config({ files: [file('/etc/app.conf')] })) as {
+      spec: { files: Record<string, unknown>[] };
+    };
+    const spec = doc.spec.files[0];
+    if (spec) spec.permissions = permissions;
+    const errors = validateOperatingSystemConfig(doc).map((e) => `${e.path}: ${e.message}`);
+    expect(errors).toEqual([expect.stringMatching(/^spec\.files\[0\]\.permissions: /)]);
+  });
+
+  it('"0644", "644", "00644" and "07777"-style modes with the safe bits pass (positive control)', () => {
+    for (const permissions of ['0644', '644', '00644', '0755', '04755']) {
+      const doc = documentOf(config({ files: [file('/etc/app.conf')] })) as {
+        spec: { files: Record<string, unknown>[] };
+      };
+      const spec = doc.spec.files[0];
+      if (spec) spec.permissions = permissions;
+      expect(validateOperatingSystemConfig(doc)).toEqual([]);
+    }
+  });
+});
+
+describe('a tampered reconcile Secret past the node limits (red-team round 3)', () => {
+  /** The agent's check of a desired state: its errors, or [] when it passes. */
+  function agentErrors(c: ResolvedConfig): string[] {
+    try {
+      checkDesired(c, 'Secret ns/s');
+      return [];
+    } catch (error) {
+      return (error as InvalidConfigError).errors.map((e) => `${e.path}: ${e.message}`);
+    }
+  }
+  const unit = (name: string): ResolvedUnit => ({
+    name,
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'restart',
+    dropIns: [],
+    filePaths: [],
+    content: '[Service]\nExecStart=/bin/true\n',
+  });
+
+  it('16,385 files, 257 units, 513 packages: each count refused by its limit', () => {
+    const files = Array.from({ length: 16_385 }, (_, i) => file(`/etc/f/${String(i)}`));
+    expect(agentErrors(config({ files }))).toEqual([
+      expect.stringMatching(/^spec\.files: .*16384/),
+    ]);
+    const units = Array.from({ length: 257 }, (_, i) => unit(`u${String(i)}.service`));
+    expect(agentErrors(config({ units }))).toEqual([expect.stringMatching(/^spec\.units: .*256/)]);
+    const packages = Array.from({ length: 513 }, (_, i) => ({ name: `p${String(i)}` }));
+    expect(agentErrors(config({ packages }))).toEqual([
+      expect.stringMatching(/^spec\.packages: .*512/),
+    ]);
+  });
+
+  it('one huge string: a 1 MiB path, unit name, owner or unit content is refused, naming the field', () => {
+    const huge = 'a'.repeat(1024 * 1024);
+    expect(agentErrors(config({ files: [file(`/etc/${huge}`)] }))).toEqual([
+      expect.stringMatching(/^spec\.files\[0\]\.path: /),
+    ]);
+    expect(agentErrors(config({ units: [unit(`${huge}.service`)] }))).toEqual([
+      expect.stringMatching(/^spec\.units\[0\]\.name: /),
+    ]);
+    expect(agentErrors(config({ files: [{ ...file('/etc/a'), user: huge }] }))).toEqual([
+      expect.stringMatching(/^spec\.files\[0\]\.owner: /),
+    ]);
+    const content = `[Service]\nExecStart=/bin/true\nEnvironment=A=${huge}\n`;
+    expect(agentErrors(config({ units: [{ ...unit('a.service'), content }] }))).toEqual([
+      expect.stringMatching(/^spec\.units\[0\]\.content: must have at most 262144 characters/),
+    ]);
+  });
+
+  it('16,384 files pass: the node limit, not one OSC’s 1,024 (positive control)', () => {
+    const files = Array.from({ length: 16_384 }, (_, i) => file(`/etc/f/${String(i)}`));
+    expect(agentErrors(config({ files }))).toEqual([]);
+  });
+});

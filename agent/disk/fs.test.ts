@@ -225,3 +225,23 @@ describe('observe', () => {
     expect(disk.files.get('/etc/b.conf')?.content?.toString()).toBe('b');
   });
 });
+
+// red-team round 3: names another parser reads as numbers, and names an object's prototype has
+describe('Accounts: owner names as chown reads them', () => {
+  it('looks names up in the root’s passwd and group only: "0x10" and "1e3" are names, "010" is 10; prototype names are not accounts', async () => {
+    await mkdir(join(root, 'etc'), { recursive: true });
+    await writeFile(
+      join(root, 'etc/passwd'),
+      'root:x:0:0::/root:/bin/sh\n0x10:x:2001:2001::/:/bin/false\n+::::::\n+@admins::::::\nbad:x:0x5:0::/:/bin/false\n',
+    );
+    await writeFile(join(root, 'etc/group'), 'root:x:0:\n1e3:x:3001:\n');
+    const accounts = await withRoot((b) => Accounts.load(b, root));
+    expect(accounts.uid('0x10')).toBe(2001); // not 16
+    expect(accounts.gid('1e3')).toBe(3001); // not 1000
+    expect(accounts.uid('010')).toBe(10);
+    expect(accounts.uid('root')).toBe(0);
+    for (const name of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', '+', 'bad']) {
+      expect(() => accounts.uid(name)).toThrow(/does not exist/);
+    }
+  });
+});
