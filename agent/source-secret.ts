@@ -19,6 +19,7 @@ import {
   ANNOTATION_CHECKSUM,
   CorruptPayloadError,
   decodeConfigData,
+  decodeSecretData,
   LABEL_OSC,
 } from '../api/secret.js';
 import { ApiError, HttpKubeClient, isNotFound, type KubeHttp } from '../kube/client.js';
@@ -177,10 +178,8 @@ export class SecretSource implements Source {
       this.recover(events);
       return;
     }
-    const data: Record<string, Buffer> = {};
-    for (const [k, v] of Object.entries(secret.data ?? {})) data[k] = Buffer.from(v, 'base64');
     try {
-      const decoded = decodeConfigData(data, checksum);
+      const decoded = decodeConfigData(decodeSecretData(secret.data), checksum);
       // intact is not enough: the agent acts only on what oscar validate would let through
       checkDesired(decoded.config, this.description);
       this.lastChecksum = decoded.checksum;

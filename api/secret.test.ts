@@ -4,6 +4,7 @@ import { canonicalWithChecksum, sha256Hex } from './canonical.js';
 import {
   CorruptPayloadError,
   decodeConfigData,
+  decodeSecretData,
   encodeConfigData,
   GZIP_THRESHOLD_BYTES,
   KEY_CONFIG,
@@ -166,5 +167,39 @@ describe('a tampered reconcile payload', () => {
     expect(tampered(deep)).toThrow(/config must be an object/);
     const deepObject = `{"kind":${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}}`;
     expect(tampered(deepObject)).toThrow(CorruptPayloadError);
+  });
+});
+
+describe("decodeSecretData: the Secret's data as the API server writes it", () => {
+  const canonical = Buffer.from('{"a":"hello"}\n').toString('base64'); // 14 bytes: one "="
+
+  it('decodes canonical base64 of the config keys; other keys are not read (positive control)', () => {
+    const out = decodeSecretData({ [KEY_CONFIG]: canonical, value: '%%not base64%%' });
+    expect(out[KEY_CONFIG]?.toString()).toBe('{"a":"hello"}\n');
+    expect(Object.keys(out)).toEqual([KEY_CONFIG]);
+  });
+
+  it.each([
+    ['a line break', `${canonical.slice(0, 8)}\n${canonical.slice(8)}`],
+    ['a space', ` ${canonical}`],
+    ['no padding', canonical.replace(/=+$/, '')],
+    ['the URL alphabet', Buffer.from([251, 255]).toString('base64url')],
+    ['non-zero padding bits', 'QR=='],
+    ['data after "="', `${canonical}QQ==`],
+    ['an invalid character', `*${canonical}`],
+  ])('refuses base64 with %s, naming the key', (_, text) => {
+    expect(() => decodeSecretData({ [KEY_CONFIG_GZIP]: text })).toThrow(
+      /data\.config\.json\.gz is not canonical base64/,
+    );
+  });
+
+  it('a __proto__ key is only a key: the result has no prototype to replace', () => {
+    const data = JSON.parse(`{"__proto__":"eA==","${KEY_CONFIG}":"${canonical}"}`) as Record<
+      string,
+      string
+    >;
+    const out = decodeSecretData(data);
+    expect(Object.getPrototypeOf(out)).toBeNull();
+    expect(Object.keys(out)).toEqual([KEY_CONFIG]);
   });
 });

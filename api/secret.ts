@@ -72,6 +72,31 @@ export class CorruptPayloadError extends Error {
 }
 
 /**
+ * A Secret's `data` as the API server sends it (base64 text by key) decoded to bytes. Only the
+ * config keys are decoded, each strictly: the API server always writes canonical base64, and
+ * Node's decoder would take anything (whitespace, the URL alphabet, no padding, data after "=",
+ * invalid characters skipped) — bytes that did not come that way are refused, not guessed at. The
+ * result has no prototype, so a key such as `__proto__` is only a key.
+ */
+export function decodeSecretData(
+  data: Readonly<Record<string, string>> | undefined,
+): Record<string, Buffer> {
+  const out = Object.create(null) as Record<string, Buffer>;
+  for (const key of [KEY_CONFIG, KEY_CONFIG_GZIP]) {
+    const text = data && Object.hasOwn(data, key) ? data[key] : undefined;
+    if (text === undefined) continue;
+    const bytes = typeof text === 'string' ? Buffer.from(text, 'base64') : undefined;
+    if (!bytes || bytes.toString('base64') !== text) {
+      throw new CorruptPayloadError(
+        `the Secret's data.${key} is not canonical base64 (as the API server writes it); write the Secret through the API server`,
+      );
+    }
+    out[key] = bytes;
+  }
+  return out;
+}
+
+/**
  * Reads a reconcile Secret's data, verifies it against the checksum annotation and parses it.
  * Throws CorruptPayloadError for anything off (missing key, bad gzip, checksum mismatch, bad
  * JSON): the caller keeps its last good state.

@@ -15,6 +15,7 @@ import {
   ANNOTATION_CHECKSUM,
   CorruptPayloadError,
   decodeConfigData,
+  decodeSecretData,
   LABEL_OSC,
 } from '../../api/secret.js';
 import { API_VERSION } from '../../api/constants.js';
@@ -377,9 +378,7 @@ export function verifyRevision(secret: SecretObject, grant: Grant): Desired {
       `${grant.secretName} holds revision ${(annotated ?? 'none').slice(0, 12)}…, not the granted ${grant.checksum.slice(0, 12)}… (the slot was reused; waiting for a new grant)`,
     );
   }
-  const data: Record<string, Buffer> = {};
-  for (const [k, v] of Object.entries(secret.data ?? {})) data[k] = Buffer.from(v, 'base64');
-  const decoded = decodeConfigData(data, grant.checksum);
+  const decoded = decodeConfigData(decodeSecretData(secret.data), grant.checksum);
   // intact is not enough: the agent acts only on what oscar validate would let through
   const config = checkDesired(
     decoded.config,
