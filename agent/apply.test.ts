@@ -127,6 +127,39 @@ describe('applyDesired into a directory root', () => {
     expect((await readLastApplied(stateDir))?.checksum).toBe(d2.checksum);
   });
 
+  // red-team round 3: the journal is a file on disk; resuming it must stay inside the configs
+  it('a journal of this config naming what no config declares is not resumed: nothing foreign removed, stopped or disabled', async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    await writeFile(join(root, 'etc/mine'), 'not oscar');
+    const d = desiredOf(config(v1.units, [file('/etc/a/a.conf', 'a=2\n', { mode: 0o640 })]));
+    for (const foreign of [
+      { kind: 'removeFile' as const, path: '/etc/mine', reason: 'forged' },
+      { kind: 'disable' as const, unit: 'oscar-agent.service', reason: 'forged' },
+      { kind: 'stop' as const, unit: 'sshd.service', reason: 'forged' },
+      { kind: 'installPackages' as const, packages: [{ name: 'netcat' }], reason: 'forged' },
+    ]) {
+      await Journal.start(stateDir, d.checksum, [foreign]);
+      const r = await applyDesired(deps(), d);
+      expect(r.resumed).toBe(false);
+      expect(await readFile(join(root, 'etc/mine'), 'utf8')).toBe('not oscar');
+      expect((await jobs()).filter((j) => /oscar-agent|sshd/.test(j))).toEqual([]);
+      await applyDesired(deps(), desiredOf(v1)); // back, for the next forged action
+    }
+  });
+
+  it("a journaled write takes mode and owner from the desired config, not the journal's copy", async () => {
+    await applyDesired(deps(), desiredOf(v1));
+    const d = desiredOf(config(v1.units, [file('/etc/a/a.conf', 'a=2\n', { mode: 0o640 })]));
+    const [write] = await planFor(deps(), d);
+    expect(write?.kind).toBe('writeFile');
+    await Journal.start(stateDir, d.checksum, [
+      { ...(write as Extract<typeof write, { kind: 'writeFile' }>), mode: 0o4777 },
+    ]);
+    const r = await applyDesired(deps(), d);
+    expect(r.resumed).toBe(true);
+    expect((await stat(join(root, 'etc/a/a.conf'))).mode & 0o7777).toBe(0o640);
+  });
+
   it('a journal of another config is dropped and the new one planned from last-applied', async () => {
     await applyDesired(deps(), desiredOf(v1));
     await Journal.start(stateDir, 'f'.repeat(64), []);

@@ -35,6 +35,7 @@ import { Journal, type JournalAction, type PendingApply } from './journal.js';
 import { readLastApplied, writeLastApplied, type Desired } from './state.js';
 import type { Packages } from './packages.js';
 import { SystemdError, type Systemd } from './systemd.js';
+import { actionOutsideConfigs } from './journal-scope.js';
 
 export interface ApplyDeps {
   /** "/" on a node; a directory in local mode. */
@@ -232,7 +233,9 @@ function withContents(
     }
     const entry = entries.get(action.path);
     if (!entry) return undefined;
-    out.push({ ...action, content: entry.content });
+    // bytes, mode and owner from the desired config, never from the journal's copy on disk
+    const { content, mode, user, group } = entry;
+    out.push({ ...action, content, mode, user, group });
   }
   return out;
 }
@@ -311,6 +314,14 @@ async function resumeWork(
   log: (message: string) => void,
 ): Promise<Work | undefined> {
   if (pending.checksum !== desired.checksum) return undefined;
+  const last = await readLastApplied(deps.stateDir);
+  const foreign = actionOutsideConfigs(pending.actions, desired.config, last?.config);
+  if (foreign) {
+    log(
+      `the journal holds ${foreign}, which neither the desired nor the last applied config declares: planning afresh`,
+    );
+    return undefined;
+  }
   // once: not per journaled write (1,000² on resume)
   const actions = withContents(pending.actions, entriesOf(desired.config));
   if (!actions) {
