@@ -611,3 +611,75 @@ describe('a tampered reconcile Secret past the node limits (red-team round 3)', 
     expect(agentErrors(config({ files }))).toEqual([]);
   });
 });
+
+describe("prefix drop-ins that reach oscar's unit (red-team round 3)", () => {
+  const unit = (name: string, extra: Partial<ResolvedUnit> = {}): ResolvedUnit => ({
+    name,
+    enable: true,
+    mask: false,
+    command: 'start',
+    onChange: 'restart',
+    dropIns: [],
+    filePaths: [],
+    ...extra,
+  });
+  function refusals(c: ResolvedConfig): { osc: string[]; agent: string[] } {
+    let agent: string[] = [];
+    try {
+      checkDesired(c, 'Secret ns/s');
+    } catch (error) {
+      agent = (error as InvalidConfigError).errors.map((e) => `${e.path}: ${e.message}`);
+    }
+    return { osc: bothLayers(c).osc, agent };
+  }
+
+  // systemd reads oscar-.service.d/ for every "oscar-…" service: ExecStart= reset there stops the agent
+  it.each([
+    '/etc/systemd/system/oscar-.service.d/override.conf',
+    '/run/systemd/system/oscar-.service.d/override.conf',
+    '/etc/systemd/system/oscar-agent-.service.d/override.conf',
+  ])('a file at %s is refused in both layers', (path) => {
+    const { osc, agent } = refusals(config({ files: [file(path)] }));
+    for (const errors of [osc, agent]) {
+      expect(errors).toEqual([
+        expect.stringMatching(/^spec\.files\[0\]\.path: .* belongs to oscar-agent/),
+      ]);
+    }
+  });
+
+  it.each(['oscar-.service', 'oscar-agent-.service'])(
+    'a unit named %s (its drop-ins land in the prefix directory) is refused in both layers',
+    (name) => {
+      const u = unit(name, {
+        dropIns: [{ name: '10-x.conf', content: '[Service]\nExecStart=\n' }],
+      });
+      const { osc, agent } = refusals(config({ units: [u] }));
+      for (const errors of [osc, agent]) {
+        expect(errors).toEqual([
+          expect.stringMatching(
+            new RegExp(
+              `^spec\\.units\\[0\\]\\.name: ${name} is a prefix of oscar-agent.*; choose another name`,
+            ),
+          ),
+        ]);
+      }
+    },
+  );
+
+  it('other prefixes, other types and look-alikes pass: oscar.service, oscar-.socket, app-.service.d, oscar-agentx.service.d', () => {
+    const c = config({
+      files: [
+        file('/etc/systemd/system/app-.service.d/x.conf'),
+        file('/etc/systemd/system/oscar-agentx.service.d/x.conf'),
+        file('/etc/systemd/system/oscar.service.d/x.conf'),
+      ],
+      units: [
+        unit('oscar.service', { dropIns: [{ name: '10-x.conf', content: '[Service]\nNice=1\n' }] }),
+        unit('oscar-.socket', {
+          dropIns: [{ name: '10-x.conf', content: '[Socket]\nBacklog=1\n' }],
+        }),
+      ],
+    });
+    expect(refusals(c)).toEqual({ osc: [], agent: [] });
+  });
+});

@@ -39,14 +39,34 @@ export const OSCAR_OWNED_UNITS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * A name on a path that is one of oscar's units or its drop-in directory, in whichever unit
- * directory (/etc/systemd/system, /run/systemd/system, /usr/lib/systemd/system, a .wants or
- * .requires link directory).
+ * systemd also reads the drop-ins of every dash-prefix of a unit's name: for
+ * `oscar-agent.service`, `oscar-.service.d/` (systemd.unit(5), "prefix drop-ins"). A drop-in
+ * there, or a unit of that name with drop-ins, rewrites oscar's unit as its own drop-in would.
+ * By prefix name, the owned units it reaches ("oscar-agent.service and …").
+ */
+const OSCAR_PREFIX_UNITS: ReadonlyMap<string, string> = (() => {
+  const reached = new Map<string, string[]>();
+  for (const unit of OSCAR_OWNED_UNITS) {
+    const dot = unit.lastIndexOf('.');
+    const stem = unit.slice(0, dot);
+    for (let i = stem.indexOf('-'); i > 0; i = stem.indexOf('-', i + 1)) {
+      const prefix = `${stem.slice(0, i + 1)}${unit.slice(dot)}`;
+      reached.set(prefix, [...(reached.get(prefix) ?? []), unit]);
+    }
+  }
+  return new Map([...reached].map(([prefix, units]) => [prefix, units.join(' and ')]));
+})();
+
+/**
+ * A name on a path that is one of oscar's units or its drop-in directory (its own or a prefix
+ * drop-in directory that reaches it), in whichever unit directory (/etc/systemd/system,
+ * /run/systemd/system, /usr/lib/systemd/system, a .wants or .requires link directory).
  */
 function ownedUnitSegment(path: string): string | undefined {
   for (const name of path.split('/')) {
     const unit = name.endsWith('.d') ? name.slice(0, -2) : name;
     if (OSCAR_OWNED_UNITS.has(unit)) return unit;
+    if (name.endsWith('.d') && OSCAR_PREFIX_UNITS.has(unit)) return OSCAR_PREFIX_UNITS.get(unit);
   }
   return undefined;
 }
@@ -68,6 +88,10 @@ export function checkOscarOwnedPath(path: string): string | undefined {
 
 /** A message when `name` is one of oscar's units, or undefined. */
 export function checkOscarOwnedUnit(name: string): string | undefined {
+  const reached = OSCAR_PREFIX_UNITS.get(name);
+  if (reached !== undefined) {
+    return `${name} is a prefix of ${reached}, oscar's own unit: systemd reads ${name}.d/ as drop-ins of ${reached} too, so this unit's drop-ins would rewrite it; choose another name`;
+  }
   if (!OSCAR_OWNED_UNITS.has(name)) return undefined;
   return `${name} is oscar's own unit, installed by its bootstrap; a config may not declare, mask, stop or drop it (the agent would be managing itself): remove this entry`;
 }
