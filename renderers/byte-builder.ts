@@ -116,7 +116,7 @@ export class ByteBuilder {
    * the staged string name its bytes, as stagedBlock and staged take them.
    */
   get stagedAscii(): boolean {
-    return this.stagedBytes > 0 && this.stagedBytes === this.stagedLength;
+    return this.stagedBytes === this.stagedLength;
   }
 
   /** The staged markup's characters `from` to `to` (see stagedAscii), copied into the output. */
