@@ -105,6 +105,27 @@ function spread(values: readonly number[], show: (v: number) => string): string 
   return `${show(quantile(s, 0.5))} (${show(quantile(s, 0.25))}–${show(quantile(s, 0.75))})`;
 }
 
+/**
+ * A 95 % interval for the median of `values` (1,000 bootstrap resamples, a fixed seed): a change
+ * is decided when the interval of this / against leaves out 1.
+ */
+function medianInterval(values: readonly number[]): [number, number] {
+  let seed = 24;
+  const random = (): number => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x80000000;
+  const medians: number[] = [];
+  for (let k = 0; k < 1000; k++) {
+    const sample = values.map(() => values[Math.floor(random() * values.length)] ?? NaN);
+    medians.push(
+      quantile(
+        sample.sort((a, b) => a - b),
+        0.5,
+      ),
+    );
+  }
+  medians.sort((a, b) => a - b);
+  return [quantile(medians, 0.025), quantile(medians, 0.975)];
+}
+
 const pct = (v: number): string => `${(v * 100).toFixed(1)} %`;
 const ms = (v: number): string => v.toFixed(3);
 
@@ -140,7 +161,7 @@ export async function runRounds(options: RoundsOptions): Promise<void> {
     report(format, sides, perSide);
   }
   console.log(
-    "\nvs base64: per round, the yardstick block (raw base64 of the same bytes) / the render block, in CPU ms per call;\nthis / against: per round, this tree's render / the other tree's (below 1: this is faster). median (p25–p75) over the rounds.",
+    "\nvs base64: per round, the yardstick block (raw base64 of the same bytes) / the render block, in CPU ms per call;\nthis / against: per round, this tree's render / the other tree's (below 1: this is faster). median (p25–p75) over the rounds;\nthe median's 95 % interval by bootstrap: a change is decided when it leaves out 1.",
   );
 }
 
@@ -162,6 +183,9 @@ function report(
     const mine = perSide[1] ?? [];
     const theirs = perSide[2] ?? [];
     const ratio = mine.map((t, r) => t / (theirs[r] ?? NaN));
-    console.log(`  this / against: ${spread(ratio, (v) => v.toFixed(3))}`);
+    const [low, high] = medianInterval(ratio);
+    console.log(
+      `  this / against: ${spread(ratio, (v) => v.toFixed(3))}, median's 95 % interval ${low.toFixed(3)}–${high.toFixed(3)}`,
+    );
   }
 }
