@@ -78,17 +78,86 @@ export class ByteBuilder {
   private pending = '';
   private result: Buffer | undefined;
 
-  constructor() {
+  /** Where the staged markup starts in `buf`. */
+  private readonly stagedAt: number;
+  /** The staged markup's length in bytes, and in characters. */
+  private readonly stagedBytes: number;
+  private readonly stagedLength: number;
+
+  /**
+   * `staged`: markup to stage, written into the scratch in one call before the output (which
+   * starts after it): a renderer lays out every file's markup at once and then takes it piece by
+   * piece (stagedBlock, staged), instead of writing hundreds of short strings one by one.
+   */
+  constructor(staged = '') {
     this.native = takeNativeScratch();
     if (this.native === undefined) {
       this.buf = idle ?? Buffer.allocUnsafeSlow(SCRATCH_MIN);
       idle = undefined;
-      this.start = 0;
+      this.offset = 0;
     } else {
       this.buf = this.native.view;
-      this.start = SCRATCH_AT;
+      this.offset = SCRATCH_AT;
     }
-    this.offset = this.start;
+    this.stagedAt = this.offset;
+    this.stagedBytes = 0;
+    this.stagedLength = staged.length;
+    if (staged !== '') {
+      const buf = this.room(staged.length * 3);
+      this.stagedBytes = raw(buf).utf8Write(staged, this.offset);
+      // 16 bytes apart at least: the module's 16-byte copy of a piece must not reach the output
+      this.offset = (this.offset + this.stagedBytes + 31) & ~15;
+    }
+    this.start = this.offset;
+  }
+
+  /**
+   * True when the staged markup is ASCII (as many bytes as characters): only then do offsets in
+   * the staged string name its bytes, as stagedBlock and staged take them.
+   */
+  get stagedAscii(): boolean {
+    return this.stagedBytes === this.stagedLength;
+  }
+
+  /** The staged markup's characters `from` to `to` (see stagedAscii), copied into the output. */
+  staged(from: number, to: number): this {
+    if (to <= from) return this;
+    this.flush();
+    const buf = this.room(to - from);
+    buf.copyWithin(this.offset, this.stagedAt + from, this.stagedAt + to);
+    this.offset += to - from;
+    return this;
+  }
+
+  /**
+   * As literalBlock(content, parentIndent, before), where `before` (the markup, with the block's
+   * header as blockHeader gives it, at its end) is the staged markup's characters `from` to `to`:
+   * copied into place by the same native call that writes the block. Writes nothing unless
+   * 'written' (the caller then writes the markup and the content its own way).
+   */
+  stagedBlock(content: Buffer, parentIndent: number, from: number, to: number): BlockVerdict {
+    const native = this.native;
+    if (native === undefined) return 'undecided';
+    this.flush();
+    const end = native.writeBody(
+      content,
+      parentIndent,
+      this.offset,
+      this.stagedAt + from,
+      to - from,
+    );
+    this.buf = native.view;
+    if (typeof end !== 'number') return end;
+    this.offset = end;
+    return 'written';
+  }
+
+  /**
+   * The first line of the literal block literalBlock() would write for `content`, or undefined
+   * when it would leave the content to the JavaScript path anyway (see NativeScratch.header).
+   */
+  static blockHeader(content: Buffer, parentIndent: number): string | undefined {
+    return NativeScratch.header(content, parentIndent);
   }
 
   /** Any text, written as UTF-8. */

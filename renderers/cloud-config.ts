@@ -56,6 +56,18 @@ export function contentField(
     encodings?.set(file.path, 'text');
     return;
   }
+  otherContent(file, verdict, purpose, encodings, out);
+}
+
+/** The content field the native literal block did not write ('unreadable' or 'undecided'). */
+function otherContent(
+  file: TextFile,
+  verdict: 'unreadable' | 'undecided',
+  purpose: Purpose,
+  encodings: Map<string, string> | undefined,
+  out: ByteBuilder,
+): void {
+  const content = file.content;
   const text = verdict === 'undecided' ? inlineText(file) : undefined;
   if (text !== undefined) {
     const block = literalBlock(text, 4);
@@ -76,6 +88,83 @@ export function contentField(
   out.ascii('    encoding: b64\n    content: "').base64(content).ascii('"\n');
 }
 
+/** The markup after a file's content: its mode, and its owner when it is written deferred. */
+function fileTail(file: TextFile): string {
+  const tail = `    permissions: "${modeText(file.mode)}"\n`;
+  // cloud-init sets owners by name only: a named owner is written deferred, after packages
+  // (writtenAfterPackages); one with an id is written now and chowned in runcmd, after them too
+  if (isNumericId(file.user) || isNumericId(file.group) || !writtenAfterPackages(file)) return tail;
+  return `${tail}    owner: ${doubleQuoted(`${file.user}:${file.group}`)}\n    defer: true\n`;
+}
+
+/** The runcmd fix-ups a file needs: a numeric owner's chown, a setuid/setgid/sticky mode's chmod. */
+function fixupsOf(file: TextFile, fixups: string[][]): void {
+  if (isNumericId(file.user) || isNumericId(file.group)) {
+    fixups.push(['chown', `${file.user}:${file.group}`, file.path]);
+  }
+  if ((file.mode & SPECIAL_BITS) !== 0) fixups.push(['chmod', modeText(file.mode), file.path]);
+}
+
+/**
+ * Every file's markup laid out in one string, to be written into the builder's scratch at once
+ * (ByteBuilder's `staged`): per file k, marks[3k] to marks[3k + 1] is the previous file's tail
+ * and k's `path` line; marks[3k + 1] to marks[3k + 2] is `content: ` with the literal block's
+ * header, when the content may take the native block (else empty). The last file's tail ends
+ * the string. 600 writes of a few dozen bytes each cost more than the one.
+ */
+function stageFileMarkup(files: readonly TextFile[]): {
+  text: string;
+  marks: Int32Array;
+  end: number;
+} {
+  const marks = new Int32Array(files.length * 3);
+  let text = '';
+  let tail = '';
+  for (let k = 0; k < files.length; k++) {
+    const file = files[k] as TextFile;
+    marks[3 * k] = text.length;
+    text += `${tail}  - path: ${scalar(file.path)}\n`;
+    marks[3 * k + 1] = text.length;
+    const header =
+      file.content.length <= INLINE_TEXT_MAX ? ByteBuilder.blockHeader(file.content, 4) : undefined;
+    if (header !== undefined) text += `    content: ${header}`;
+    marks[3 * k + 2] = text.length;
+    tail = fileTail(file);
+  }
+  text += tail;
+  return { text, marks, end: text.length };
+}
+
+/** The write_files entries, their markup taken from the staged string (stageFileMarkup). */
+function writeStagedFiles(
+  files: readonly TextFile[],
+  { marks, end }: { marks: Int32Array; end: number },
+  purpose: Purpose,
+  encodings: Map<string, string> | undefined,
+  out: ByteBuilder,
+): void {
+  for (let k = 0; k < files.length; k++) {
+    const file = files[k] as TextFile;
+    const from = marks[3 * k] as number;
+    const headerAt = marks[3 * k + 1] as number;
+    const to = marks[3 * k + 2] as number;
+    if (to > headerAt) {
+      const verdict = out.stagedBlock(file.content, 4, from, to);
+      if (verdict === 'written') {
+        encodings?.set(file.path, 'text');
+        continue;
+      }
+      out.staged(from, headerAt);
+      otherContent(file, verdict, purpose, encodings, out);
+      continue;
+    }
+    out.staged(from, headerAt);
+    contentField(file, purpose, encodings, out);
+  }
+  // the last file's tail
+  if (files.length > 0) out.staged(marks[marks.length - 1] as number, end);
+}
+
 function flow(items: readonly string[]): string {
   return `[${items.map(scalar).join(', ')}]`;
 }
@@ -86,7 +175,9 @@ export function renderCloudConfig(
   encodings?: Map<string, string>,
 ): Buffer {
   const plan = planUnits(config.units);
-  const out = new ByteBuilder();
+  const files = [...config.files, ...plan.files];
+  const staged = stageFileMarkup(files);
+  const out = new ByteBuilder(staged.text);
   out.ascii('#cloud-config\n');
   out.text(`# ${header(config, context.name, context.namespace)}\n`);
   out.ascii('locale: C.UTF-8\n');
@@ -100,21 +191,17 @@ export function renderCloudConfig(
   }
 
   const fixups: string[][] = [];
-  const files = [...config.files, ...plan.files];
   if (files.length > 0) out.text('write_files:\n');
-  for (const file of files) {
-    out.text(`  - path: ${scalar(file.path)}\n`);
-    contentField(file, config.purpose, encodings, out);
-    out.text(`    permissions: "${modeText(file.mode)}"\n`);
-    const numeric = isNumericId(file.user) || isNumericId(file.group);
-    // cloud-init sets owners by name only: a named owner is written deferred, after packages
-    // (writtenAfterPackages); one with an id is written now and chowned in runcmd, after them too
-    if (!numeric && writtenAfterPackages(file)) {
-      out.text(`    owner: ${doubleQuoted(`${file.user}:${file.group}`)}\n    defer: true\n`);
+  if (out.stagedAscii) writeStagedFiles(files, staged, config.purpose, encodings, out);
+  else {
+    // markup with a byte from 0x80 up (a path, an owner): staged offsets are not byte offsets
+    for (const file of files) {
+      out.text(`  - path: ${scalar(file.path)}\n`);
+      contentField(file, config.purpose, encodings, out);
+      out.text(fileTail(file));
     }
-    if (numeric) fixups.push(['chown', `${file.user}:${file.group}`, file.path]);
-    if ((file.mode & SPECIAL_BITS) !== 0) fixups.push(['chmod', modeText(file.mode), file.path]);
   }
+  for (const file of files) fixupsOf(file, fixups);
 
   const commands: string[][] = [...fixups];
   if (plan.mask.length > 0) commands.push(['systemctl', 'mask', ...plan.mask]);

@@ -25,13 +25,11 @@
 //
 //   node --import tsx hack/bench/render.ts [--seconds 1] [--mix text|small-text|binary|mixed]
 //                                          [--heap controller]
-import { randomBytes } from 'node:crypto';
-import { API_VERSION, OSC_KIND } from '../../api/constants.js';
 import { NO_REFERENCES } from '../../api/resolve.js';
 import type { ResolvedConfig, ResolvedFile } from '../../api/resolved.js';
 import { validateAndResolve } from '../../api/validated.js';
 import { tuneHeapForLongRunning } from '../../cli/support/memory.js';
-import type { File, Format, Unit } from '../../api/schema.js';
+import type { Format } from '../../api/schema.js';
 import { contentField } from '../../renderers/cloud-config.js';
 import { dataUrl } from '../../renderers/ignition.js';
 import { fileCommand } from '../../renderers/script.js';
@@ -39,6 +37,8 @@ import { base64Length, ByteBuilder } from '../../renderers/byte-builder.js';
 import { checkEveryField } from '../../renderers/guard.js';
 import { expand } from '../../renderers/profiles.js';
 import { defaultRegistry, renderOsc } from '../../renderers/registry.js';
+import { runRounds } from './render-rounds.js';
+import { benchDocuments, MIXES, type Mix, UNITS } from './render-config.js';
 
 function option(name: string): string | undefined {
   const i = process.argv.indexOf(name);
@@ -49,62 +49,16 @@ const HEAP = option('--heap') ?? 'default';
 if (HEAP === 'controller') tuneHeapForLongRunning();
 else if (HEAP !== 'default') throw new Error('--heap takes default or controller');
 const ONLY_MIX = option('--mix')?.replace('-', ' ');
-const TOTAL = 2 * 1024 * 1024;
-const UNITS = 60;
-
-function textContent(i: number, size: number): Buffer {
-  // config-like text: keys, numbers, paths; varied enough that gzip does not collapse it to nothing
-  const lines: string[] = [];
-  let n = 0;
-  let k = i * 7919;
-  while (n < size) {
-    k = (k * 1103515245 + 12345) & 0x7fffffff;
-    const line = `setting_${k % 997}.${(k >> 8) % 31} = "/var/lib/app-${k % 53}/data-${k % 100003}" # ${k.toString(36)}`;
-    lines.push(line);
-    n += line.length + 1;
-  }
-  // end on a letter: a space before the final newline would make the text unreadable
-  return Buffer.from(lines.join('\n').slice(0, size - 2) + 'x\n');
-}
-
-type Mix = 'text' | 'small text' | 'binary' | 'mixed';
-const MIXES: readonly Mix[] = ['text', 'small text', 'binary', 'mixed'];
-
+const ROUNDS = option('--rounds');
 /**
  * The bench's OperatingSystemConfig for a mix, as the controller gets it: a document, validated
  * and resolved (validateAndResolve), so the renders below are of a validated config, exactly as
  * the controller's are. The contents are made once per mix and shared by every type.
  */
 function makeDocuments(mix: Mix): (type: string) => ResolvedConfig {
-  const count = mix === 'small text' ? 600 : 300;
-  const per = Math.floor(TOTAL / count);
-  const files: File[] = [];
-  for (let i = 0; i < count; i++) {
-    const binary = mix === 'binary' || (mix === 'mixed' && i % 2 === 1);
-    const content = binary ? randomBytes(per) : textContent(i, per);
-    files.push({
-      path: `/etc/bench/dir-${i % 17}/file-${String(i).padStart(3, '0')}.conf`,
-      permissions: i % 3 === 0 ? '0600' : '0644',
-      content: { inline: { encoding: 'b64' as const, data: content.toString('base64') } },
-    });
-  }
-  const units: Unit[] = [];
-  for (let i = 0; i < UNITS; i++) {
-    units.push({
-      name: `bench-${String(i).padStart(2, '0')}.service`,
-      command: 'restart' as const,
-      content: `[Unit]\nDescription=bench ${i}\nAfter=network-online.target\n\n[Service]\nExecStart=/usr/bin/bench --id ${i} --config /etc/bench/dir-${i % 17}/file-${String(i).padStart(3, '0')}.conf\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n`,
-      dropIns: [{ name: '10-env.conf', content: `[Service]\nEnvironment=BENCH_ID=${i}\n` }],
-    });
-  }
+  const documentFor = benchDocuments(mix);
   return (type) => {
-    const doc = {
-      apiVersion: API_VERSION,
-      kind: OSC_KIND,
-      metadata: { name: 'bench', namespace: 'bench' },
-      spec: { type, purpose: 'reconcile', files, units },
-    };
-    const r = validateAndResolve(doc, NO_REFERENCES);
+    const r = validateAndResolve(documentFor(type), NO_REFERENCES);
     if (!r.ok) throw new Error(`the bench's OSC does not validate: ${JSON.stringify(r.errors)}`);
     return r.config;
   };
@@ -213,6 +167,21 @@ const pct = (part: number, whole: number): string => `${((part / whole) * 100).t
 const registry = defaultRegistry();
 const mbps = (bytes: number, ms: number): string => (bytes / 1e6 / (ms / 1000)).toFixed(0);
 const col = (s: string, width: number): string => s.padStart(width);
+
+if (ROUNDS !== undefined) {
+  // the steady mode: many interleaved rounds, median and interquartile range (render-rounds.ts)
+  const format = option('--format') ?? 'cloud-config';
+  await runRounds({
+    rounds: Number(ROUNDS),
+    blockMs: Number(option('--block-ms') ?? 60),
+    warmupMs: Number(option('--warmup-ms') ?? 1000),
+    mix: (ONLY_MIX ?? 'small text') as Mix,
+    formats: format === 'all' ? ['cloud-config', 'ignition', 'script'] : [format as Format],
+    against: option('--against'),
+    clock: option('--clock') === 'thread' ? 'thread' : 'process',
+  });
+  process.exit(0);
+}
 
 console.log(
   `oscar render benchmark: 2.0 MiB of file content, ${UNITS} units (+ drop-ins); CPU ms, best of ${BLOCKS} blocks, ~${SECONDS} s per figure; ${HEAP === 'controller' ? "the controller's heap settings" : "Node's default heap settings"}`,

@@ -132,6 +132,52 @@ describe('ByteBuilder.literalBlock', () => {
     );
   });
 
+  it('writes blocks after markup staged at once (stagedBlock, staged) as literalBlock does', () => {
+    // the cloud-config layout: every file's markup laid out in one string first, each piece
+    // copied into place by the call that writes its block, or by staged() when it is not written
+    const text = fc.oneof(
+      fc.stringMatching(/^[!-~][ -~\n]{0,3000}\n$/).map((t) => Buffer.from(t)),
+      fc.constantFrom(Buffer.from('é\n'), Buffer.from('a \n'), Buffer.from('\n'), Buffer.from('')),
+    );
+    const markup = fc.stringMatching(/^[ -~\n]{0,40}$/);
+    fc.assert(
+      fc.property(fc.array(fc.tuple(markup, text), { minLength: 1, maxLength: 60 }), (items) => {
+        const pieces = items.map(([m, content]) => {
+          const header = ByteBuilder.blockHeader(content, 4);
+          return { m, content, block: header === undefined ? '' : `${BEFORE}${header}` };
+        });
+        const staged = pieces.map((p) => p.m + p.block).join('');
+        const holder = new ByteBuilder();
+        const out = new ByteBuilder(staged);
+        expect(out.stagedAscii).toBe(true);
+        const want: Buffer[] = [];
+        let from = 0;
+        for (const { m, content, block } of pieces) {
+          const headerAt = from + m.length;
+          const to = headerAt + block.length;
+          want.push(Buffer.from(m));
+          const verdict = block === '' ? 'undecided' : out.stagedBlock(content, 4, from, to);
+          const ref = reference(content);
+          if (verdict === 'written') {
+            expect(ref.verdict).toBe('written');
+            want.push(ref.bytes);
+          } else {
+            expect(verdict === 'undecided' || ref.verdict === 'unreadable').toBe(true);
+            out.staged(from, headerAt);
+          }
+          from = to;
+        }
+        expect(out.toBuffer().toString('latin1')).toBe(Buffer.concat(want).toString('latin1'));
+        holder.toBuffer();
+      }),
+      { numRuns: 200 },
+    );
+    // staged markup with a byte from 0x80 up: its offsets are not byte offsets
+    const utf8 = new ByteBuilder('  - path: /é\n');
+    expect(utf8.stagedAscii).toBe(false);
+    expect(utf8.toBuffer().length).toBe(0);
+  });
+
   it('agrees with every edge byte at every position around the 16-byte steps', () => {
     for (const length of [1, 2, 15, 16, 17, 31, 32, 33, 48, BLOCK_TEXT_MAX - 1, BLOCK_TEXT_MAX]) {
       const positions = new Set([0, 1, 14, 15, 16, 17, 30, 31, 32, length - 2, length - 1]);

@@ -70,11 +70,11 @@ export class NativeScratch {
   /** The whole memory, as a Buffer; replaced whenever the memory grows. */
   view: Buffer;
   private readonly memory: WasmMemory;
-  private readonly indent: (n: number, pad: number, out: number) => number;
+  private readonly block: (n: number, pad: number, out: number, src: number, len: number) => number;
 
   private constructor(exports: Record<string, unknown>) {
     this.memory = exports.memory as WasmMemory;
-    this.indent = exports.indent as NativeScratch['indent'];
+    this.block = exports.block as NativeScratch['block'];
     this.view = Buffer.from(this.memory.buffer);
   }
 
@@ -117,18 +117,24 @@ export class NativeScratch {
    * written at `at` when isReadableText(content) holds; returns where it ends. 'unreadable' is
    * isReadableText's verdict, 'undecided' leaves the content to the JavaScript path (text with
    * a byte from 0x80 up). Either way nothing before `at` is touched.
+   *
+   * With `markupLength`, the `markupLength` bytes at `markupAt` (markup the caller staged earlier
+   * in the scratch, at least 16 bytes before `at`: the key and the block's header) are copied to
+   * `at` first, in the same call, and the body follows them.
    */
   writeBody(
     content: Buffer,
     parentIndent: number,
     at: number,
+    markupAt = 0,
+    markupLength = 0,
   ): number | 'unreadable' | 'undecided' {
     const n = content.length;
     const pad = parentIndent + 2;
-    // the body's longest (every other byte an LF), the LF after it, the module's slack
-    const view = this.room(at + n + pad * ((n >> 1) + 1) + 1 + SLACK);
+    // the markup, the body's longest (every other byte an LF), the LF after it, the slack
+    const view = this.room(at + markupLength + n + pad * ((n >> 1) + 1) + 1 + SLACK);
     view.set(content, TEXT_AT);
-    const length = this.indent(n, pad, at);
+    const length = this.block(n, pad, at, markupAt, markupLength);
     if (length === UNREADABLE) return 'unreadable';
     if (length < 0) return 'undecided';
     let end = at + length;

@@ -13,9 +13,27 @@
 ;; empty, and returns the length written; or -1 when the text is not readable (a C0 control but
 ;; tab and LF, DEL, or a line ending in a space or tab); or -2 when it holds a byte from 0x80 up,
 ;; whose UTF-8 and characters the caller checks the long way. pad is at most 16.
+;;
+;; block(n, pad, out, src, len) first copies len bytes of markup from src to out (the key and the
+;; block's header, staged by the caller earlier in the scratch: src + len + 16 <= out, so the
+;; 16-byte copy never reads what it writes), then does indent(n, pad, out + len); it returns the
+;; length of both, or indent's -1 / -2 (the bytes from out on are then garbage).
 (module
   (memory (export "memory") 1)
-  (func (export "indent") (param $n i32) (param $pad i32) (param $out i32) (result i32)
+  (func (export "block") (param $n i32) (param $pad i32) (param $out i32) (param $src i32) (param $len i32) (result i32)
+    (local $k i32)
+    (local $r i32)
+    (block $copied
+      (loop $copy
+        (br_if $copied (i32.ge_u (local.get $k) (local.get $len)))
+        (v128.store (i32.add (local.get $out) (local.get $k)) (v128.load (i32.add (local.get $src) (local.get $k))))
+        (local.set $k (i32.add (local.get $k) (i32.const 16)))
+        (br $copy)))
+    (local.set $r (call $indent (local.get $n) (local.get $pad) (i32.add (local.get $out) (local.get $len))))
+    (if (result i32) (i32.lt_s (local.get $r) (i32.const 0))
+      (then (local.get $r))
+      (else (i32.add (local.get $r) (local.get $len)))))
+  (func $indent (export "indent") (param $n i32) (param $pad i32) (param $out i32) (result i32)
     (local $i i32)
     (local $o i32)
     (local $end i32)
