@@ -20,7 +20,7 @@ import { spawn } from 'node:child_process';
 import { disruptionOf } from '../../api/disruption.js';
 import type { Logger } from '../../log/logger.js';
 import type { Applier } from '../applier.js';
-import type { TryLifecycle } from '../rollout/grant-admission.js';
+import type { TryLifecycle } from '../rollout/try-lifecycle.js';
 import type { Verdict, VerifyStep } from '../rollout/soak.js';
 import type { TryRecord, TryState } from '../rollout/try-state.js';
 import { StateDir } from '../state-dir.js';
