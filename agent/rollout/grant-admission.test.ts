@@ -222,7 +222,7 @@ describe('the agent in grant mode', () => {
     );
   });
 
-  it('issue 25: a crash during a Reboot-level try that never rebooted on purpose is a crash', async () => {
+  it('issue 25: a crash during a Reboot-level try that never rebooted on purpose is a crash (reverted; booted into, so it reboots back: rollback-boot.test.ts)', async () => {
     const s = await setup();
     await grantRebootLevel(s, { soakMs: 60_000, deadlineMs: 120_000 });
     await waitUntil(() => s.reboots.length === 1);
@@ -233,8 +233,10 @@ describe('the agent in grant mode', () => {
     await writeFile(join(s.stateDir, 'reboot.json'), JSON.stringify(intent));
     s.reporter.reports = [];
     await s.reboot();
-    expect((await s.reporter.until('RolledBack')).reason).toBe('Reboot');
+    expect((await s.reporter.until('RollingBack')).reason).toBe('Reboot');
     expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    await waitUntil(() => s.reboots.length === 2);
+    expect(await s.read('var/lib/oscar/reboot.json')).toContain('"purpose":"rollback"');
   });
 
   it('a try left by an earlier boot is reverted at start, before any grant arrives', async () => {

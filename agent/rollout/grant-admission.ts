@@ -19,7 +19,9 @@
  *   deadline from what try.json holds — without needing the API server.
  * - a try reverted after the node rebooted into it (agent/reboot/) is not over with the revert:
  *   ./rollback-boot.ts reports RollingBack, reboots back into the previous revision and proves it
- *   there like a try before RolledBack (issue 25).
+ *   there like a try before RolledBack (issue 25) — a failed try, one a newer grant supersedes
+ *   (that grant waits until the rollback ended), and a crashed Reboot-level try the machine
+ *   booted into alike.
  * Drift: a revert of drift waits while a try is open — its verdict decides what stays.
  */
 import { errorFields, type Logger } from '../../log/logger.js';
@@ -218,7 +220,9 @@ export class GrantAdmission implements Admission {
         'the revision was not confirmed before the machine restarted: reverting it',
       );
       const reason = 'the machine restarted before the revision was confirmed';
-      await this.rollBack(record, 'Reboot', reason, loop);
+      // a revision that takes effect at boot was booted into: its revert needs a boot back too
+      const bootedInto = (await this.o.lifecycle?.bootedInto(record, boot)) === true;
+      await this.rollBack(record, 'Reboot', reason, loop, { bootedInto });
       return;
     }
     log.info({ revision: record.grant.number }, 'resuming the try of the revision');
@@ -278,13 +282,10 @@ export class GrantAdmission implements Admission {
     this.follow(grant);
     // before any try starts: a revision oscar's rules refuse is never applied, so never reverted
     checkDesired(desired.config, `revision ${String(grant.number)} (${grant.secretName})`);
-    const rolling = await this.o.tryState.current();
-    if (rolling?.rollback && grantKey(rolling.grant) === grantKey(grant)) {
-      await this.rollbackBoot.continue(rolling, ctx, false);
-      return;
-    }
+    if (!(await this.rollbackEnded(grant, ctx))) return;
     if (await this.failedBefore(grant)) return;
     const open = await this.openTryOf(grant, ctx);
+    if (open === 'rebootingBack') return; // the newer grant is handled once the node is back
     if (open?.deadline) {
       await this.verifyAndFinish(open, ctx);
       return;
@@ -330,18 +331,37 @@ export class GrantAdmission implements Admission {
     return true;
   }
 
-  /** The open try of this grant; a try of another grant goes back to the confirmed revision. */
-  private async openTryOf(grant: Grant, ctx: RunContext): Promise<TryRecord | undefined> {
+  /**
+   * A rollback rebooting back (or proving the old state after it) goes on first, whatever the
+   * grant: a newer one waits until the rollback ended (RolledBack, or Failed) — the node is proven
+   * in no revision before, and the controller keeps it cordoned. True when `grant` may go on now.
+   */
+  private async rollbackEnded(grant: Grant, ctx: RunContext): Promise<boolean> {
+    const rolling = await this.o.tryState.current();
+    if (!rolling?.rollback) return true;
+    await this.rollbackBoot.continue(rolling, ctx, false);
+    if (grantKey(rolling.grant) === grantKey(grant)) return false;
+    return (await this.o.tryState.current()) === undefined;
+  }
+
+  /**
+   * The open try of this grant; a try of another grant goes back to the confirmed revision. When
+   * the node had rebooted into that try, the revert is a rollback boot like a failed try's
+   * (reason Superseded: RollingBack, the reboot back, the old state proven before RolledBack), and
+   * the newer grant waits for it ('rebootingBack').
+   */
+  private async openTryOf(
+    grant: Grant,
+    ctx: RunContext,
+  ): Promise<TryRecord | undefined | 'rebootingBack'> {
     const record = await this.o.tryState.current();
     if (!record || grantKey(record.grant) === grantKey(grant)) return record;
-    if (record.rollback) {
-      // reverted already; a newer grant ends the wait for the old state's proof
-      await this.o.tryState.end();
-      await this.o.lifecycle?.ended(record, 'back');
-      return undefined;
-    }
     const message = `revision ${String(grant.number)} was granted instead`;
-    await this.rollBack(record, 'Superseded', message, ctx, false);
+    if ((await this.o.lifecycle?.rebootsBack(record)) === true) {
+      await this.rollBack(record, 'Superseded', message, ctx);
+      return 'rebootingBack';
+    }
+    await this.rollBack(record, 'Superseded', message, ctx, { report: false });
     return undefined;
   }
 
@@ -520,14 +540,17 @@ export class GrantAdmission implements Admission {
     reason: string,
     message: string,
     ctx: RunContext,
-    reportIt = true,
+    how: { report?: boolean; bootedInto?: boolean } = {},
   ): Promise<void> {
     const grant = record.grant;
+    const reportIt = how.report ?? true;
     const target = await this.o.tryState.confirmed();
     this.o.log.warn({ revision: grant.number, reason, detail: message }, 'reverting the revision');
     const units = await this.revertUntilDone(record, target, message, ctx);
     if (!units) return;
-    if (reportIt && (await this.o.lifecycle?.rebootsBack(record)) === true) {
+    const rebootBack =
+      how.bootedInto === true || (await this.o.lifecycle?.rebootsBack(record)) === true;
+    if (reportIt && rebootBack) {
       await this.rollbackBoot.start(record, { reason, message }, units);
       return;
     }

@@ -1,6 +1,8 @@
 // The rollback boot (./rollback-boot.ts, issue 25): a try reverted after its reboot reboots back
 // into the previous revision and proves it there before RolledBack. The grant-mode agent on a
 // directory root (../testing/grant-harness.ts), its reboots simulated.
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { file } from '../testing/fixtures.js';
 import {
@@ -155,5 +157,85 @@ describe('the rollback boot: reboot back, proof in the old state', () => {
     expect(failed.reason).toBe('RollbackUnhealthy');
     expect(failed.message).toMatch(/failed its proof after the reboot back \(NodeNotReady: /);
     expect(s.reboots).toHaveLength(2);
+  });
+
+  it('a newer grant superseding a try after its reboot: RollingBack (Superseded), the reboot back, the old state proven (Node Ready in the new boot) before RolledBack; the newer grant only then', async () => {
+    const s = await setup();
+    await grantRebootLevel(s, { soakMs: 100, deadlineMs: 120_000 });
+    await waitUntil(() => s.reboots.length === 1);
+    await s.agent.stop();
+    s.reporter.reports = [];
+    s.nodeReady.value = { kind: 'notReady', message: 'Node n still carries the boot before' };
+    const inTry = await s.reboot(); // verifying the try in the boot it rebooted into
+    await waitUntil(() => s.reporter.reports.some((r) => r.reason === 'NodeNotReady'));
+    const newer = grantOf(version('3'), { try: false });
+    s.feed.grant(newer);
+    const rolling = await s.reporter.until('RollingBack');
+    expect(rolling.reason).toBe('Superseded');
+    expect(rolling.message).toMatch(
+      /^rebooting into the previous revision; rolled back: revision \d+ was granted instead/,
+    );
+    await waitUntil(() => s.reboots.length === 2);
+    expect(s.reboots[1]).toBe('the revision was rolled back after its reboot');
+    expect(await s.read('var/lib/oscar/reboot.json')).toContain('"purpose":"rollback"');
+    // the newer grant waits for the boot back: the old hooks rebooted unproven and applied it
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    expect(s.reporter.phases()).not.toContain('Confirmed Applied');
+    await inTry.stop();
+    s.reporter.reports = [];
+    await s.reboot(); // back in v1; the grant source delivers the node's grant again
+    s.feed.grant(newer);
+    await waitUntil(() => s.reporter.reports.some((r) => r.message.includes('still carries')));
+    const reads = s.nodeReady.reads;
+    await waitUntil(() => s.nodeReady.reads >= reads + 3);
+    expect(s.reporter.phases().every((p) => p === 'RollingBack Superseded')).toBe(true);
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    s.nodeReady.value = { kind: 'ready', message: 'Node n Ready in this boot' };
+    const back = await s.reporter.until('RolledBack');
+    expect(back.reason).toBe('Superseded');
+    expect(back.message).toMatch(/back in the previous revision after a reboot: /);
+    const applied = await s.reporter.until('Confirmed');
+    expect(applied.number).toBe(newer.grant.number);
+    expect(await s.read('etc/app/app.conf')).toBe('version 3\n');
+    expect(s.reporter.phases()).toEqual([
+      ...s.reporter.phases().filter((p) => p === 'RollingBack Superseded'),
+      'RolledBack Superseded',
+      'Confirmed Applied',
+    ]);
+    expect(s.reboots).toHaveLength(2);
+  });
+
+  it('a crash-revert at start of a Reboot-level try the machine booted into without its intent: RollingBack (Reboot), the reboot back, RolledBack only once proven there', async () => {
+    const s = await setup();
+    await grantRebootLevel(s, { soakMs: 100, deadlineMs: 120_000 });
+    await waitUntil(() => s.reboots.length === 1);
+    await s.agent.stop();
+    // the machine went down before the agent's own reboot was journaled (a power cut): no intent
+    await rm(join(s.stateDir, 'reboot.json'));
+    s.reporter.reports = [];
+    const crashed = await s.reboot();
+    const rolling = await s.reporter.until('RollingBack');
+    expect(rolling.reason).toBe('Reboot');
+    expect(rolling.message).toMatch(
+      /^rebooting into the previous revision; rolled back: the machine restarted before the revision was confirmed/,
+    );
+    expect(await s.read('etc/app/app.conf')).toBe('version 1\n');
+    await expect(s.read('etc/default/grub.d/oscar.cfg')).rejects.toThrow();
+    // the old agent said RolledBack here, in the boot made from the try's files
+    await waitUntil(() => s.reboots.length === 2);
+    expect(s.reporter.phases()).not.toContain('RolledBack Reboot');
+    await crashed.stop();
+    s.nodeReady.value = { kind: 'notReady', message: 'Node n still carries the boot before' };
+    s.reporter.reports = [];
+    await s.reboot();
+    await waitUntil(() => s.reporter.reports.some((r) => r.message.includes('still carries')));
+    expect(s.reporter.phases()).not.toContain('RolledBack Reboot');
+    s.nodeReady.value = { kind: 'ready', message: 'Node n Ready in this boot' };
+    const back = await s.reporter.until('RolledBack');
+    expect(back.reason).toBe('Reboot');
+    expect(back.message).toMatch(/back in the previous revision after a reboot: healthy for/);
+    expect(s.reboots).toHaveLength(2);
+    await expect(s.read('var/lib/oscar/try.json')).rejects.toThrow();
   });
 });

@@ -18,6 +18,12 @@ export interface TryLifecycle {
   resumes(record: TryRecord | undefined, bootNow: string): Promise<boolean>;
   /** The try ended: confirmed, reverted, or back (a rollback's proof after its reboot ended). */
   ended(record: TryRecord, outcome: 'confirmed' | 'reverted' | 'back'): Promise<void>;
+  /**
+   * At start, before a crash's revert (a try from an earlier boot, no intent of its own): the
+   * machine booted with the try's revision on disk and that revision takes effect at boot
+   * (Reboot-level), so the revert needs a boot back into the old state, and its proof, too.
+   */
+  bootedInto(record: TryRecord, bootNow: string): Promise<boolean>;
   /** After the revert of a failed try: the node had rebooted into it; the old state needs a boot. */
   rebootsBack(record: TryRecord): Promise<boolean>;
   /**
