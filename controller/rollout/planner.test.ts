@@ -603,6 +603,35 @@ describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
     expect(f.plan().events.map((e) => e.reason)).not.toContain('NodeRollbackTimedOut'); // once
   });
 
+  it('a node rebooting back from a try a newer grant superseded (its report answers the older grant) stays cordoned, holds its place and is not granted again', () => {
+    const f = rollingBackFleet();
+    f.answer('node-000', 'Verifying');
+    // a new rendering; node-000 is granted it while it still verifies R after its reboot
+    const R3: Revision = { ...R, number: 3, checksum: 'c'.repeat(64), rebootDigest: 'r3' };
+    f.revisions = [S, R, R3];
+    f.rendered = R3;
+    const n = f.nodes.get('node-000')!;
+    n.grant = {
+      ...n.grant!,
+      number: 3,
+      checksum: R3.checksum,
+      grantedTime: new Date(f.now).toISOString(),
+    };
+    n.generation++;
+    // its agent reverts the superseded try and reboots back, reporting under the older grant
+    n.report = {
+      ...n.report!,
+      observedGeneration: n.generation - 1,
+      phase: 'RollingBack',
+      reason: 'Superseded',
+    };
+    const p = f.plan();
+    expect(p.uncordons).toEqual([]); // the old planner uncordoned it here (a stale drain)
+    expect(p.grants.map((g) => g.node)).not.toContain('node-000');
+    expect(p.status?.drains?.map((d) => d.node)).toEqual(['node-000']);
+    expect(p.status?.nodes.rollingBack).toBe(1);
+  });
+
   it('a resume while a node reboots back: it is left until RolledBack, then retried once (the stable revision, then a later wave); never granted meanwhile', () => {
     const f = rollingBackFleet();
     f.plan();

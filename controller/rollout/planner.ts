@@ -269,9 +269,13 @@ interface Pass {
   retryWhenBack: Set<string>;
 }
 
-/** The node answered its grant RollingBack: rolled back, not yet back in the old revision. */
+/**
+ * The node reports RollingBack: rolled back, not yet back in the old revision — whichever grant
+ * the report answers: a try after its reboot that a newer grant superseded reboots back under the
+ * older grant's generation, and the agent handles the newer grant only once it is back.
+ */
 function rollingBack(node: NodeState): boolean {
-  return answer(node)?.phase === 'RollingBack';
+  return node.report?.phase === 'RollingBack';
 }
 
 /** One rule of the file header: reads the pass, decides its part. */
