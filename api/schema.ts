@@ -726,7 +726,7 @@ function RolloutStatus() {
         }),
       ),
       retryWhenBack: Type.Optional(
-        Type.Array(Type.String(), {
+        Type.Array(Type.String({ description: 'A node name.' }), {
           description:
             'Nodes a resume found rebooting back (RollingBack): each is retried, as a resume retries a failed node, once it reports RolledBack or Failed.',
           'x-kubernetes-list-type': 'atomic',
