@@ -703,6 +703,11 @@ function RolloutStatus() {
           ),
           failed: count('Nodes whose try of the target failed (rolled back included).'),
           rolledBack: count('Nodes that reverted the target revision by themselves.'),
+          rollingBack: Type.Optional(
+            count(
+              'Nodes rebooting back into their previous revision after a failed Reboot-level try (RollingBack): cordoned until they report RolledBack; counted in rolledBack, or in failed once past their deadline.',
+            ),
+          ),
           pending: count('Nodes not yet granted the target revision.'),
         },
         { description: 'The nodes, by where they are in this rollout.' },
@@ -718,6 +723,13 @@ function RolloutStatus() {
       observedResume: Type.Optional(
         Type.String({
           description: 'The last oscar.dev/resume annotation value acted on.',
+        }),
+      ),
+      retryWhenBack: Type.Optional(
+        Type.Array(Type.String({ description: 'A node name.' }), {
+          description:
+            'Nodes a resume found rebooting back (RollingBack): each is retried, as a resume retries a failed node, once it reports RolledBack or Failed.',
+          'x-kubernetes-list-type': 'atomic',
         }),
       ),
       disruption: Type.Optional(
@@ -741,6 +753,11 @@ function RolloutStatus() {
               }),
               startTime: time('When the node was cordoned.'),
               message: Type.String({ description: 'What the drain is waiting for, for people.' }),
+              rollingBackSince: Type.Optional(
+                time(
+                  'When the controller first saw the node rebooting back (RollingBack): its deadline runs from here.',
+                ),
+              ),
               pod: Type.Optional(
                 Type.String({ description: 'A pod whose eviction was refused: namespace/name.' }),
               ),

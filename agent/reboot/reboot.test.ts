@@ -2,7 +2,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import type { TryLifecycle } from '../rollout/try-lifecycle.js';
 import type { TryRecord } from '../rollout/try-state.js';
+import type { Desired } from '../state.js';
+import { config, desiredOf, file } from '../testing/fixtures.js';
 import {
   MAX_REBOOT_ATTEMPTS,
   REBOOT_INTENT,
@@ -110,7 +113,7 @@ describe('the end of a try whose reboot never happened', () => {
   it('reverted without arrival: no reboot back, the intent cleared', async () => {
     const { h, reboots, dir } = await hooks({ ...intent, attempts: MAX_REBOOT_ATTEMPTS });
     try {
-      await h.ended(tried, 'reverted');
+      await h.ended();
       expect(reboots).toEqual([]);
       expect(await h.intent()).toBeUndefined();
     } finally {
@@ -129,7 +132,7 @@ describe('the end of a try whose reboot never happened', () => {
       const asked = await arrived.h.rebootBack(tried, 'boot-B');
       expect(asked).toEqual({ kind: 'rebooting', attempt: 1 });
       expect(await arrived.h.intent()).toMatchObject({ purpose: 'rollback', fromBoot: 'boot-B' });
-      await arrived.h.ended(tried, 'back');
+      await arrived.h.ended();
       expect(await arrived.h.intent()).toBeUndefined();
     } finally {
       for (const x of [arrived, notArrived, rollingBack]) {
@@ -138,12 +141,57 @@ describe('the end of a try whose reboot never happened', () => {
     }
   });
 
-  it('reverted after arrival: reboots back into the old state', async () => {
+  it('a revert never reboots by itself, even after arrival: the reboot back is the rollback boot (rebootBack, then its proof)', async () => {
     const { h, reboots, dir } = await hooks({ ...intent, arrivedBoot: 'boot-B' });
     try {
-      await h.ended(tried, 'reverted');
-      expect(reboots).toHaveLength(1);
-      expect((await h.intent())?.purpose).toBe('rollback');
+      const lifecycle: TryLifecycle = h;
+      await lifecycle.ended(tried, 'reverted');
+      expect(reboots).toEqual([]); // the old hooks rebooted back here, unproven
+      expect(await h.intent()).toBeUndefined();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a crashed try booted into (no intent of its own)', () => {
+  const plain = desiredOf(config([], [file('/etc/app.conf', 'v1\n')]));
+  const rebootLevel = desiredOf(
+    config(
+      [],
+      [file('/etc/app.conf', 'v1\n'), file('/etc/grub.cfg', 'v2\n', { onChange: 'reboot' })],
+    ),
+  );
+  const restartLevel = desiredOf(config([], [file('/etc/app.conf', 'v2\n')]));
+  function hooksOver(applied: Desired, dir: string): RebootHooks {
+    return new RebootHooks({
+      root: dir,
+      stateDir: dir,
+      rebooter: { reboot: () => Promise.resolve() },
+      tryState: {
+        bootToken: () => Promise.resolve('boot-B'),
+        confirmed: () => Promise.resolve(plain),
+      },
+      applier: { lastApplied: () => Promise.resolve(applied) },
+    });
+  }
+  const tryOf = (d: Desired): TryRecord =>
+    ({ checksum: d.checksum, grant: { generation: 4 }, boot: 'boot-A' }) as unknown as TryRecord;
+
+  it('needs a boot back when its applied revision is Reboot-level and the machine booted since', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oscar-reboot-'));
+    try {
+      expect(await hooksOver(rebootLevel, dir).bootedInto(tryOf(rebootLevel), 'boot-B')).toBe(true);
+      // the same boot (the agent restarted): nothing was booted into
+      expect(await hooksOver(rebootLevel, dir).bootedInto(tryOf(rebootLevel), 'boot-A')).toBe(
+        false,
+      );
+      // a Restart-level try: the revert alone puts it back
+      expect(await hooksOver(restartLevel, dir).bootedInto(tryOf(restartLevel), 'boot-B')).toBe(
+        false,
+      );
+      // its apply never finished (what is applied is not the try's): not told, reverted as before
+      expect(await hooksOver(plain, dir).bootedInto(tryOf(rebootLevel), 'boot-B')).toBe(false);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -20,7 +20,7 @@ import { spawn } from 'node:child_process';
 import { disruptionOf } from '../../api/disruption.js';
 import type { Logger } from '../../log/logger.js';
 import type { Applier } from '../applier.js';
-import type { TryLifecycle } from '../rollout/grant-admission.js';
+import type { TryLifecycle } from '../rollout/try-lifecycle.js';
 import type { Verdict, VerifyStep } from '../rollout/soak.js';
 import type { TryRecord, TryState } from '../rollout/try-state.js';
 import { StateDir } from '../state-dir.js';
@@ -322,6 +322,19 @@ export class RebootHooks implements TryLifecycle {
     return true;
   }
 
+  /**
+   * At start, before the revert of a crashed try (its boot left without an intent for it): true
+   * when the machine booted since the try began and the try's revision, applied, is Reboot-level
+   * against the confirmed one — its boot-time changes are live, so the revert must reboot back.
+   * (A try cut off before its apply finished is not told: what it had written is not known here.)
+   */
+  async bootedInto(record: TryRecord, bootNow: string): Promise<boolean> {
+    if (record.boot === bootNow) return false;
+    const applied = await this.o.applier.lastApplied();
+    if (applied?.checksum !== record.checksum) return false;
+    return (await this.needed()) !== undefined;
+  }
+
   /** After a revert of this try: the node had rebooted into it, so the old state needs a boot. */
   async rebootsBack(record: TryRecord): Promise<boolean> {
     const intent = await this.intent();
@@ -359,24 +372,13 @@ export class RebootHooks implements TryLifecycle {
   }
 
   /**
-   * The try ended. Confirmed: the intent has done its work. Reverted: when the agent had
-   * rebooted into the revision, the old state needs a boot too — reboot again, into it (a try
-   * superseded by a newer grant; a failed one reboots back through rebootBack and is proven).
-   * Back: the rollback's proof ended, the intent goes.
+   * The try ended: confirmed, reverted without a boot of its own (it never rebooted into the
+   * revision), or back (a rollback boot's proof ended). The intent has done its work. A revert
+   * after the node had rebooted into the try never ends here: it is a rollback boot (rebootBack,
+   * then the proof) — for a failed try and a superseded one alike.
    */
-  async ended(record: TryRecord, outcome: 'confirmed' | 'reverted' | 'back'): Promise<void> {
-    const intent = await this.intent();
-    if (!intent) return;
-    if (
-      outcome !== 'reverted' ||
-      intent.purpose === 'rollback' ||
-      !forTry(intent, record) ||
-      intent.arrivedBoot === undefined // the reboot never happened (RebootFailed): no boot to undo
-    ) {
-      await this.clear(); // done, or a rollback reboot that happened, or another try's
-      return;
-    }
-    await this.reboot(record, 'rollback', 'the revision was rolled back after its reboot');
+  async ended(): Promise<void> {
+    if (await this.intent()) await this.clear();
   }
 }
 

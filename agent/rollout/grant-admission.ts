@@ -18,16 +18,15 @@
  *   unconfirmed revision); one from this boot (the agent restarted) is verified on to its
  *   deadline from what try.json holds — without needing the API server.
  * - a try reverted after the node rebooted into it (agent/reboot/) is not over with the revert:
- *   the node reports RollingBack, reboots back into the previous revision and proves it there
- *   like a try (the Node Ready in that boot, the revert's units, the checks that revision was
- *   confirmed with); only then RolledBack. A reboot back that does not happen, or an old state
- *   that fails its proof, is Failed (RollbackRebootFailed, RollbackUnhealthy), the node Degraded
- *   — never a second rollback or reboot (issue 25).
+ *   ./rollback-boot.ts reports RollingBack, reboots back into the previous revision and proves it
+ *   there like a try before RolledBack (issue 25) — a failed try, one a newer grant supersedes
+ *   (that grant waits until the rollback ended), and a crashed Reboot-level try the machine
+ *   booted into alike.
  * Drift: a revert of drift waits while a try is open — its verdict decides what stays.
  */
 import { errorFields, type Logger } from '../../log/logger.js';
 import type { RevisionReport } from '../../api/schema.js';
-import type { GrantPhase, RollbackFailedReason } from '../../api/constants.js';
+import type { GrantPhase } from '../../api/constants.js';
 import { InvalidConfigError } from '../../api/validate-config.js';
 import type { Admission, AdmissionLoop, Admitted, RunContext } from '../admission.js';
 import { Agent } from '../agent.js';
@@ -41,53 +40,11 @@ import { grantKey, type Grant, type TryPolicy } from './grant.js';
 import type { GrantedDesired, GrantEvents } from './grant-source.js';
 import type { HealthProbe, UnitProbe } from './health.js';
 import { Soak, type Verdict, type VerifyStep } from './soak.js';
-import {
-  backInOldState,
-  type RollbackRecord,
-  type TryRecord,
-  type TryState,
-  type WatchedUnit,
-} from './try-state.js';
+import { RollbackBoot } from './rollback-boot.js';
+import type { Proof, TryLifecycle } from './try-lifecycle.js';
+import type { TryRecord, TryState, WatchedUnit } from './try-state.js';
 
-/**
- * A try's life beyond apply, verify and verdict, for a revision that reboots the node inside its
- * try (agent/reboot/reboot.ts): a try from an earlier boot is not always a crash, and a revert
- * may need a boot of its own.
- */
-export interface TryLifecycle {
-  /**
-   * At start, with the open try (if any) and this boot's token: true when the machine restarted
-   * on purpose for that try (it is verified on), false when it is a crash (reverted).
-   */
-  resumes(record: TryRecord | undefined, bootNow: string): Promise<boolean>;
-  /** The try ended: confirmed, reverted, or back (a rollback's proof after its reboot ended). */
-  ended(record: TryRecord, outcome: 'confirmed' | 'reverted' | 'back'): Promise<void>;
-  /** After the revert of a failed try: the node had rebooted into it; the old state needs a boot. */
-  rebootsBack(record: TryRecord): Promise<boolean>;
-  /**
-   * Asks for the reboot back into the previous revision, from boot `bootNow`; 'failed' when it
-   * cannot happen (asked too often from this boot, or refused).
-   */
-  rebootBack(
-    record: TryRecord,
-    bootNow: string,
-  ): Promise<{ kind: 'rebooting'; attempt: number } | { kind: 'failed'; message: string }>;
-}
-
-/** How a proof reports while it runs, and what it checks. */
-interface Proof {
-  policy: TryPolicy;
-  /** Reports progress: a verify step's, or the connectivity proof's ('Verifying'). */
-  report: (reason: string, message: string) => void;
-}
-
-/** A rollback that could not be finished: its reason names it, the node goes Degraded. */
-class RollbackFailed extends Error {
-  constructor(reason: RollbackFailedReason, message: string) {
-    super(message);
-    this.name = reason;
-  }
-}
+export type { TryLifecycle } from './try-lifecycle.js';
 
 /** What the loop needs of the grant source. */
 export interface GrantFeed {
@@ -185,9 +142,23 @@ export class GrantAdmission implements Admission {
   /** The OSC this node reports it follows: its --osc until a grant names another. */
   private following: string;
 
+  /** A try reverted after its reboot: the reboot back and the old state's proof. */
+  private readonly rollbackBoot: RollbackBoot;
+
   constructor(private readonly o: GrantAdmissionOptions) {
     this.description = o.source.description;
     this.following = o.scope.osc;
+    this.rollbackBoot = new RollbackBoot({
+      tryState: o.tryState,
+      lifecycle: o.lifecycle,
+      reporter: o.reporter,
+      log: o.log,
+      now: () => this.now(),
+      report: (grant, phase, reason, message, extra) => {
+        this.report(grant, phase, reason, message, extra);
+      },
+      verify: (record, signal, proof) => this.verify(record, signal, proof),
+    });
   }
 
   private now(): number {
@@ -230,7 +201,9 @@ export class GrantAdmission implements Admission {
     const boot = await tryState.bootToken();
     if (record?.rollback) {
       log.info({ revision: record.grant.number }, 'a rollback is rebooting back: going on with it');
-      loop.admit(this.admitted(record.grant, (ctx) => this.continueRollback(record, ctx, true)));
+      loop.admit(
+        this.admitted(record.grant, (ctx) => this.rollbackBoot.continue(record, ctx, true)),
+      );
       return;
     }
     const rebootedFor = (await this.o.lifecycle?.resumes(record, boot)) === true;
@@ -247,7 +220,9 @@ export class GrantAdmission implements Admission {
         'the revision was not confirmed before the machine restarted: reverting it',
       );
       const reason = 'the machine restarted before the revision was confirmed';
-      await this.rollBack(record, 'Reboot', reason, loop);
+      // a revision that takes effect at boot was booted into: its revert needs a boot back too
+      const bootedInto = (await this.o.lifecycle?.bootedInto(record, boot)) === true;
+      await this.rollBack(record, 'Reboot', reason, loop, { bootedInto });
       return;
     }
     log.info({ revision: record.grant.number }, 'resuming the try of the revision');
@@ -307,13 +282,10 @@ export class GrantAdmission implements Admission {
     this.follow(grant);
     // before any try starts: a revision oscar's rules refuse is never applied, so never reverted
     checkDesired(desired.config, `revision ${String(grant.number)} (${grant.secretName})`);
-    const rolling = await this.o.tryState.current();
-    if (rolling?.rollback && grantKey(rolling.grant) === grantKey(grant)) {
-      await this.continueRollback(rolling, ctx, false);
-      return;
-    }
+    if (!(await this.rollbackEnded(grant, ctx))) return;
     if (await this.failedBefore(grant)) return;
     const open = await this.openTryOf(grant, ctx);
+    if (open === 'rebootingBack') return; // the newer grant is handled once the node is back
     if (open?.deadline) {
       await this.verifyAndFinish(open, ctx);
       return;
@@ -359,18 +331,37 @@ export class GrantAdmission implements Admission {
     return true;
   }
 
-  /** The open try of this grant; a try of another grant goes back to the confirmed revision. */
-  private async openTryOf(grant: Grant, ctx: RunContext): Promise<TryRecord | undefined> {
+  /**
+   * A rollback rebooting back (or proving the old state after it) goes on first, whatever the
+   * grant: a newer one waits until the rollback ended (RolledBack, or Failed) — the node is proven
+   * in no revision before, and the controller keeps it cordoned. True when `grant` may go on now.
+   */
+  private async rollbackEnded(grant: Grant, ctx: RunContext): Promise<boolean> {
+    const rolling = await this.o.tryState.current();
+    if (!rolling?.rollback) return true;
+    await this.rollbackBoot.continue(rolling, ctx, false);
+    if (grantKey(rolling.grant) === grantKey(grant)) return false;
+    return (await this.o.tryState.current()) === undefined;
+  }
+
+  /**
+   * The open try of this grant; a try of another grant goes back to the confirmed revision. When
+   * the node had rebooted into that try, the revert is a rollback boot like a failed try's
+   * (reason Superseded: RollingBack, the reboot back, the old state proven before RolledBack), and
+   * the newer grant waits for it ('rebootingBack').
+   */
+  private async openTryOf(
+    grant: Grant,
+    ctx: RunContext,
+  ): Promise<TryRecord | undefined | 'rebootingBack'> {
     const record = await this.o.tryState.current();
     if (!record || grantKey(record.grant) === grantKey(grant)) return record;
-    if (record.rollback) {
-      // reverted already; a newer grant ends the wait for the old state's proof
-      await this.o.tryState.end();
-      await this.o.lifecycle?.ended(record, 'back');
-      return undefined;
-    }
     const message = `revision ${String(grant.number)} was granted instead`;
-    await this.rollBack(record, 'Superseded', message, ctx, false);
+    if ((await this.o.lifecycle?.rebootsBack(record)) === true) {
+      await this.rollBack(record, 'Superseded', message, ctx);
+      return 'rebootingBack';
+    }
+    await this.rollBack(record, 'Superseded', message, ctx, { report: false });
     return undefined;
   }
 
@@ -549,15 +540,18 @@ export class GrantAdmission implements Admission {
     reason: string,
     message: string,
     ctx: RunContext,
-    reportIt = true,
+    how: { report?: boolean; bootedInto?: boolean } = {},
   ): Promise<void> {
     const grant = record.grant;
+    const reportIt = how.report ?? true;
     const target = await this.o.tryState.confirmed();
     this.o.log.warn({ revision: grant.number, reason, detail: message }, 'reverting the revision');
     const units = await this.revertUntilDone(record, target, message, ctx);
     if (!units) return;
-    if (reportIt && (await this.o.lifecycle?.rebootsBack(record)) === true) {
-      await this.startRebootBack(record, { reason, message }, units);
+    const rebootBack =
+      how.bootedInto === true || (await this.o.lifecycle?.rebootsBack(record)) === true;
+    if (reportIt && rebootBack) {
+      await this.rollbackBoot.start(record, { reason, message }, units);
       return;
     }
     await this.o.tryState.end();
@@ -578,143 +572,6 @@ export class GrantAdmission implements Admission {
       );
     }
     await this.o.lifecycle?.ended(record, 'reverted');
-  }
-
-  /**
-   * issue 25: the try was reverted after the node had rebooted into it. The rollback is not over:
-   * the try stays open (try.json with `rollback`), the grant is never tried again (failed.json),
-   * the node reports RollingBack — out of service, the controller keeps it cordoned — and reboots
-   * back into the previous revision, where continueRollback proves it.
-   */
-  private async startRebootBack(
-    record: TryRecord,
-    verdict: { reason: string; message: string },
-    units: WatchedUnit[],
-  ): Promise<void> {
-    const { tryState, log } = this.o;
-    const grant = record.grant;
-    const boot = await tryState.bootToken();
-    const rolling = await tryState.rollingBack(record, { ...verdict, fromBoot: boot }, units);
-    await tryState.setFailed({
-      checksum: grant.checksum,
-      generation: grant.generation,
-      ...verdict,
-    });
-    log.warn({ revision: grant.number }, 'reverted: rebooting back into the previous revision');
-    await this.rebootBack(rolling, boot);
-  }
-
-  /** Reports RollingBack and asks for the reboot back; one that cannot happen fails the rollback. */
-  private async rebootBack(record: TryRecord, boot: string): Promise<void> {
-    const previous = (await this.o.tryState.confirmed())?.checksum;
-    this.reportRollingBack(record, 'rebooting into the previous revision', previous);
-    const asked = (await this.o.lifecycle?.rebootBack(record, boot)) ?? {
-      kind: 'failed' as const,
-      message: 'this agent cannot reboot the machine',
-    };
-    if (asked.kind === 'failed') {
-      await this.rollbackFailed(record, 'RollbackRebootFailed', asked.message, previous);
-    }
-  }
-
-  /**
-   * A rollback rebooting back, looked at again: in the boot the revert happened in, the reboot
-   * back has not happened — at the agent's start that means systemd restarted the agent only,
-   * and it is asked for again (a bounded number of times); in any other boot the machine runs the
-   * previous revision and it is proven there.
-   */
-  private async continueRollback(
-    record: TryRecord,
-    ctx: RunContext,
-    atStart: boolean,
-  ): Promise<void> {
-    const { tryState } = this.o;
-    const boot = await tryState.bootToken();
-    if (!backInOldState(record, boot)) {
-      if (atStart) await this.rebootBack(record, boot);
-      else {
-        const previous = (await tryState.confirmed())?.checksum;
-        this.reportRollingBack(record, 'rebooting into the previous revision', previous);
-      }
-      return;
-    }
-    const deadline = this.now() + (record.grant.try?.deadlineMs ?? 0);
-    const here = record.boot === boot ? record : await tryState.backInBoot(record, boot, deadline);
-    await this.proveRollback(here, ctx);
-  }
-
-  /**
-   * Back in the previous revision after the reboot back: proven like a try (the verify steps —
-   * the Node Ready in this boot —, the revert's units, the health checks that revision was
-   * confirmed with, the API server over fresh connections) to a deadline of its own. Then
-   * RolledBack; else Failed (RollbackUnhealthy). Never reverted or rebooted again.
-   */
-  private async proveRollback(record: TryRecord, ctx: RunContext): Promise<void> {
-    const { tryState, log } = this.o;
-    const grant = record.grant;
-    const previous = (await tryState.confirmed())?.checksum;
-    const checks = previous ? await tryState.confirmedChecks(previous) : [];
-    const base = grant.try ?? { soakMs: 0, deadlineMs: 0, checks: [] };
-    const verdict = await this.verify(record, ctx.signal, {
-      policy: { ...base, checks },
-      report: (_reason, message) => {
-        this.reportRollingBack(record, `back in the previous revision: ${message}`, previous);
-      },
-    });
-    if (verdict.kind === 'interrupted') return; // stopping, or a newer grant: try.json stays
-    if (verdict.kind === 'failed') {
-      const detail = `the previous revision failed its proof after the reboot back (${verdict.reason}: ${verdict.message})`;
-      await this.rollbackFailed(record, 'RollbackUnhealthy', detail, previous);
-      return;
-    }
-    const rb = rollbackOf(record);
-    const message = `${rb.message}; back in the previous revision after a reboot: ${verdict.message}`;
-    await tryState.end();
-    await tryState.setFailed({
-      checksum: grant.checksum,
-      generation: grant.generation,
-      reason: rb.reason,
-      message,
-    });
-    await this.o.lifecycle?.ended(record, 'back');
-    this.report(grant, 'RolledBack', rb.reason, message, previous ? { previous } : {});
-    log.info({ revision: grant.number, detail: verdict.message }, 'back in the previous revision');
-  }
-
-  /** The rollback cannot be finished: Failed with its reason, the node Degraded; nothing retried. */
-  private async rollbackFailed(
-    record: TryRecord,
-    reason: RollbackFailedReason,
-    detail: string,
-    previous: string | undefined,
-  ): Promise<void> {
-    const { tryState, log } = this.o;
-    const grant = record.grant;
-    const rb = rollbackOf(record);
-    const message = `revision ${String(grant.number)} was rolled back (${rb.reason}: ${rb.message}), but ${detail}`;
-    await tryState.end();
-    await tryState.setFailed({
-      checksum: grant.checksum,
-      generation: grant.generation,
-      reason,
-      message,
-      phase: 'Failed',
-    });
-    await this.o.lifecycle?.ended(record, 'back');
-    log.error({ revision: grant.number, reason }, message);
-    this.o.reporter.failed(previous ?? grant.checksum, new RollbackFailed(reason, message));
-    this.report(grant, 'Failed', reason, message, previous ? { previous } : {});
-  }
-
-  /** RollingBack: the try's verdict as the reason, what happens now first in the message. */
-  private reportRollingBack(record: TryRecord, now: string, previous: string | undefined): void {
-    const rb = rollbackOf(record);
-    this.report(record.grant, 'RollingBack', rb.reason, `${now}; rolled back: ${rb.message}`, {
-      ...(record.deadline > 0 && backInOldState(record, record.boot)
-        ? { deadline: record.deadline }
-        : {}),
-      ...(previous ? { previous } : {}),
-    });
   }
 
   /**
@@ -758,9 +615,4 @@ export class GrantAdmission implements Admission {
 function verifyingMessage(policy: TryPolicy): string {
   const checks = policy.checks.map((c) => c.name).join(', ');
   return `checking ${checks || 'units'} for ${String(policy.soakMs / 1000)} s and the API server`;
-}
-
-function rollbackOf(record: TryRecord): RollbackRecord {
-  if (!record.rollback) throw new Error('internal: not a try rolling back');
-  return record.rollback;
 }

@@ -53,9 +53,15 @@ class Api implements KubeHttp {
     if (spec?.query?.fieldSelector) {
       return Promise.resolve({ metadata: { resourceVersion: '10' }, items: [this.node] } as T);
     }
+    if (this.failGets > 0) {
+      this.failGets--;
+      return Promise.reject(new Error('socket hang up'));
+    }
     return Promise.resolve(this.node as T);
   }
 
+  /** The next GETs of the node object fail (the first read at start, a poll). */
+  failGets = 0;
   /** The next watches fail at once (the connection drops). */
   failWatches = 0;
   /** The next revision fetches fail (the connection drops). */
@@ -130,6 +136,18 @@ describe('GrantSource', () => {
     api.emit({ metadata: { resourceVersion: '13' } }, 'BOOKMARK');
     expect(recovered).toEqual(['socket hang up']);
     expect(got).toHaveLength(1); // the same grant, not fetched again
+    await source.stop();
+  });
+
+  it('a first read at start that failed, then a watch that answers: the recovery is said (seen in the e2e: a socket hang up right after a reboot left the node Degraded, which held the rollout)', async () => {
+    const api = new Api();
+    api.failGets = 1;
+    const { source, got, errors, recovered, started } = start(api);
+    await started;
+    expect(errors).toEqual(['socket hang up']);
+    await until(() => got[0], 'the grant, from the watch');
+    await until(() => recovered[0], 'the recovery');
+    expect(recovered).toEqual(['socket hang up']);
     await source.stop();
   });
 

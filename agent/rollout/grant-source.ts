@@ -114,7 +114,9 @@ export class GrantSource {
     try {
       await this.get();
     } catch (error) {
-      if (!isNotFound(error)) events.onError(error as Error);
+      // remembered as unanswered, so the watch's first answer says the source is back (the
+      // node's Degraded condition clears; left set, it held a rollout place for good)
+      if (!isNotFound(error)) this.transportFailed(error as Error);
     }
     this.watching = this.watchLoop();
     this.pollTimer = setInterval(() => void this.poll(), this.opts.pollIntervalMs);

@@ -12,7 +12,15 @@ describe('formatRollout', () => {
       message: 'Paused (FailureThreshold) at revision 7: …',
       maxUnavailable: 20,
       failureThreshold: 2,
-      nodes: { total: 200, updated: 40, updating: 18, failed: 2, rolledBack: 2, pending: 140 },
+      nodes: {
+        total: 200,
+        updated: 40,
+        updating: 18,
+        failed: 2,
+        rolledBack: 2,
+        rollingBack: 1,
+        pending: 140,
+      },
       wave: 3,
       waves: 10,
       revisions: [
@@ -23,7 +31,7 @@ describe('formatRollout', () => {
     expect(text).toBe(
       [
         'pools/worker: revision 7 (stable 6) — Paused (FailureThreshold)',
-        '  nodes: 40/200 updated, 18 updating, 2 failed (2 rolled back), 140 pending',
+        '  nodes: 40/200 updated, 18 updating, 2 failed (2 rolled back, 1 rebooting back), 140 pending',
         '  wave 3 of 10; maxUnavailable 20, failure threshold 2',
         '  Paused (FailureThreshold) at revision 7: …',
         '  revisions kept: 7 (aaaaaaaaaaaa), 6 (bbbbbbbbbbbb)',

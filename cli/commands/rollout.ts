@@ -86,7 +86,7 @@ export function formatRollout(
   const n = r.nodes;
   const lines = [
     `${ns}/${name}: revision ${String(r.revision)}${r.stableRevision !== undefined && r.stableRevision !== r.revision ? ` (stable ${String(r.stableRevision)})` : ''} — ${r.phase}${r.pauseReason ? ` (${r.pauseReason})` : ''}`,
-    `  nodes: ${String(n.updated)}/${String(n.total)} updated, ${String(n.updating)} updating, ${String(n.failed)} failed (${String(n.rolledBack)} rolled back), ${String(n.pending)} pending`,
+    `  nodes: ${String(n.updated)}/${String(n.total)} updated, ${String(n.updating)} updating, ${String(n.failed)} failed (${String(n.rolledBack)} rolled back${n.rollingBack ? `, ${String(n.rollingBack)} rebooting back` : ''}), ${String(n.pending)} pending`,
     `  wave ${String(r.wave)} of ${String(r.waves)}; maxUnavailable ${String(r.maxUnavailable)}, failure threshold ${String(r.failureThreshold)}`,
     `  ${r.message}`,
   ];

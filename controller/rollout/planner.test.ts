@@ -165,6 +165,7 @@ describe('planRollout: tables', () => {
       updating: 2,
       failed: 0,
       rolledBack: 0,
+      rollingBack: 0,
       pending: 2,
     });
   });
@@ -567,6 +568,107 @@ describe('planRollout: drain before a Drain- or Reboot-level revision', () => {
       'RollbackRebootFailed',
     );
     expect(f.plan().events.map((e) => e.reason)).not.toContain('NodeFailed'); // once
+  });
+
+  it('a node that never comes back from its reboot back: after deadline, soak and grace it counts as failed, a NodeRollbackTimedOut Warning says so once; it stays cordoned', () => {
+    const f = rollingBackFleet();
+    // the same window as the forward reboot's, from the node's grant: deadline + soak + grace
+    const tried = f.nodes.get('node-000')?.grant?.try;
+    const window =
+      ((tried?.deadlineSeconds ?? 0) + (tried?.soakSeconds ?? 0)) * 1000 + NODE_REPORT_GRACE_MS;
+    expect(window).toBeGreaterThan(NODE_REPORT_GRACE_MS);
+    const seen = f.plan(); // the controller sees it rebooting back now: the deadline runs from here
+    expect(seen.status?.drains?.[0]?.rollingBackSince).toBe(
+      new Date(f.now).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    );
+    expect(seen.requeueAfterMs).toBeLessThanOrEqual(window + 100);
+    expect(seen.status?.nodes).toMatchObject({ rolledBack: 1, rollingBack: 1, failed: 1 });
+    f.now += window - 1000;
+    expect(f.plan().events.map((e) => e.reason)).not.toContain('NodeRollbackTimedOut');
+    f.now += 1000;
+    const late = f.plan();
+    const warned = late.events.find((e) => e.reason === 'NodeRollbackTimedOut');
+    expect(warned?.type).toBe('Warning');
+    expect(warned?.message).toMatch(
+      /Node node-000 rolled back revision 2 and has not come back from its reboot into its previous revision by its deadline; counted as failed/,
+    );
+    expect(late.status?.nodes).toMatchObject({ rolledBack: 0, rollingBack: 1, failed: 1 });
+    expect(late.uncordons).toEqual([]); // an operator must look
+    expect(late.grants).toEqual([]);
+    expect(late.drains).toEqual([]); // it still holds its place: node-001 is not drained
+    expect(late.status?.drains?.[0]?.message).toMatch(
+      /did not come back .* cordoned until a person looks/,
+    );
+    f.now += 60_000;
+    expect(f.plan().events.map((e) => e.reason)).not.toContain('NodeRollbackTimedOut'); // once
+  });
+
+  it('a node rebooting back from a try a newer grant superseded (its report answers the older grant) stays cordoned, holds its place and is not granted again', () => {
+    const f = rollingBackFleet();
+    f.answer('node-000', 'Verifying');
+    // a new rendering; node-000 is granted it while it still verifies R after its reboot
+    const R3: Revision = { ...R, number: 3, checksum: 'c'.repeat(64), rebootDigest: 'r3' };
+    f.revisions = [S, R, R3];
+    f.rendered = R3;
+    const n = f.nodes.get('node-000')!;
+    n.grant = {
+      ...n.grant!,
+      number: 3,
+      checksum: R3.checksum,
+      grantedTime: new Date(f.now).toISOString(),
+    };
+    n.generation++;
+    // its agent reverts the superseded try and reboots back, reporting under the older grant
+    n.report = {
+      ...n.report!,
+      observedGeneration: n.generation - 1,
+      phase: 'RollingBack',
+      reason: 'Superseded',
+    };
+    const p = f.plan();
+    expect(p.uncordons).toEqual([]); // the old planner uncordoned it here (a stale drain)
+    expect(p.grants.map((g) => g.node)).not.toContain('node-000');
+    expect(p.status?.drains?.map((d) => d.node)).toEqual(['node-000']);
+    expect(p.status?.nodes.rollingBack).toBe(1);
+  });
+
+  it('a resume while a node reboots back: it is left until RolledBack, then retried once (the stable revision, then a later wave); never granted meanwhile', () => {
+    const f = rollingBackFleet();
+    f.plan();
+    f.resumeToken = 'r1';
+    const resumed = f.plan();
+    expect(resumed.grants).toEqual([]);
+    expect(resumed.uncordons).toEqual([]);
+    expect(resumed.status?.retryWhenBack).toEqual(['node-000']);
+    expect(resumed.status?.nodes).toMatchObject({ rollingBack: 1, pending: 2 });
+    expect(f.plan().grants).toEqual([]); // not lost, not granted while it reboots back
+    expect(f.memory?.retryWhenBack).toEqual(['node-000']);
+    f.answer('node-000', 'RolledBack');
+    const back = f.plan();
+    expect(back.grants).toEqual([
+      { node: 'node-000', grant: expect.objectContaining({ number: 1 }) as unknown },
+    ]);
+    expect(back.grants[0]?.grant.try).toBeUndefined();
+    expect(back.events.find((e) => e.reason === 'NodeRollbackComplete')?.message).toMatch(
+      /a resume came meanwhile: it goes back to revision 1 and will be retried/,
+    );
+    expect(back.status?.retryWhenBack).toBeUndefined();
+    expect(back.uncordons).toEqual([]); // still cordoned for its retry
+    expect(f.plan().grants.map((g) => g.node)).not.toContain('node-000'); // granted once
+    f.answer('node-000', 'Confirmed');
+    const retried = f.plan();
+    expect(retried.grants.map((g) => [g.node, g.grant.number])).toEqual([['node-000', 2]]);
+  });
+
+  it('a resume while a node reboots back whose rollback then fails: retried once, as any failed node', () => {
+    const f = rollingBackFleet();
+    f.plan();
+    f.resumeToken = 'r1';
+    f.plan();
+    f.answer('node-000', 'Failed');
+    const back = f.plan();
+    expect(back.grants.map((g) => [g.node, g.grant.number])).toEqual([['node-000', 1]]);
+    expect(back.status?.retryWhenBack).toBeUndefined();
   });
 
   it('a drain past its timeout: Wait names it Blocked and goes on; Skip uncordons and moves on', () => {

@@ -41,7 +41,10 @@
  *   previous revision (RollingBack, issue 25) stays cordoned and counts against maxUnavailable
  *   until it reports RolledBack — back, Ready and healthy in that revision — and is never granted
  *   anything meanwhile; a rollback that cannot be finished (Failed) stays cordoned like any
- *   failure in place.
+ *   failure in place. noteRollingBack: one not back within the forward reboot's window (deadline
+ *   + soak + grace, from drains[].rollingBackSince) counts as failed, NodeRollbackTimedOut, and
+ *   stays cordoned; retryOnceBack: a resume that finds it rebooting back is remembered
+ *   (status.retryWhenBack) and retries it once its rollback ends.
  */
 import { atLeast, levelBetween } from '../../api/disruption.js';
 import type {
@@ -258,11 +261,21 @@ interface Pass {
   drains: Map<string, DrainEntry>;
   /** Nodes rebooting back into their previous revision (RollingBack): cordoned, unavailable. */
   rebootingBack: Set<string>;
+  /** Nodes granted a revision they have not answered yet (this pass's grants included). */
+  inFlight: Set<string>;
+  /** Of those rebooting back, the ones past their deadline for it: counted failed, cordoned. */
+  rollbackTimedOut: Set<string>;
+  /** Nodes a resume found rebooting back: retried once their rollback ends (status.retryWhenBack). */
+  retryWhenBack: Set<string>;
 }
 
-/** The node answered its grant RollingBack: rolled back, not yet back in the old revision. */
+/**
+ * The node reports RollingBack: rolled back, not yet back in the old revision — whichever grant
+ * the report answers: a try after its reboot that a newer grant superseded reboots back under the
+ * older grant's generation, and the agent handles the newer grant only once it is back.
+ */
 function rollingBack(node: NodeState): boolean {
-  return answer(node)?.phase === 'RollingBack';
+  return node.report?.phase === 'RollingBack';
 }
 
 /** One rule of the file header: reads the pass, decides its part. */
@@ -450,6 +463,70 @@ function reportFailure(p: Pass, node: NodeState, cls: Class, timedOut: boolean):
   });
 }
 
+/** When a node rebooting back is past its deadline for it (ms), or undefined when unknown. */
+function rollbackDueAt(p: Pass, node: NodeState): number | undefined {
+  const entry = p.input.memory?.drains?.find((d) => d.node === node.name);
+  const since =
+    entry !== undefined
+      ? (entry.rollingBackSince ?? rfc3339(p.input.now))
+      : answer(node)?.lastTransitionTime;
+  const at = since === undefined ? NaN : Date.parse(since);
+  if (!Number.isFinite(at)) return undefined;
+  const { progressDeadlineSeconds, soakSeconds } = p.input.policy;
+  const deadline = node.grant?.try?.deadlineSeconds ?? progressDeadlineSeconds;
+  const soak = node.grant?.try?.soakSeconds ?? soakSeconds;
+  return at + (deadline + soak) * 1000 + NODE_REPORT_GRACE_MS;
+}
+
+/**
+ * A node rebooting back (RollingBack) holds its place, cordoned, until it reports RolledBack or
+ * Failed. Past the same deadline as a forward reboot's (deadline + soak + grace, from when the
+ * controller first saw it rebooting back) it counts as failed and a NodeRollbackTimedOut Warning
+ * says so once; it stays cordoned: a node that never came back needs a person.
+ */
+function noteRollingBack(p: Pass, node: NodeState, c: { cls: Class }): void {
+  p.rebootingBack.add(node.name);
+  const at = rollbackDueAt(p, node);
+  if (at === undefined) return;
+  if (p.nowMs < at) {
+    due(p, at);
+    return;
+  }
+  p.rollbackTimedOut.add(node.name);
+  if (c.cls === 'rolledBack') c.cls = 'failed';
+  const key = `${node.name}@${String(node.generation)}:RollbackTimedOut`;
+  if (p.input.reportedFailures.has(key)) return;
+  p.plan.newlyReported.push(key);
+  p.plan.events.push({
+    type: 'Warning',
+    reason: 'NodeRollbackTimedOut',
+    message: `Node ${node.name} rolled back revision ${String(node.grant?.number ?? p.target.number)} and has not come back from its reboot into its previous revision by its deadline; counted as failed. It stays cordoned: look at the machine (a reboot that never finished, kubelet or the agent not starting).`,
+  });
+}
+
+/**
+ * A resume found this node rebooting back: it is left until it reports RolledBack or Failed
+ * (meanwhile pending, neither granted nor counted failed), then retried as a resume retries any
+ * failed node. True when this pass handled the node (retried it).
+ */
+function retryOnceBack(p: Pass, node: NodeState, back: boolean, failedOrBack: boolean): boolean {
+  const remembered = !p.fresh && (p.input.memory?.retryWhenBack ?? []).includes(node.name);
+  if (back) {
+    if (remembered || (p.resumed && failedOrBack)) p.retryWhenBack.add(node.name);
+    return false;
+  }
+  if (!remembered) return false;
+  const phase = answer(node)?.phase;
+  if (phase !== 'RolledBack' && phase !== 'Failed') return false; // given another grant since
+  retryFailedNode(p, node);
+  p.plan.events.push({
+    type: 'Normal',
+    reason: 'NodeRollbackComplete',
+    message: `Node ${node.name} ended its rollback of revision ${String(p.target.number)} (${phase}: ${answer(node)?.reason ?? ''}); a resume came meanwhile: it goes back to revision ${String(p.stable.number)} and will be retried.`,
+  });
+  return true;
+}
+
 /**
  * Every node is updated, updating, failed, rolled back or pending. Unavailable are the nodes in
  * flight (granted a revision they have not answered), failed without rolling back, or Degraded;
@@ -464,20 +541,22 @@ const classifyNodes: Rule = (p) => {
       continue;
     }
     const c = classify(node, p.target, p.nowMs, deadline);
+    if (c.inFlight) p.inFlight.add(node.name);
     if (c.inFlight) {
       const at = noReportAt(node, deadline);
       if (at !== undefined) due(p, at);
     }
-    const failedOrBack = c.cls === 'failed' || c.cls === 'rolledBack';
-    // a node rebooting back is retried by a resume once it is back (its rollback finished)
     const back = rollingBack(node);
-    if (back) p.rebootingBack.add(node.name);
+    if (back) noteRollingBack(p, node, c);
+    const failedOrBack = c.cls === 'failed' || c.cls === 'rolledBack';
+    if (retryOnceBack(p, node, back, failedOrBack)) continue;
     if (failedOrBack && p.resumed && !back) {
       retryFailedNode(p, node);
       continue;
     }
     if (failedOrBack) reportFailure(p, node, c.cls, c.timedOut);
     p.classes.set(node.name, c.cls);
+    if (back && p.retryWhenBack.has(node.name)) p.classes.set(node.name, 'pending');
     const failedInPlace =
       answer(node)?.phase === 'Failed' || (c.timedOut && c.cls !== 'rolledBack');
     if (c.inFlight || failedInPlace || node.degraded || back) p.unavailable++;
@@ -564,6 +643,8 @@ const grantWaves: Rule = (p) => {
     if (p.rebootingBack.has(node.name)) continue; // nothing new before it is back
     const drain = p.drains.get(node.name);
     if (drain?.phase === 'Skipped') continue; // until a resume
+    // a retried node kept drained answers its grant of the stable revision before the next
+    if (drain?.phase === 'Drained' && p.inFlight.has(node.name)) continue;
     // a node in its drain was counted unavailable already: its grant takes no new budget
     const draining = drain !== undefined;
     if (!draining && (budget <= 0 || canaryRoom <= 0)) continue;
@@ -640,7 +721,10 @@ const trackDrains: Rule = (p) => {
     p.drains.set(entry.node, entry);
     if (p.rebootingBack.has(entry.node)) {
       // counted unavailable by classifyNodes; the entry says why it stays cordoned
-      entry.message = `rolled back revision ${String(p.target.number)}; rebooting back into its previous revision: cordoned until it is back, Ready and healthy there`;
+      entry.rollingBackSince ??= rfc3339(p.input.now);
+      entry.message = p.rollbackTimedOut.has(entry.node)
+        ? `rolled back revision ${String(p.target.number)} and did not come back from its reboot into its previous revision by its deadline: cordoned until a person looks`
+        : `rolled back revision ${String(p.target.number)}; rebooting back into its previous revision: cordoned until it is back, Ready and healthy there`;
       continue;
     }
     if (p.classes.get(entry.node) !== 'pending') continue; // granted: in flight already
@@ -720,6 +804,7 @@ const completeOrPause: Rule = (p) => {
     updating: count(p, 'updating'),
     failed: count(p, 'failed') + count(p, 'rolledBack'),
     rolledBack: count(p, 'rolledBack'),
+    rollingBack: p.rebootingBack.size,
     pending: count(p, 'pending'),
   };
   status.maxUnavailable = p.maxUnavailable;
@@ -776,6 +861,8 @@ const finish: Rule = (p) => {
   plan.pinned.add(p.rendered.number);
   if (p.level !== 'None') status.disruption = p.level;
   else delete status.disruption;
+  if (p.retryWhenBack.size > 0) status.retryWhenBack = [...p.retryWhenBack].sort();
+  else delete status.retryWhenBack;
   const drains = [...p.drains.values()].sort((a, b) => (a.node < b.node ? -1 : 1));
   if (drains.length > 0) status.drains = drains;
   else delete status.drains;
@@ -848,6 +935,9 @@ export function planRollout(input: RolloutInput): RolloutPlan {
     drainFirst: false,
     drains: new Map(),
     rebootingBack: new Set(),
+    inFlight: new Set(),
+    rollbackTimedOut: new Set(),
+    retryWhenBack: new Set(),
   };
   for (const rule of RULES) rule(p);
   return plan;

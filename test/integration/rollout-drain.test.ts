@@ -5,7 +5,9 @@
 // node is cordoned, drained (its pod evicted: the budget allows one), granted the revision with
 // disruption Reboot, confirms it and is uncordoned; the second node's last pod is protected by the
 // budget, so the rollout waits and names the pod and the PDB. (The agents run on directory roots,
-// which never reboot: the reboot itself is the node e2e's and agent/rollout's tests'.)
+// which never reboot: the reboot itself is the node e2e's and agent/rollout's tests' — except the
+// node that never comes back from its reboot back, whose root "reboots" once: a new agent, /run
+// emptied.)
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -237,4 +239,91 @@ describe('a Reboot-level rollout drains each node first', () => {
     expect((await oscnode(names[1]!)).spec?.revision?.number).toBe(1);
     expect((await node(names[1]!)).spec?.unschedulable).not.toBe(true);
   }, 300_000);
+
+  it('a node that never comes back from its reboot back: RollingBack, then after deadline, soak and grace counted failed with NodeRollbackTimedOut; it stays cordoned', async () => {
+    const ns = await createTestNamespace('roback');
+    const api = new Api();
+    const admin = api.http;
+    const prefix = uniqueName('rb').slice(0, 7);
+    const names = [`${prefix}-0`, `${prefix}-1`];
+    // Nodes without a Ready condition: after its reboot node 0 is never Ready, its try rolls back
+    for (const n of names) cleanups.push(await createNode(admin, n));
+    const controller = await startController([ns]);
+    cleanups.push(controller.stop);
+    await startGrantAgents({
+      namespace: ns,
+      osc: OSC,
+      names,
+      cleanups,
+      rootPrefix: 'oscar-rollout-back-',
+      lostOnTheWayBack: [names[0]!],
+    });
+    const policy: RolloutPolicy = {
+      maxUnavailable: 1,
+      soakSeconds: 1,
+      progressDeadlineSeconds: 5,
+      drain: { timeoutSeconds: 30 },
+    };
+    const rollout = async (): Promise<RolloutStatus | undefined> =>
+      (await api.getOsc(ns, OSC))?.status?.rollout;
+    await api.applyOsc(ns, OSC, spec('quiet', policy));
+    await waitFor(
+      'revision 1 complete',
+      async () => {
+        const r = await rollout();
+        return r?.phase === 'Complete' && r.nodes.total === 2 ? r : undefined;
+      },
+      90_000,
+    );
+    await api.applyOsc(ns, OSC, spec('quiet mitigations=auto', policy));
+    const report = async (n: string) =>
+      (
+        await admin.request<{ status?: { revision?: { phase?: string; reason?: string } } }>(
+          'GET',
+          `/apis/oscar.dev/v1alpha1/operatingsystemconfignodes/${n}`,
+        )
+      ).status?.revision;
+    // rebooted into the try, never Ready there: rolled back, rebooting back — and gone
+    await waitFor(
+      'node 0 rebooting back',
+      async () => ((await report(names[0]!))?.phase === 'RollingBack' ? true : undefined),
+      90_000,
+    );
+    const gone = Date.now();
+    const seen = await waitFor(
+      'the controller sees it rebooting back',
+      async () => {
+        const r = await rollout();
+        return r?.nodes.rollingBack === 1 && r.drains?.[0]?.rollingBackSince ? r : undefined;
+      },
+      60_000,
+    );
+    expect(seen.nodes).toMatchObject({ rolledBack: 1, rollingBack: 1 });
+    const timedOut = await waitFor(
+      'the rollback counted failed by its deadline',
+      async () => {
+        const r = await rollout();
+        return r?.nodes.rolledBack === 0 && r.nodes.failed === 1 ? r : undefined;
+      },
+      {
+        // seen + (deadline 5 s + soak 1 s) + the controller's 60 s grace, on a loaded machine
+        timeoutMs: 240_000,
+        onTimeout: async () => JSON.stringify(await rollout()),
+      },
+    );
+    expect(Date.now() - gone).toBeGreaterThan(60_000); // not before deadline and grace
+    expect(timedOut).toMatchObject({ phase: 'Paused', nodes: { rollingBack: 1, updated: 0 } });
+    expect(timedOut.drains?.map((d) => d.node)).toEqual([names[0]]);
+    const events = await waitFor('the NodeRollbackTimedOut Event', async () => {
+      const out = (await kubectl(['get', 'events', '-n', ns, '-o', 'json'])).stdout;
+      return out.includes('NodeRollbackTimedOut') ? out : undefined;
+    });
+    expect(events).toContain(
+      `Node ${names[0]!} rolled back revision 2 and has not come back from its reboot into its previous revision by its deadline`,
+    );
+    const node = (n: string) => admin.request<WorkloadObject>('GET', `/api/v1/nodes/${n}`);
+    expect((await node(names[0]!)).spec?.unschedulable).toBe(true); // for a person to look at
+    expect((await report(names[0]!))?.phase).toBe('RollingBack');
+    expect((await node(names[1]!)).spec?.unschedulable).not.toBe(true);
+  }, 400_000);
 });
