@@ -1,14 +1,22 @@
-// status.nodes at fleet scale against the real test API server (hack/testenv): one reconcile OSC,
-// N OperatingSystemConfigNodes that report following it (objects written by this bench, no agent
-// processes: what the OSC controller sees of a rollout is their reports), the controller as it
-// ships (dist/, its own process). Every node reports revision 1; then every node reports the new
-// checksum, 16 reports in flight (a rollout's reports, as fast as the API server takes them).
-// Printed: the OSC's status writes while the reports arrive (the API server's own counters), per
-// second; the time from the last report until status.nodes counts every node updated; the
-// controller's CPU and peak RSS.
+// status.nodes — and with --rollout status.rollout — at fleet scale against the real test API
+// server (hack/testenv): one reconcile OSC, N OperatingSystemConfigNodes written by this bench (no
+// agent processes: what the controllers see of a rollout is the nodes' reports), the controller
+// as it ships (dist/, its own process).
+// - default: every node reports revision 1; then every node reports the new checksum, 16 reports
+//   in flight (a rollout's reports, as fast as the API server takes them; no grants).
+// - --rollout: the OSC carries spec.rollout (maxUnavailable, soak); every node follows grants
+//   (status.source Grant) and answers them as the grant-mode agent does (support/grant-responder.ts:
+//   the apply simulated as --apply-ms; in try mode Verifying, then Confirmed after the soak), 16
+//   reports in flight. Every node joins and is granted revision 1; then one change is rolled out
+//   by the rollout controller, waves of maxUnavailable.
+// Printed: the OSC's status writes (status.nodes and status.rollout: one writer) until the status
+// counts every node on the new revision (and with --rollout the rollout is Complete), from the
+// API server's own counters, per second; the time from the last report until then; the API
+// server's and the controller's CPU in that window; the controller's peak RSS.
 //
 //   npm run build && flock /tmp/oscar-heavy.lock nice -n 10 node --import tsx hack/bench/node-counts.ts \
-//     [--nodes 2000] [--entry dist/cli/oscar.js]
+//     [--nodes 2000] [--entry dist/cli/oscar.js] \
+//     [--rollout [--max-unavailable 10%] [--apply-ms 2000] [--soak 10]]
 // Env: OSCAR_TESTENV_STATE attaches to a running test cluster instead of starting one.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { access, readFile } from 'node:fs/promises';
@@ -16,26 +24,41 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import type { OperatingSystemConfigStatus } from '../../api/schema.js';
-import { CONTENT_APPLY_PATCH, CONTENT_MERGE_PATCH, HttpKubeClient } from '../../kube/client.js';
+import { scaledCount } from '../../api/rollout.js';
+import type { OperatingSystemConfigSpec, OperatingSystemConfigStatus } from '../../api/schema.js';
+import { CONTENT_MERGE_PATCH, HttpKubeClient } from '../../kube/client.js';
 import { attachTestEnv, startTestEnv, type TestEnv } from '../testenv/testenv.js';
 import { readState } from '../testenv/state.js';
 import { getRaw } from './apiserver-metrics.js';
+import { GrantResponder } from './support/grant-responder.js';
+import { applyBenchOsc } from './support/osc.js';
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
 const { values: opts } = parseArgs({
   options: {
     nodes: { type: 'string', default: '2000' },
     entry: { type: 'string', default: join(repoRoot, 'dist', 'cli', 'oscar.js') },
+    rollout: { type: 'boolean', default: false },
+    'max-unavailable': { type: 'string', default: '10%' },
+    'apply-ms': { type: 'string', default: '2000' },
+    soak: { type: 'string', default: '10' },
   },
 });
 const N = Number(opts.nodes);
+const ROLLOUT = opts.rollout;
+const MAX_UNAVAILABLE = /%$/.test(opts['max-unavailable'])
+  ? opts['max-unavailable']
+  : Number(opts['max-unavailable']);
+const APPLY_MS = Number(opts['apply-ms']);
+const SOAK_S = Number(opts.soak);
 const CLIENTS = 16;
 const OSC = 'fleet';
 const GROUP = '/apis/oscar.dev/v1alpha1';
 const log = (m: string): void => {
   process.stderr.write(`[bench] ${new Date().toISOString().slice(11, 19)} ${m}\n`);
 };
+const rfc3339 = (): string => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 async function pool<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -69,6 +92,264 @@ function statusWrites(text: string): number {
   return n;
 }
 
+function oscSpec(version: number): OperatingSystemConfigSpec {
+  const spec: OperatingSystemConfigSpec = {
+    type: 'debian',
+    purpose: 'reconcile',
+    files: [{ path: '/etc/fleet.conf', content: { inline: { data: `v${String(version)}\n` } } }],
+  };
+  if (ROLLOUT) {
+    spec.rollout = {
+      maxUnavailable: MAX_UNAVAILABLE,
+      soakSeconds: SOAK_S,
+      progressDeadlineSeconds: Math.max(600, SOAK_S * 4),
+      failureThreshold: '5%',
+    };
+  }
+  return spec;
+}
+
+/** The bench's cluster, namespace, nodes and controller, and the requests every phase makes. */
+class Bench {
+  readonly ns = `bench-counts-${Date.now().toString(36)}`;
+  readonly names = Array.from({ length: N }, (_, i) => `${this.ns}-n${String(i).padStart(5, '0')}`);
+  readonly selector = `bench.oscar.dev/run=${this.ns}`;
+  controller: ChildProcess | undefined;
+
+  constructor(
+    readonly env: TestEnv,
+    readonly kc: KubeConfig,
+    readonly api: HttpKubeClient,
+    readonly apiserverPid: number | undefined,
+  ) {}
+
+  async oscStatus(): Promise<OperatingSystemConfigStatus | undefined> {
+    const osc = await this.api.request<{ status?: OperatingSystemConfigStatus }>(
+      'GET',
+      `${GROUP}/namespaces/${this.ns}/operatingsystemconfigs/${OSC}`,
+    );
+    return osc.status;
+  }
+
+  async until(
+    what: string,
+    ok: (s: OperatingSystemConfigStatus) => boolean,
+  ): Promise<OperatingSystemConfigStatus> {
+    for (let i = 0; ; i++) {
+      const exit = this.controller?.exitCode;
+      if (exit !== null && exit !== undefined) {
+        throw new Error(`the controller exited (${String(exit)}) while waiting for: ${what}`);
+      }
+      const s = await this.oscStatus().catch(() => undefined);
+      if (s && ok(s)) return s;
+      if (i % 50 === 0) {
+        const r = s?.rollout;
+        const rollout = r
+          ? ` rollout r${String(r.revision)} ${r.phase} ${JSON.stringify(r.nodes)}`
+          : '';
+        log(`${what}: nodes ${JSON.stringify(s?.nodes ?? {})}${rollout}`);
+      }
+      await sleep(100);
+    }
+  }
+
+  /** A node's status as the bench's simulated agent writes it (merge patch). */
+  patchNode(name: string, status: Record<string, unknown>): Promise<unknown> {
+    return this.api.request('PATCH', `${GROUP}/operatingsystemconfignodes/${name}/status`, {
+      contentType: CONTENT_MERGE_PATCH,
+      body: { status: { oscRef: { namespace: this.ns, name: OSC }, ...status } },
+    });
+  }
+
+  /** A report of an applied checksum, as a Secret-following agent sends it. */
+  report(name: string, checksum: string): Promise<unknown> {
+    return this.patchNode(name, {
+      appliedChecksum: checksum,
+      lastAppliedTime: rfc3339(),
+      conditions: [
+        {
+          type: 'Degraded',
+          status: 'False',
+          reason: 'Applied',
+          message: 'simulated',
+          lastTransitionTime: rfc3339(),
+        },
+      ],
+    });
+  }
+
+  /** Every node's object, and its first report: `first(name)`. */
+  async createNodes(first: (name: string) => Promise<unknown>): Promise<void> {
+    log(`creating ${String(N)} nodes`);
+    await pool(this.names, CLIENTS, async (name) => {
+      await this.api.request('POST', `${GROUP}/operatingsystemconfignodes`, {
+        body: {
+          apiVersion: 'oscar.dev/v1alpha1',
+          kind: 'OperatingSystemConfigNode',
+          metadata: { name, labels: { 'bench.oscar.dev/run': this.ns } },
+        },
+      });
+      await first(name);
+    });
+  }
+
+  applyOsc(version: number): Promise<unknown> {
+    return applyBenchOsc(this.api, this.ns, OSC, oscSpec(version));
+  }
+
+  startController(entry: string): void {
+    this.controller = spawn(
+      process.execPath,
+      // metrics on a free port: another bench's controller may hold the default one
+      [
+        entry,
+        'controller',
+        '--kubeconfig',
+        this.env.kubeconfigPath,
+        '--namespace',
+        this.ns,
+        '--metrics-addr=0',
+      ],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    );
+  }
+
+  /** The counters, read between `begin` and `end`. */
+  async sample(): Promise<Sample> {
+    const begin = performance.now();
+    const writes = statusWrites(await getRaw(this.kc, '/metrics'));
+    const controller = await procStat(this.controller?.pid);
+    const apiserver = await procStat(this.apiserverPid);
+    return { begin, end: performance.now(), writes, controller, apiserver };
+  }
+}
+
+interface Sample {
+  begin: number;
+  end: number;
+  writes: number;
+  controller: { cpu: number; hwm: number };
+  apiserver: { cpu: number; hwm: number };
+}
+
+interface Window {
+  title: string;
+  from: Sample;
+  /** The last report answered. */
+  lastReportAt: number;
+  reports: number;
+  to: Sample;
+}
+
+function print(w: Window): void {
+  const line = (label: string, value: string, target = ''): void => {
+    process.stdout.write(`${label.padEnd(58)} ${value.padEnd(30)} ${target}\n`);
+  };
+  const s = (ms: number): number => ms / 1000;
+  const writes = w.to.writes - w.from.writes;
+  // the window: from the change (after the first sample) to all counted (before the last one)
+  const windowS = s(w.to.begin - w.from.end);
+  const reportsS = s(w.lastReportAt - w.from.end);
+  process.stdout.write(`\n${w.title}\n\n`);
+  line(
+    'reports (first → last answered)',
+    `${String(w.reports)} in ${reportsS.toFixed(1)} s (${(w.reports / reportsS).toFixed(0)}/s)`,
+  );
+  line(
+    'OSC status writes, change → all counted',
+    `${String(writes)} (${(writes / windowS).toFixed(2)} a second)`,
+    '≤ ~1 a second, flat in N',
+  );
+  line('change → all counted', `${windowS.toFixed(1)} s`);
+  line('last report answered → all counted', `${s(w.to.begin - w.lastReportAt).toFixed(2)} s`);
+  line(
+    'kube-apiserver CPU in that window',
+    `${(w.to.apiserver.cpu - w.from.apiserver.cpu).toFixed(1)} s`,
+  );
+  line(
+    'controller CPU in that window',
+    `${(w.to.controller.cpu - w.from.controller.cpu).toFixed(1)} s`,
+  );
+  line(
+    'controller peak RSS (VmHWM, whole run)',
+    `${(w.to.controller.hwm / 1048576).toFixed(1)} MiB`,
+    '< 300 MB',
+  );
+}
+
+/** Every node reports revision 2 by itself (no grants): status.nodes alone. */
+async function countsScenario(b: Bench, entry: string): Promise<Window> {
+  await b.applyOsc(1);
+  const v1 = (await b.until('revision 1 rendered', (s) => s.checksum !== undefined)).checksum ?? '';
+  await b.createNodes((name) => b.report(name, v1));
+  await b.until('every node on revision 1', (s) => s.nodes?.updated === N);
+  await b.applyOsc(2);
+  const v2 = (await b.until('revision 2 rendered', (s) => !!s.checksum && s.checksum !== v1))
+    .checksum;
+  await sleep(2000); // the new rendering's own status writes settle
+  const from = await b.sample();
+  log(`${String(N)} nodes report revision 2`);
+  await pool(b.names, CLIENTS, async (name) => {
+    await b.report(name, v2 ?? '');
+  });
+  const lastReportAt = performance.now();
+  await b.until('every node counted on revision 2', (s) => s.nodes?.updated === N);
+  const title = `status.nodes while ${String(N)} nodes report a new revision (${String(CLIENTS)} reports in flight), controller ${entry}`;
+  return { title, from, lastReportAt, reports: N, to: await b.sample() };
+}
+
+/** Nodes that follow grants: revision 1 granted to every node, then a rollout of revision 2. */
+async function rolloutScenario(b: Bench, entry: string): Promise<Window> {
+  const responder = new GrantResponder({
+    http: b.api,
+    labelSelector: b.selector,
+    applyMs: APPLY_MS,
+    inFlight: CLIENTS,
+  });
+  await responder.start();
+  try {
+    await b.applyOsc(1);
+    const v1 = (await b.until('revision 1 rendered', (s) => s.checksum !== undefined)).checksum;
+    const joined = { source: 'Grant', conditions: [degradedFalse()] };
+    await b.createNodes((name) => b.patchNode(name, joined));
+    const done = (s: OperatingSystemConfigStatus, revision: number): boolean =>
+      s.nodes?.updated === N &&
+      s.rollout?.revision === revision &&
+      s.rollout.phase === 'Complete' &&
+      s.rollout.nodes.updated === N;
+    await b.until('every node granted and on revision 1', (s) => done(s, 1));
+    await sleep(3000); // the last writes of the joins settle
+    const from = await b.sample();
+    const reports0 = responder.reports;
+    log(`rolling out revision 2 to ${String(N)} nodes`);
+    await b.applyOsc(2);
+    await b.until('revision 2 rolled out and counted', (s) => s.checksum !== v1 && done(s, 2));
+    const to = await b.sample();
+    if (responder.errors > 0) log(`${String(responder.errors)} reports failed (retried)`);
+    const maxU = scaledCount(MAX_UNAVAILABLE, N, 'down');
+    const title = `status.nodes and status.rollout while revision 2 is rolled out to ${String(N)} nodes that follow grants: maxUnavailable ${String(MAX_UNAVAILABLE)} (${String(maxU)}, ${String(Math.ceil(N / maxU))} waves), apply ${String(APPLY_MS)} ms, soak ${String(SOAK_S)} s (simulated; ${String(CLIENTS)} reports in flight), controller ${entry}`;
+    return {
+      title,
+      from,
+      lastReportAt: responder.lastReportAt,
+      reports: responder.reports - reports0,
+      to,
+    };
+  } finally {
+    await responder.stop();
+  }
+}
+
+function degradedFalse(): Record<string, string> {
+  return {
+    type: 'Degraded',
+    status: 'False',
+    reason: 'Applied',
+    message: 'simulated',
+    lastTransitionTime: rfc3339(),
+  };
+}
+
 async function main(): Promise<void> {
   const entry = resolve(opts.entry);
   await access(entry).catch(() => {
@@ -79,136 +360,19 @@ async function main(): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(env.kubeconfigPath);
   const api = new HttpKubeClient(kc);
-  const apiserverPid = (await readState(env.stateFile)).apiserver.ref?.pid;
-  const ns = `bench-counts-${Date.now().toString(36)}`;
-  const names = Array.from({ length: N }, (_, i) => `${ns}-n${String(i).padStart(5, '0')}`);
-  let controller: ChildProcess | undefined;
-  const oscStatus = async (): Promise<OperatingSystemConfigStatus | undefined> =>
-    (
-      await api.request<{ status?: OperatingSystemConfigStatus }>(
-        'GET',
-        `${GROUP}/namespaces/${ns}/operatingsystemconfigs/${OSC}`,
-      )
-    ).status;
-  const until = async (what: string, ok: (s: OperatingSystemConfigStatus) => boolean) => {
-    for (let i = 0; ; i++) {
-      const s = await oscStatus().catch(() => undefined);
-      if (s && ok(s)) return s;
-      if (i % 20 === 0) log(`${what}: nodes ${JSON.stringify(s?.nodes ?? {})}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
-  const report = (name: string, checksum: string): Promise<unknown> =>
-    api.request('PATCH', `${GROUP}/operatingsystemconfignodes/${name}/status`, {
-      contentType: CONTENT_MERGE_PATCH,
-      body: {
-        status: {
-          oscRef: { namespace: ns, name: OSC },
-          appliedChecksum: checksum,
-          lastAppliedTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-          conditions: [
-            {
-              type: 'Degraded',
-              status: 'False',
-              reason: 'Applied',
-              message: 'simulated',
-              lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
-            },
-          ],
-        },
-      },
-    });
-  const applyOsc = (version: number): Promise<unknown> =>
-    api.request('PATCH', `${GROUP}/namespaces/${ns}/operatingsystemconfigs/${OSC}`, {
-      query: { fieldManager: 'bench', force: true },
-      contentType: CONTENT_APPLY_PATCH,
-      body: {
-        apiVersion: 'oscar.dev/v1alpha1',
-        kind: 'OperatingSystemConfig',
-        metadata: { name: OSC, namespace: ns },
-        spec: {
-          type: 'debian',
-          purpose: 'reconcile',
-          files: [
-            { path: '/etc/fleet.conf', content: { inline: { data: `v${String(version)}\n` } } },
-          ],
-        },
-      },
-    });
+  const b = new Bench(env, kc, api, (await readState(env.stateFile)).apiserver.ref?.pid);
   try {
-    await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: ns } } });
-    controller = spawn(
-      process.execPath,
-      [entry, 'controller', '--kubeconfig', env.kubeconfigPath, '--namespace', ns],
-      { stdio: ['ignore', 'ignore', 'inherit'] },
-    );
-    await applyOsc(1);
-    const v1 = (await until('revision 1 rendered', (s) => s.checksum !== undefined)).checksum ?? '';
-    log(`creating ${String(N)} node reports`);
-    await pool(names, CLIENTS, async (name) => {
-      await api.request('POST', `${GROUP}/operatingsystemconfignodes`, {
-        body: {
-          apiVersion: 'oscar.dev/v1alpha1',
-          kind: 'OperatingSystemConfigNode',
-          metadata: { name, labels: { 'bench.oscar.dev/run': ns } },
-        },
-      });
-      await report(name, v1);
-    });
-    await until('every node on revision 1', (s) => s.nodes?.updated === N);
-    await applyOsc(2);
-    const v2 = (await until('revision 2 rendered', (s) => !!s.checksum && s.checksum !== v1))
-      .checksum;
-    await new Promise((r) => setTimeout(r, 2000)); // the new rendering's own status writes settle
-    const w0 = statusWrites(await getRaw(kc, '/metrics'));
-    const c0 = await procStat(controller.pid);
-    const a0 = await procStat(apiserverPid);
-    log(`${String(N)} nodes report revision 2`);
-    const t0 = performance.now();
-    await pool(names, CLIENTS, async (name) => {
-      await report(name, v2 ?? '');
-    });
-    const reportsMs = performance.now() - t0;
-    await until('every node counted on revision 2', (s) => s.nodes?.updated === N);
-    const countedMs = performance.now() - t0;
-    const w1 = statusWrites(await getRaw(kc, '/metrics'));
-    const c1 = await procStat(controller.pid);
-    const a1 = await procStat(apiserverPid);
-    const writes = w1 - w0;
-    const line = (label: string, value: string, target = ''): void => {
-      process.stdout.write(`${label.padEnd(58)} ${value.padEnd(30)} ${target}\n`);
-    };
-    process.stdout.write(
-      `\nstatus.nodes while ${String(N)} nodes report a new revision (${String(CLIENTS)} reports in flight), controller ${entry}\n\n`,
-    );
-    line(
-      'reports (first → last answered)',
-      `${(reportsMs / 1000).toFixed(1)} s (${(N / (reportsMs / 1000)).toFixed(0)}/s)`,
-    );
-    line(
-      'OSC status writes, first report → all counted',
-      `${String(writes)} (${(writes / (countedMs / 1000)).toFixed(2)} a second)`,
-      '≤ ~1 a second, flat in N',
-    );
-    line(
-      'last report answered → status counts every node',
-      `${((countedMs - reportsMs) / 1000).toFixed(2)} s`,
-    );
-    line('kube-apiserver CPU in that window', `${(a1.cpu - a0.cpu).toFixed(1)} s`);
-    line('controller CPU in that window', `${(c1.cpu - c0.cpu).toFixed(1)} s`);
-    line(
-      'controller peak RSS (VmHWM, whole run)',
-      `${(c1.hwm / 1048576).toFixed(1)} MiB`,
-      '< 300 MB',
-    );
+    await api.request('POST', '/api/v1/namespaces', { body: { metadata: { name: b.ns } } });
+    b.startController(entry);
+    print(ROLLOUT ? await rolloutScenario(b, entry) : await countsScenario(b, entry));
   } finally {
-    controller?.kill('SIGTERM');
+    b.controller?.kill('SIGTERM');
     await api
       .request('DELETE', `${GROUP}/operatingsystemconfignodes`, {
-        query: { labelSelector: `bench.oscar.dev/run=${ns}` },
+        query: { labelSelector: b.selector },
       })
       .catch(() => undefined);
-    await api.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+    await api.request('DELETE', `/api/v1/namespaces/${b.ns}`).catch(() => undefined);
     api.close();
     if (!attach) await env.stop();
   }
