@@ -622,3 +622,61 @@ describe('reconcile', () => {
     expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 1, updated: 0 });
   });
 });
+
+describe('amplification through references (red-team round 3)', () => {
+  const MiB = 1024 * 1024;
+
+  /** One 1 MiB Secret and an OSC of `count` files that all name it. */
+  function manyRefs(count: number) {
+    const { world, deps } = setup();
+    world.secrets.set('ns/big', {
+      metadata: { name: 'big', namespace: 'ns', resourceVersion: '5' },
+      data: { blob: Buffer.alloc(MiB, 'a').toString('base64') },
+    });
+    const files = Array.from({ length: count }, (_, i) => ({
+      path: `/opt/copy-${String(i)}`,
+      content: { secretRef: { name: 'big', key: 'blob' } },
+    }));
+    world.put({
+      metadata: { name: 'a', namespace: 'ns' },
+      spec: { type: 'ubuntu', purpose: 'reconcile', files },
+    });
+    // What reached the renderer, in bytes of file contents: the materialising step.
+    const rendered: number[] = [];
+    const pipeline = {
+      render: (
+        config: Parameters<typeof deps.pipeline.render>[0],
+        target: { name: string; namespace: string },
+      ) => {
+        rendered.push(config.files.reduce((n, f) => n + f.content.length, 0));
+        if (rendered.at(-1)! > 32 * MiB)
+          throw new Error('the renderer was handed the whole amplification');
+        return deps.pipeline.render(config, target);
+      },
+    };
+    return { world, deps: { ...deps, pipeline }, rendered };
+  }
+
+  it('1,024 files naming one 1 MiB Secret (1 GiB resolved) are refused before anything renders, naming the limit', async () => {
+    const { world, deps, rendered } = manyRefs(1024);
+    const out = await reconcile('ns/a', deps);
+    expect(out.result).toBe('invalid');
+    expect(rendered).toEqual([]);
+    expect(world.secrets.has('ns/oscar-a-reconcile')).toBe(false);
+    const valid = world.osc('ns', 'a')?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid).toMatchObject({ status: 'False', reason: 'ValidationFailed' });
+    // The first file past the budget (32 files of 1 MiB fit), the limit and the fix.
+    expect(valid?.message).toContain('spec.files[32].content');
+    expect(valid?.message).toContain('Secret "big"');
+    expect(valid?.message).toContain('above the 32.0 MiB all files of one OSC may hold together');
+    expect(world.events.at(-1)).toMatchObject({ type: 'Warning', reason: 'ValidationFailed' });
+  });
+
+  it('positive control: 2 files naming the same 1 MiB Secret resolve, render and are written', async () => {
+    const { deps, rendered } = manyRefs(2);
+    const out = await reconcile('ns/a', deps);
+    // Repetitive contents compress into the Secret: within every limit.
+    expect(out.result).toBe('written');
+    expect(rendered).toEqual([2 * MiB]);
+  });
+});
