@@ -28,7 +28,7 @@ import { OscStatusWriter, type StatusApi } from './status-writer.js';
 import type { Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { Pipeline } from './pipeline.js';
-import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
+import { namespaceOfKey, type QueueOptions, type WorkQueue } from '../runtime/queue.js';
 import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer, type InformerContext } from '../runtime/informers.js';
@@ -159,7 +159,15 @@ export class OscController extends RuntimeController implements Caches {
   constructor(private readonly o: OscControllerOptions) {
     super();
     this.queue = controllerQueue(
-      { concurrency: 16, baseDelayMs: 200, maxDelayMs: 60_000 },
+      // One namespace (one tenant) holds at most half the workers, and waiting keys are taken
+      // from the namespaces in turn: its slow renders or thousands of objects never stall another's.
+      {
+        concurrency: 16,
+        baseDelayMs: 200,
+        maxDelayMs: 60_000,
+        partitionOf: namespaceOfKey,
+        maxPerPartition: 8,
+      },
       o.queue,
       o.clock,
       (d) => {
