@@ -18,3 +18,18 @@ export function reservedDataSecretName(name: string): string | undefined {
   if (!OSC_SECRET.test(name)) return undefined;
   return `The config's user data Secret would be named ${name}, a name of the form oscar gives an OperatingSystemConfig's Secrets (oscar-<osc>-provision, -reconcile, -rev-N), which the machines following that OSC may read: the bootstrap token would be theirs to take. Rename the config (or its MachineDeployment).`;
 }
+
+/**
+ * The longest machine name oscar can issue an identity for. The names derived from it must fit in
+ * the 253 characters of a Kubernetes name: the agent's CSR `oscar-<machine>-<10 hex>` (17 more),
+ * the Role, RoleBinding and ClusterRole `oscar-node-<machine>` (11 more). Without this a machine
+ * of a longer name booted, and its agent's CSR or the approver's Role was refused by the API
+ * server after the token was spent.
+ */
+export const MACHINE_NAME_MAX = 253 - 'oscar--0123456789'.length;
+
+/** Why no identity can be issued to a machine of this name, or undefined. */
+export function machineNameTooLong(machine: string): string | undefined {
+  if (machine.length <= MACHINE_NAME_MAX) return undefined;
+  return `The machine's name has ${String(machine.length)} characters; oscar names its certificate request oscar-<machine>-<hash> and its Role oscar-node-<machine>, which hold at most ${String(MACHINE_NAME_MAX)}. Give the config (or its Machine) a shorter name.`;
+}

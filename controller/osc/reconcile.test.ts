@@ -680,3 +680,27 @@ describe('amplification through references (red-team round 3)', () => {
     expect(rendered).toEqual([2 * MiB]);
   });
 });
+
+describe('OSC names too long for the names derived from them (red-team round 3)', () => {
+  it('a 64-character name is Valid=False naming metadata.name and the limit; nothing is written', async () => {
+    const { world, deps } = setup();
+    const name = 'a'.repeat(64);
+    world.put({ metadata: { name, namespace: 'ns' }, spec: spec() });
+    const out = await reconcile(`ns/${name}`, deps);
+    expect(out.result).toBe('invalid');
+    expect(world.secrets.size).toBe(0);
+    const valid = world.osc('ns', name)?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid).toMatchObject({ status: 'False', reason: 'ValidationFailed' });
+    expect(valid?.message).toContain('metadata.name: must be at most 63 characters');
+  });
+
+  it('positive control: a 63-character name renders; its Secret name and label value fit', async () => {
+    const { world, deps } = setup();
+    const name = 'a'.repeat(63);
+    world.put({ metadata: { name, namespace: 'ns' }, spec: spec() });
+    expect((await reconcile(`ns/${name}`, deps)).result).toBe('written');
+    const secret = world.secrets.get(`ns/oscar-${name}-reconcile`);
+    expect(secret?.metadata.labels?.[LABEL_OSC]).toBe(name);
+    expect(secret?.metadata.name.length).toBeLessThanOrEqual(253);
+  });
+});
