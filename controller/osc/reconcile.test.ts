@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { ValidationError } from '../../api/field-error.js';
 import { describe, expect, it } from 'vitest';
 import {
   decodeConfigData,
@@ -703,4 +704,67 @@ describe('OSC names too long for the names derived from them (red-team round 3)'
     expect(secret?.metadata.labels?.[LABEL_OSC]).toBe(name);
     expect(secret?.metadata.name.length).toBeLessThanOrEqual(253);
   });
+});
+
+describe("a referenced Secret's data never reaches status, Events or warnings (red-team round 3)", () => {
+  const PASSWORD = 'hunter2-very-secret';
+  const content = `user=admin\npassword=${PASSWORD}\n`;
+
+  /** A renderer that echoes every file it was sent into its error (or its warnings). */
+  function echoing(where: 'error' | 'warning' | 'fieldError') {
+    const { world, deps } = setup();
+    world.secrets.set('ns/creds', {
+      metadata: { name: 'creds', namespace: 'ns', resourceVersion: '7' },
+      data: { conf: Buffer.from(content).toString('base64') },
+    });
+    const echo = (config: Parameters<typeof deps.pipeline.render>[0]) =>
+      config.files
+        .map(
+          (f) =>
+            `${f.path}: cannot parse ${f.content.toString()} (base64 ${f.content.toString('base64')})`,
+        )
+        .join('; ');
+    const pipeline = {
+      render: async (
+        config: Parameters<typeof deps.pipeline.render>[0],
+        target: { name: string; namespace: string },
+      ) => {
+        if (where === 'error') throw new Error(echo(config));
+        if (where === 'fieldError') {
+          throw new ValidationError([{ path: 'spec.files[0].content', message: echo(config) }]);
+        }
+        const out = await deps.pipeline.render(config, target);
+        return { ...out, result: { ...out.result, warnings: [echo(config)] } };
+      },
+    };
+    return { world, deps: { ...deps, pipeline } };
+  }
+
+  const visible = (world: World) => JSON.stringify([world.osc('ns', 'a')?.status, world.events]);
+
+  it.each(['error', 'warning', 'fieldError'] as const)(
+    "a renderer's %s echoing a secretRef'd file: the Secret's lines and base64 are redacted",
+    async (where) => {
+      const { world, deps } = echoing(where);
+      world.put({
+        metadata: { name: 'a', namespace: 'ns' },
+        spec: {
+          type: 'ubuntu',
+          purpose: 'reconcile',
+          files: [
+            { path: '/etc/app.conf', content: { secretRef: { name: 'creds', key: 'conf' } } },
+            { path: '/etc/motd', content: { inline: { data: 'welcome to the machine\n' } } },
+          ],
+        },
+      });
+      await reconcile('ns/a', deps).catch(() => undefined);
+      const seen = visible(world);
+      expect(seen).not.toContain(PASSWORD);
+      expect(seen).not.toContain(Buffer.from(content).toString('base64'));
+      expect(seen).toContain('[redacted: data of a referenced Secret]');
+      // Positive control: inline content (the OSC's own, readable by the same reader) stays.
+      expect(seen).toContain('welcome to the machine');
+      expect(seen).toContain('/etc/app.conf');
+    },
+  );
 });
