@@ -28,6 +28,7 @@ import { OscStatusWriter, type StatusApi } from './status-writer.js';
 import type { Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { Pipeline } from './pipeline.js';
+import { budgetedPipeline } from './render-budget.js';
 import { namespaceOfKey, type QueueOptions, type WorkQueue } from '../runtime/queue.js';
 import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
@@ -155,6 +156,8 @@ export class OscController extends RuntimeController implements Caches {
    * (status.rollout) go out together (status-writer.ts).
    */
   readonly status: OscStatusWriter;
+  /** The pipeline, large renders holding their size of a shared budget (render-budget.ts). */
+  private readonly pipeline: Pipeline;
 
   constructor(private readonly o: OscControllerOptions) {
     super();
@@ -183,6 +186,7 @@ export class OscController extends RuntimeController implements Caches {
         ? {}
         : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
     };
+    this.pipeline = budgetedPipeline(o.pipeline);
     this.status = this.statusWriter(o.writer);
     this.writer = this.recordingWriter(o.writer);
     this.referenced = new ReferencedSecrets({
@@ -455,7 +459,7 @@ export class OscController extends RuntimeController implements Caches {
     const out = await reconcile(key, {
       caches: this,
       writer: this.writer,
-      pipeline: this.o.pipeline,
+      pipeline: this.pipeline,
       now: () => new Date(),
       memo: this.memo,
       nodeCounts: { last: this.statusWrites },
