@@ -296,8 +296,13 @@ export class BootstrapController extends RuntimeController implements BootstrapC
 
   /** The user data Secrets it made, metadata only (their data holds a token). */
   private dataSecretInformer(ns: string): Informer<KubeObject> {
+    // The config is the Secret's controller owner; the label's value is shortened for names over
+    // 63 characters (configLabelValue), so it is only the fallback.
     const configOf = (s: KubeObject): string | undefined => {
-      const name = s.metadata.labels?.[LABEL_CONFIG_NAME];
+      const owner = s.metadata.ownerReferences?.find(
+        (o) => o.controller === true && o.kind === OSCAR_CONFIG_KIND,
+      );
+      const name = owner?.name ?? s.metadata.labels?.[LABEL_CONFIG_NAME];
       return name ? `${s.metadata.namespace ?? ''}/${name}` : undefined;
     };
     return watchInformer<KubeObject>(

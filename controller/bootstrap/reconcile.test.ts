@@ -710,6 +710,11 @@ describe('reconcileBootstrap: machine names too long for the names derived from 
     add(name);
     await reconcileBootstrap(`${NS}/${name}`, deps);
     expect(world.calls).toContain(`createDataSecret ${name}`);
+    // Its user data Secret's label value fits in 63 characters (the API server refused the name).
+    const label = world.secrets.get(name)?.metadata.labels?.['bootstrap.oscar.dev/config'] ?? '';
+    expect(label.length).toBeGreaterThan(0);
+    expect(label.length).toBeLessThanOrEqual(63);
+    expect(label).toMatch(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
     expect(`oscar-${name}-0123456789`.length).toBe(253);
     expect(nodeRoleName(name).length).toBeLessThanOrEqual(253);
   });

@@ -7,6 +7,7 @@
  * where every other machine of OSC `rec` reads; and the OSC controller would overwrite it. A config
  * with such a name gets no user data, with a reason naming the fix.
  */
+import { createHash } from 'node:crypto';
 import { ROLLOUT_LIMITS } from '../../api/constants.js';
 
 const OSC_SECRET = new RegExp(
@@ -32,4 +33,17 @@ export const MACHINE_NAME_MAX = 253 - 'oscar--0123456789'.length;
 export function machineNameTooLong(machine: string): string | undefined {
   if (machine.length <= MACHINE_NAME_MAX) return undefined;
   return `The machine's name has ${String(machine.length)} characters; oscar names its certificate request oscar-<machine>-<hash> and its Role oscar-node-<machine>, which hold at most ${String(MACHINE_NAME_MAX)}. Give the config (or its Machine) a shorter name.`;
+}
+
+/**
+ * The value of the user data Secret's label `bootstrap.oscar.dev/config`: the config's name when
+ * it fits in a label value (63 characters), else its first 52 characters and a hash. The label
+ * marks the Secret as a config's (the informer selects by it); which config is read from the
+ * Secret's controller owner reference, so a shortened value loses nothing. Before, a config name
+ * of 64–253 characters made the Secret's create fail at the API server on every retry.
+ */
+export function configLabelValue(name: string): string {
+  if (name.length <= 63) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 10);
+  return `${name.slice(0, 52).replace(/[-.]+$/, '')}-${hash}`;
 }
