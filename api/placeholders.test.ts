@@ -6,6 +6,7 @@ import {
   LITERAL_OPEN,
   parseValuePairs,
   substituteSpec,
+  SUBSTITUTED_FIELD_MAX,
   substituteText,
   type PlaceholderContext,
 } from './placeholders.js';
@@ -271,5 +272,48 @@ describe('parseValuePairs', () => {
   it('refuses a pair without "=" or with a bad key, naming it', () => {
     expect(() => parseValuePairs(['region'])).toThrow(/--values "region": expected KEY=VALUE/);
     expect(() => parseValuePairs(['a b=c'])).toThrow(/KEY=VALUE/);
+  });
+});
+
+describe('placeholders that multiply a value (red-team round 3)', () => {
+  const value = 'v'.repeat(4096); // the CRD's longest value
+  const many = (n: number) => '{{values.v}}'.repeat(n);
+
+  it('a file of 100,000 placeholders naming a 4 KiB value (390 MiB) stops at 1 MiB, naming the field', () => {
+    const r = substituteSpec(
+      {
+        type: 'ubuntu',
+        purpose: 'provision',
+        files: [{ path: '/etc/x', content: { inline: { data: many(100_000) } } }],
+      },
+      { values: { v: value } },
+    );
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.errors[0]?.path).toBe('spec.files[0].content.inline.data');
+    expect(r.errors[0]?.message).toContain('passes 1.0 MiB');
+  });
+
+  it('many files each under 1 MiB stop once the spec passes 32 MiB together', () => {
+    const files = Array.from({ length: 40 }, (_, i) => ({
+      path: `/etc/x${String(i)}`,
+      content: { inline: { data: many(250) } }, // 1,000 KiB each
+    }));
+    const r = substituteSpec(
+      { type: 'ubuntu', purpose: 'provision', files },
+      { values: { v: value } },
+    );
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.errors[0]?.path).toBe('spec.files[32].content.inline.data');
+  });
+
+  it('positive control: 200 placeholders of the 4 KiB value (800 KiB) substitute', () => {
+    const r = substituteText(
+      many(200),
+      { values: { v: value } },
+      { maxLength: SUBSTITUTED_FIELD_MAX },
+    );
+    expect(r.ok && r.text.length).toBe(200 * 4096);
   });
 });

@@ -19,7 +19,9 @@
  * file that group and others cannot read (permissions such as "0600"), never into a unit (unit
  * files are world-readable) — so a placeholder cannot leak it.
  */
+import { formatBytes } from './bytes.js';
 import { fieldError, type FieldError } from './field-error.js';
+import { DECODE_LIMITS } from './gunzip.js';
 import type { OperatingSystemConfigSpec } from './schema.js';
 
 export interface PlaceholderContext {
@@ -90,7 +92,18 @@ export interface SubstituteOptions {
   private?: boolean;
   /** Collects the names substituted (to know, say, whether the token left oscar's own files). */
   used?: Set<string>;
+  /**
+   * The most characters the substituted text may have: values are short, placeholders shorter,
+   * so a text of many placeholders naming a long value would otherwise grow hundreds of times
+   * (1.4 MiB of "{{values.v}}" with a 4 KiB value is 490 MiB). Stops as soon as it is passed.
+   */
+  maxLength?: number;
 }
+
+/** The most one substituted field may hold: what one file may (DECODE_LIMITS.inlineFileBytes). */
+export const SUBSTITUTED_FIELD_MAX = DECODE_LIMITS.inlineFileBytes;
+/** The most all substituted fields of one spec may hold together, as all resolved files may. */
+export const SUBSTITUTED_TOTAL_MAX = DECODE_LIMITS.configBytes;
 
 function lineOf(text: string, offset: number): number {
   let line = 1;
@@ -203,6 +216,12 @@ export function substituteText(
       }
       out += found.value;
       options.used?.add(name);
+      if (options.maxLength !== undefined && out.length > options.maxLength) {
+        return {
+          ok: false,
+          message: `line ${String(lineOf(text, at))}: with {{ ${name} }} the text passes ${formatBytes(options.maxLength)} (the most a file, or the rest of the OSC's budget for substituted text, may hold); use fewer placeholders or shorter values`,
+        };
+      }
     }
     from = end + CLOSE.length;
     at = text.indexOf(OPEN, from);
@@ -241,13 +260,18 @@ export function substituteSpec(
   const errors: FieldError[] = [];
   const seen = { changed: false };
   const used = new Set<string>();
+  let left = SUBSTITUTED_TOTAL_MAX;
   const field = (path: string, text: string, options: SubstituteOptions = {}): string => {
-    const r = substituteText(text, context, { ...options, used });
+    const maxLength = Math.max(0, Math.min(SUBSTITUTED_FIELD_MAX, left));
+    const r = substituteText(text, context, { ...options, used, maxLength });
     if (!r.ok) {
       errors.push(fieldError(path, r.message));
       return text;
     }
-    if (r.text !== text) seen.changed = true;
+    if (r.text !== text) {
+      seen.changed = true;
+      left -= r.text.length;
+    }
     return r.text;
   };
   const files = (spec.files ?? []).map((file, i) => {

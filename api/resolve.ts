@@ -3,6 +3,7 @@
  * references → the ResolvedConfig every other part of oscar consumes. Pure: the caller looks the
  * references up (the controller from its informer caches, the CLI from files) and passes them in.
  */
+import { formatBytes } from './bytes.js';
 import { DEFAULTS } from './defaults.js';
 import { DECODE_LIMITS, DecodeLimitError, gunzipBounded } from './gunzip.js';
 import { fieldError, type FieldError } from './field-error.js';
@@ -17,6 +18,15 @@ export interface References {
 }
 
 export const NO_REFERENCES: References = { secrets: new Map(), configMaps: new Map() };
+
+/**
+ * What all files of one OSC may hold together once resolved: what a reconcile Secret's
+ * `config.json.gz` may inflate to (DECODE_LIMITS.configBytes), so nothing past it could ever
+ * reach a node. References are what makes this a limit of its own: 1,024 files naming one 1 MiB
+ * Secret are a 1 GiB configuration, which the renderers and the canonical form would materialise
+ * several times over. Counted as the files resolve, before anything is rendered.
+ */
+export const RESOLVED_TOTAL_BYTES = DECODE_LIMITS.configBytes;
 
 export type ResolveResult =
   { ok: true; config: ResolvedConfig } | { ok: false; errors: FieldError[] };
@@ -190,6 +200,19 @@ class InlineArena {
   }
 }
 
+/** The error for the first file that takes the OSC's resolved files past RESOLVED_TOTAL_BYTES. */
+function overBudget(index: number, total: number, content: File['content']): FieldError {
+  const source = content.secretRef
+    ? `Secret "${content.secretRef.name}"`
+    : content.configMapRef
+      ? `ConfigMap "${content.configMapRef.name}"`
+      : 'inline data';
+  return fieldError(
+    `spec.files[${index}].content`,
+    `with this file (${source}) the OSC's files hold ${formatBytes(total)} once resolved, above the ${formatBytes(RESOLVED_TOTAL_BYTES)} all files of one OSC may hold together (each reference counts every time it is used); reference large objects once, or ship large files in the image`,
+  );
+}
+
 function resolveFile(
   file: File,
   index: number,
@@ -255,11 +278,21 @@ export function resolve(
   const errors: FieldError[] = [];
   const files: ResolvedFile[] = [];
   const arena = new InlineArena(spec.files ?? []);
-  (spec.files ?? []).forEach((file, index) => {
+  let total = 0;
+  for (const [index, file] of (spec.files ?? []).entries()) {
     const result = resolveFile(file, index, refs, arena);
-    if ('content' in result) files.push(result);
-    else errors.push(result);
-  });
+    if (!('content' in result)) {
+      errors.push(result);
+      continue;
+    }
+    total += result.content.length;
+    if (total > RESOLVED_TOTAL_BYTES) {
+      // Stop here: the rest would only add to a configuration that is refused anyway.
+      errors.push(overBudget(index, total, file.content));
+      break;
+    }
+    files.push(result);
+  }
   arena.seal();
   if (errors.length > 0) return { ok: false, errors };
 

@@ -45,6 +45,14 @@ const PATTERN_HINTS: Record<string, string> = {
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** instancePath "/spec/files/2/path" → "spec.files[2].path" */
+/**
+ * The longest OSC name: oscar labels its Secrets `oscar.dev/osc=<name>` (its informers select by
+ * it), and a label value holds 63 characters. The CRD refuses longer names at admission; this
+ * catches an object stored before that rule and the CLI's files.
+ */
+export const OSC_NAME_MAX = 63;
+export const OSC_NAME_TOO_LONG = `must be at most ${String(OSC_NAME_MAX)} characters: oscar labels the OSC's Secrets oscar.dev/osc=<name> and a label value holds ${String(OSC_NAME_MAX)}; choose a shorter name`;
+
 export function toFieldPath(pointer: string): string {
   let out = '';
   for (const raw of pointer.split('/').slice(1)) {
@@ -286,6 +294,9 @@ export function validateOperatingSystemConfig(doc: unknown): FieldError[] {
         'must be a DNS subdomain: lowercase a-z, 0-9, "-" and ".", starting and ending with a letter or digit, at most 253 characters',
       ),
     );
+  }
+  if (typeof name === 'string' && name.length > OSC_NAME_MAX) {
+    errors.push(fieldError('metadata.name', OSC_NAME_TOO_LONG));
   }
   errors.push(...schemaErrors(doc));
   unknownFields(OperatingSystemConfig as unknown as SchemaNode, doc, [], errors);

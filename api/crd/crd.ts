@@ -2,6 +2,7 @@
  * Derives the CustomResourceDefinition manifests from the typebox schema in api/schema.ts,
  * so the API server, the CLI and the controller all enforce one definition.
  */
+import { OSC_NAME_MAX, OSC_NAME_TOO_LONG } from '../validate.js';
 import { stringify } from 'yaml';
 import {
   BOOTSTRAP_GROUP,
@@ -183,14 +184,23 @@ export function operatingSystemConfigCrd(): Json {
         priority: 1,
       },
     ],
-    schema: rootSchema(
-      'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS into a Secret and its agent keeps nodes in sync in place.',
-      {
-        spec: toOpenApi(OperatingSystemConfigSpec),
-        status: toOpenApi(OperatingSystemConfigStatus),
-      },
-      ['spec'],
-    ),
+    schema: {
+      ...rootSchema(
+        'OperatingSystemConfig declares the units, files, packages and container runtime a node must carry; oscar renders it for the OS into a Secret and its agent keeps nodes in sync in place.',
+        {
+          spec: toOpenApi(OperatingSystemConfigSpec),
+          status: toOpenApi(OperatingSystemConfigStatus),
+        },
+        ['spec'],
+      ),
+      // Refused at admission rather than failing later: its Secrets' label value is the name.
+      'x-kubernetes-validations': [
+        {
+          rule: `size(self.metadata.name) <= ${String(OSC_NAME_MAX)}`,
+          message: `metadata.name ${OSC_NAME_TOO_LONG}`,
+        },
+      ],
+    },
   });
 }
 

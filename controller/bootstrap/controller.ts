@@ -27,7 +27,7 @@ import { keyOf, type Informer } from '../kube/informer.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
 import type { Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
-import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
+import { namespaceOfKey, type QueueOptions, type WorkQueue } from '../runtime/queue.js';
 import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer, type InformerContext } from '../runtime/informers.js';
@@ -156,7 +156,15 @@ export class BootstrapController extends RuntimeController implements BootstrapC
   constructor(private readonly o: BootstrapControllerOptions) {
     super();
     this.queue = controllerQueue(
-      { concurrency: 16, baseDelayMs: 200, maxDelayMs: 60_000 },
+      // One namespace (one tenant) holds at most half the workers, and waiting keys are taken
+      // from the namespaces in turn: its slow renders or thousands of objects never stall another's.
+      {
+        concurrency: 16,
+        baseDelayMs: 200,
+        maxDelayMs: 60_000,
+        partitionOf: namespaceOfKey,
+        maxPerPartition: 8,
+      },
       o.queue,
       o.clock,
     );
@@ -288,8 +296,13 @@ export class BootstrapController extends RuntimeController implements BootstrapC
 
   /** The user data Secrets it made, metadata only (their data holds a token). */
   private dataSecretInformer(ns: string): Informer<KubeObject> {
+    // The config is the Secret's controller owner; the label's value is shortened for names over
+    // 63 characters (configLabelValue), so it is only the fallback.
     const configOf = (s: KubeObject): string | undefined => {
-      const name = s.metadata.labels?.[LABEL_CONFIG_NAME];
+      const owner = s.metadata.ownerReferences?.find(
+        (o) => o.controller === true && o.kind === OSCAR_CONFIG_KIND,
+      );
+      const name = owner?.name ?? s.metadata.labels?.[LABEL_CONFIG_NAME];
       return name ? `${s.metadata.namespace ?? ''}/${name}` : undefined;
     };
     return watchInformer<KubeObject>(

@@ -4,7 +4,7 @@ import type { OscarConfigStatus } from '../../api/bootstrap/schema.js';
 import type { OperatingSystemConfigSpec } from '../../api/schema.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
-import { machineGrantFor, nodeRole } from '../shared/node-rbac.js';
+import { machineGrantFor, nodeRole, nodeRoleName } from '../shared/node-rbac.js';
 import {
   consumedStatus,
   departedOf,
@@ -17,6 +17,7 @@ import {
   type RoleObject,
 } from './reconcile.js';
 import { sampleBootstrapInputs } from './sizes.js';
+import { MACHINE_NAME_MAX } from './reserved-names.js';
 import { CAPI_CLUSTER_NAME_LABEL } from '../../api/bootstrap/constants.js';
 import type { ConfigObject } from './types.js';
 
@@ -687,5 +688,34 @@ describe("reconcileBootstrap: a config named like an OSC's Secret (red-team, iss
       await reconcileBootstrap(`${NS}/${name}`, deps);
       expect(world.calls, name).toContain(`createDataSecret ${name}`);
     }
+  });
+});
+
+describe('reconcileBootstrap: machine names too long for the names derived from them (red-team round 3)', () => {
+  it('a 237-character machine name gets no token and no user data, and says why', async () => {
+    const name = `m${'a'.repeat(MACHINE_NAME_MAX)}`;
+    const { world, deps, add } = setup();
+    add(name);
+    await reconcileBootstrap(`${NS}/${name}`, deps);
+    const ready = world.configs.get(name)?.status?.conditions?.find((x) => x.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'MachineNameTooLong' });
+    expect(ready?.message).toContain(`at most ${String(MACHINE_NAME_MAX)}`);
+    expect(world.tokens.size).toBe(0);
+    expect(world.secrets.has(name)).toBe(false);
+  });
+
+  it('positive control: a machine name of exactly the limit is bootstrapped, its derived names fit', async () => {
+    const name = 'a'.repeat(MACHINE_NAME_MAX);
+    const { world, deps, add } = setup();
+    add(name);
+    await reconcileBootstrap(`${NS}/${name}`, deps);
+    expect(world.calls).toContain(`createDataSecret ${name}`);
+    // Its user data Secret's label value fits in 63 characters (the API server refused the name).
+    const label = world.secrets.get(name)?.metadata.labels?.['bootstrap.oscar.dev/config'] ?? '';
+    expect(label.length).toBeGreaterThan(0);
+    expect(label.length).toBeLessThanOrEqual(63);
+    expect(label).toMatch(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
+    expect(`oscar-${name}-0123456789`.length).toBe(253);
+    expect(nodeRoleName(name).length).toBeLessThanOrEqual(253);
   });
 });

@@ -17,7 +17,7 @@
  * data. The one exception is a token that expired before the machine joined: the user data is then
  * rendered again with a new token, with a Warning Event.
  */
-import { reservedDataSecretName } from './reserved-names.js';
+import { configLabelValue, machineNameTooLong, reservedDataSecretName } from './reserved-names.js';
 import {
   ANNOTATION_TOKEN_ID,
   BOOTSTRAP_API_VERSION,
@@ -417,7 +417,7 @@ function dataSecretBody(
   rendered: Rendered,
 ): Record<string, unknown> {
   const labels: Record<string, string> = {
-    [LABEL_CONFIG_NAME]: config.metadata.name,
+    [LABEL_CONFIG_NAME]: configLabelValue(config.metadata.name),
     [LABEL_CONFIG_UID]: config.metadata.uid ?? '',
   };
   if (t.clusterName && t.machine) labels[CAPI_CLUSTER_NAME_LABEL] = t.clusterName;
@@ -459,6 +459,8 @@ async function issue(
 ): Promise<{ rendered: Rendered; writes: number } | Failure> {
   const reserved = reservedDataSecretName(dataSecretNameFor(config));
   if (reserved) return { reason: 'SecretNameReserved', message: reserved };
+  const tooLong = machineNameTooLong(t.machineName);
+  if (tooLong) return { reason: 'MachineNameTooLong', message: tooLong };
   const uid = config.metadata.uid ?? '';
   let writes = 0;
   for (let attempt = 0; attempt < TOKEN_ATTEMPTS; attempt++) {

@@ -17,6 +17,7 @@ import {
 } from '../../api/schema.js';
 import { validateAndResolve } from '../../api/validated.js';
 import { renderOsc, type RendererRegistry } from '../../renderers/registry.js';
+import { redactSecretData } from '../osc/redact.js';
 import { bootstrapAdditions, withBootstrap, type BootstrapInputs } from './additions.js';
 
 export interface MachineRenderInput {
@@ -70,7 +71,11 @@ export async function renderMachine(
     metadata: { name: provision.name, namespace: provision.namespace },
     spec: substituted.spec,
   };
-  const resolved = validateAndResolve(doc, input.refs);
+  let refs: References | undefined;
+  const resolved = validateAndResolve(
+    doc,
+    (spec) => (refs = typeof input.refs === 'function' ? input.refs(spec) : input.refs),
+  );
   if (!resolved.ok) return { ok: false, stage: resolved.stage, errors: resolved.errors };
   let config = resolved.config;
   if (input.bootstrap) {
@@ -86,7 +91,8 @@ export async function renderMachine(
       namespace: provision.namespace,
       ...(input.format ? { format: input.format } : {}),
     });
-    const warnings = [...result.warnings];
+    const hidden = secretsToHide(input, refs);
+    const warnings = result.warnings.map((w) => redactSecretData(w, hidden));
     if (
       result.userData.length > LIMITS.provisionUserDataBytes &&
       !warnings.some((w) => w.includes('16 KiB'))
@@ -103,8 +109,31 @@ export async function renderMachine(
       placeholders: substituted.used,
     };
   } catch (error) {
-    if (error instanceof ValidationError)
-      return { ok: false, stage: 'render', errors: error.errors };
-    throw error;
+    // A renderer's error may echo what it was sent: never the machine's token or a Secret's data.
+    const hidden = secretsToHide(input, refs);
+    if (error instanceof ValidationError) {
+      const errors = error.errors.map((e) => ({
+        ...e,
+        message: redactSecretData(e.message, hidden),
+      }));
+      return { ok: false, stage: 'render', errors };
+    }
+    throw new Error(redactSecretData((error as Error).message, hidden), { cause: error });
   }
+}
+
+/** What a message about this machine's render must not show: its token, referenced Secrets' data. */
+function secretsToHide(
+  input: MachineRenderInput,
+  refs: References | undefined,
+): Map<string, Record<string, Buffer>> {
+  const hidden = new Map<string, Record<string, Buffer>>(refs?.secrets ?? []);
+  const token = input.placeholders.bootstrap?.token;
+  if (token !== undefined) {
+    hidden.set('', {
+      token: Buffer.from(token),
+      secret: Buffer.from(token.slice(token.indexOf('.') + 1)),
+    });
+  }
+  return hidden;
 }

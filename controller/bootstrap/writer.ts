@@ -4,7 +4,6 @@
  * back over the wire, and nothing of it is logged (API errors keep only the Status message, which
  * names objects, never their data).
  */
-import { randomBytes } from 'node:crypto';
 import {
   BOOTSTRAP_API_VERSION,
   BOOTSTRAP_TOKEN_NAMESPACE,
@@ -34,6 +33,7 @@ import { tokenSecretName } from './token.js';
 import { API_VERSION } from '../../api/constants.js';
 import { CONFIG_UID_LABEL } from '../../api/identity.js';
 import type { ConfigObject } from './types.js';
+import { eventName } from '../runtime/event-name.js';
 
 export const BOOTSTRAP_FIELD_MANAGER = 'oscar-bootstrap';
 
@@ -204,7 +204,7 @@ export class HttpBootstrapWriter implements BootstrapWriter {
       body: {
         apiVersion: 'v1',
         kind: 'Event',
-        metadata: { name: `${config.metadata.name}.${randomBytes(8).toString('hex')}`, namespace },
+        metadata: { name: eventName(config.metadata.name), namespace },
         involvedObject: {
           apiVersion: BOOTSTRAP_API_VERSION,
           kind: OSCAR_CONFIG_KIND,

@@ -311,3 +311,49 @@ describe('UpdateMachine: tenancy (a node of another namespace is never granted)'
     expect((await decideUpdate(inputs({ oscNode: ours }))).kind).toBe('grant');
   });
 });
+
+describe('UpdateMachine: hostile requests (red-team round 3)', () => {
+  const config = (namespace: string) => ({
+    apiVersion: 'bootstrap.oscar.dev/v1alpha1',
+    kind: 'OscarConfig',
+    metadata: { name: 'm-1', namespace },
+  });
+
+  it("a Machine of one namespace with another namespace's OscarConfig is not oscar's to act on", () => {
+    expect(
+      requestTarget({
+        desired: {
+          machine: { metadata: { name: 'm-1', namespace: 'a' } },
+          bootstrapConfig: config('b'),
+        },
+      }),
+    ).toHaveProperty('notOscar');
+    expect(
+      requestTarget({
+        desired: { machine: { metadata: { name: 'm-1' } }, bootstrapConfig: config('b') },
+      }),
+    ).toHaveProperty('notOscar');
+  });
+
+  it('unknown fields change nothing: the same target is read (positive control for the refusal above)', () => {
+    const hostile = JSON.parse(
+      JSON.stringify({
+        desired: {
+          machine: {
+            metadata: { name: 'm-1', namespace: 'a', extra: { namespace: 'b' } },
+            spec: { x: 1 },
+          },
+          bootstrapConfig: {
+            ...config('a'),
+            spec: { reconcileRef: { name: 'other' } },
+            status: { y: 2 },
+          },
+          infrastructureMachine: { metadata: { namespace: 'b' } },
+        },
+        current: { machine: { metadata: { namespace: 'b' } } },
+        unknown: ['x'],
+      }),
+    ) as Parameters<typeof requestTarget>[0];
+    expect(requestTarget(hostile)).toEqual({ namespace: 'a', machine: 'm-1', config: 'm-1' });
+  });
+});

@@ -180,7 +180,7 @@ describe('request: every signature algorithm it knows verifies (openssl-made req
     return readFileSync(out);
   };
   const ec384 = ['-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-384'];
-  const rsa = ['-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:1024'];
+  const rsa = ['-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048'];
   it.each([
     [ec384, 'sha384'],
     [ec384, 'sha512'],

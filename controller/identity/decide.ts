@@ -28,7 +28,12 @@ import {
   nodeUser,
 } from '../../api/identity.js';
 import { BOOTSTRAP_TOKEN_GROUP } from '../../api/bootstrap/constants.js';
-import { OID_COMMON_NAME, OID_ORGANIZATION, type ParsedRequest } from './request.js';
+import {
+  OID_COMMON_NAME,
+  OID_ORGANIZATION,
+  signatureRefusal,
+  type ParsedRequest,
+} from './request.js';
 
 export interface CsrObject {
   metadata: { name: string; uid?: string; resourceVersion?: string };
@@ -287,12 +292,9 @@ function requestParses(parsed: ParsedRequest | Error): Refusal | undefined {
   return { reason: 'InvalidRequest', message: `spec.request: ${parsed.message}` };
 }
 
+/** An accepted key (KeyNotAllowed) whose signature, by an accepted algorithm, verifies. */
 function signatureVerifies({ request }: Review): Refusal | undefined {
-  if (request.signatureValid) return undefined;
-  return {
-    reason: 'InvalidRequest',
-    message: 'spec.request: its signature does not verify with its own key',
-  };
+  return signatureRefusal(request);
 }
 
 /** Exactly CN=oscar:node:<machine>, O=oscar:nodes, O=oscar:config:<uid> of the claim. */

@@ -22,7 +22,12 @@
  */
 import { BOOTSTRAP_TOKEN_GROUP } from '../../api/bootstrap/constants.js';
 import type { CsrObject, Decision } from './decide.js';
-import { OID_COMMON_NAME, OID_ORGANIZATION, type ParsedRequest } from './request.js';
+import {
+  OID_COMMON_NAME,
+  OID_ORGANIZATION,
+  signatureRefusal,
+  type ParsedRequest,
+} from './request.js';
 
 export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 export const KUBELET_USER_PREFIX = 'system:node:';
@@ -169,12 +174,8 @@ function requestProblem(
 ): { reason: string; message: string } | undefined {
   if (parsed instanceof Error)
     return { reason: 'InvalidRequest', message: `spec.request: ${parsed.message}` };
-  if (!parsed.signatureValid) {
-    return {
-      reason: 'InvalidRequest',
-      message: 'spec.request: its signature does not verify with its own key',
-    };
-  }
+  const signature = signatureRefusal(parsed);
+  if (signature !== undefined) return signature;
   const subject = kubeletSubjectProblem(parsed.subject, machine);
   if (subject !== undefined) return { reason: 'WrongSubject', message: subject };
   if (parsed.attributes.length > 0) {

@@ -11,7 +11,7 @@
  * leniency, no trailing bytes). The differential test against Go's reader is
  * request.differential.test.ts.
  */
-import { createPublicKey, verify } from 'node:crypto';
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { CertificationRequest } from '@peculiar/asn1-csr';
 import { AsnConvert } from '@peculiar/asn1-schema';
 import { readStrictPem } from '../../api/pem.js';
@@ -34,7 +34,52 @@ export interface ParsedRequest {
   /** OIDs of the request's attributes (1.2.840.113549.1.9.14 is an extension request). */
   attributes: string[];
   signatureValid: boolean;
+  /** Why the request's key is not one oscar approves (its signature was then not checked). */
+  keyProblem?: string;
+  /** Why the signature was not checked: an algorithm oscar does not accept (SHA-1, …). */
+  signatureProblem?: string;
 }
+
+/**
+ * The keys oscar approves a certificate for: what its agent and kubelet make (ECDSA P-256), with
+ * P-384 and RSA 2048–4096 for an administrator's tools. Everything else is refused before its
+ * signature is checked: RSA below 2048 bits is weak; larger RSA keys cost the approver (and the
+ * API server on every TLS handshake with the certificate) far more to verify — an RSA-16384
+ * verification took 25–40 ms here, 100 times RSA-2048's — and exponents other than 65537 are
+ * what no tool makes but a crafted key; DSA, Ed25519, P-521 and other curves are made by nothing
+ * oscar serves.
+ */
+export const ALLOWED_KEYS = 'ECDSA P-256 or P-384, or RSA of 2048 to 4096 bits with exponent 65537';
+const EC_CURVES = new Set(['prime256v1', 'secp384r1']);
+const RSA_BITS = { min: 2048, max: 4096 };
+
+/** Why `key` is not one oscar approves, or undefined. */
+export function keyProblem(key: KeyObject): string | undefined {
+  const type = key.asymmetricKeyType ?? 'unknown';
+  const details = key.asymmetricKeyDetails ?? {};
+  let what: string;
+  if (type === 'ec') {
+    if (EC_CURVES.has(details.namedCurve ?? '')) return undefined;
+    what = `an EC key on curve ${details.namedCurve ?? 'unknown'}`;
+  } else if (type === 'rsa') {
+    const bits = details.modulusLength ?? 0;
+    const exponent = details.publicExponent ?? 0n;
+    if (bits >= RSA_BITS.min && bits <= RSA_BITS.max && exponent === 65537n) return undefined;
+    what = `an RSA key of ${String(bits)} bits with exponent ${exponent.toString()}`;
+  } else {
+    what = `a key of type ${type}`;
+  }
+  return `the request's key is ${what}; oscar approves ${ALLOWED_KEYS} (oscar's agent and kubelet make ECDSA P-256)`;
+}
+
+/** The signature algorithms' names for messages. */
+const SIGNATURE_NAMES: Record<string, string> = {
+  '1.2.840.113549.1.1.5': 'sha1WithRSAEncryption',
+  '1.2.840.10045.4.1': 'ecdsa-with-SHA1',
+  '1.2.840.113549.1.1.4': 'md5WithRSAEncryption',
+  '1.2.840.10040.4.3': 'dsa-with-SHA1',
+  '1.2.840.10045.4.3.1': 'ecdsa-with-SHA224',
+};
 
 /** Most bytes of spec.request read (an RSA-4096 request is under 2 KiB of PEM). */
 export const MAX_REQUEST_BYTES = 16 * 1024;
@@ -58,20 +103,44 @@ export function parseRequest(request: Buffer): ParsedRequest | Error {
     // above refused it (the empty field written again is two bytes more).
     const attributes = info.attributes.map((a) => a.type);
     const raw = csr.certificationRequestInfoRaw;
-    const digest = DIGEST_OF[csr.signatureAlgorithm.algorithm];
-    let signatureValid = false;
-    if (raw && digest !== undefined) {
-      const key = createPublicKey({
-        key: Buffer.from(AsnConvert.serialize(info.subjectPKInfo)),
-        format: 'der',
-        type: 'spki',
-      });
-      signatureValid = verify(digest, Buffer.from(raw), key, Buffer.from(csr.signature));
+    const algorithm = csr.signatureAlgorithm.algorithm;
+    const digest = DIGEST_OF[algorithm];
+    const key = createPublicKey({
+      key: Buffer.from(AsnConvert.serialize(info.subjectPKInfo)),
+      format: 'der',
+      type: 'spki',
+    });
+    const parsed: ParsedRequest = { subject, attributes, signatureValid: false };
+    const badKey = keyProblem(key);
+    if (badKey !== undefined) {
+      // Refused before its signature costs anything to check.
+      parsed.keyProblem = badKey;
+    } else if (digest === undefined) {
+      parsed.signatureProblem = `its signature algorithm is ${SIGNATURE_NAMES[algorithm] ?? algorithm}, which oscar does not accept; sign with SHA-256, SHA-384 or SHA-512`;
+    } else if (raw) {
+      parsed.signatureValid = verify(digest, Buffer.from(raw), key, Buffer.from(csr.signature));
     }
-    return { subject, attributes, signatureValid };
+    return parsed;
   } catch (error) {
     return new Error(
       `the request is not a PKCS#10 certificate request: ${(error as Error).message}`,
     );
   }
+}
+
+/**
+ * The refusal of a parsed request's key or signature, or undefined when the signature verifies:
+ * `KeyNotAllowed` naming the key and what is accepted, else `InvalidRequest` saying why.
+ */
+export function signatureRefusal(
+  request: ParsedRequest,
+): { reason: string; message: string } | undefined {
+  if (request.keyProblem !== undefined) {
+    return { reason: 'KeyNotAllowed', message: `spec.request: ${request.keyProblem}` };
+  }
+  if (request.signatureValid) return undefined;
+  return {
+    reason: 'InvalidRequest',
+    message: `spec.request: ${request.signatureProblem ?? 'its signature does not verify with its own key'}`,
+  };
 }

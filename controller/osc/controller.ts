@@ -28,7 +28,8 @@ import { OscStatusWriter, type StatusApi } from './status-writer.js';
 import type { Logger } from '../../log/logger.js';
 import type { ControllerMetrics } from '../runtime/metrics.js';
 import type { Pipeline } from './pipeline.js';
-import type { QueueOptions, WorkQueue } from '../runtime/queue.js';
+import { budgetedPipeline } from './render-budget.js';
+import { namespaceOfKey, type QueueOptions, type WorkQueue } from '../runtime/queue.js';
 import { ControllerRuntime, controllerQueue, RuntimeController } from '../runtime/controller.js';
 import { timedHandle, type Reconciled } from '../runtime/handle.js';
 import { watchInformer, type InformerContext } from '../runtime/informers.js';
@@ -155,11 +156,21 @@ export class OscController extends RuntimeController implements Caches {
    * (status.rollout) go out together (status-writer.ts).
    */
   readonly status: OscStatusWriter;
+  /** The pipeline, large renders holding their size of a shared budget (render-budget.ts). */
+  private readonly pipeline: Pipeline;
 
   constructor(private readonly o: OscControllerOptions) {
     super();
     this.queue = controllerQueue(
-      { concurrency: 16, baseDelayMs: 200, maxDelayMs: 60_000 },
+      // One namespace (one tenant) holds at most half the workers, and waiting keys are taken
+      // from the namespaces in turn: its slow renders or thousands of objects never stall another's.
+      {
+        concurrency: 16,
+        baseDelayMs: 200,
+        maxDelayMs: 60_000,
+        partitionOf: namespaceOfKey,
+        maxPerPartition: 8,
+      },
       o.queue,
       o.clock,
       (d) => {
@@ -175,6 +186,7 @@ export class OscController extends RuntimeController implements Caches {
         ? {}
         : { watchTimeoutSeconds: o.watchTimeoutSeconds }),
     };
+    this.pipeline = budgetedPipeline(o.pipeline);
     this.status = this.statusWriter(o.writer);
     this.writer = this.recordingWriter(o.writer);
     this.referenced = new ReferencedSecrets({
@@ -447,7 +459,7 @@ export class OscController extends RuntimeController implements Caches {
     const out = await reconcile(key, {
       caches: this,
       writer: this.writer,
-      pipeline: this.o.pipeline,
+      pipeline: this.pipeline,
       now: () => new Date(),
       memo: this.memo,
       nodeCounts: { last: this.statusWrites },

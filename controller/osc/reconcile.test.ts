@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { ValidationError } from '../../api/field-error.js';
 import { describe, expect, it } from 'vitest';
 import {
   decodeConfigData,
@@ -621,4 +622,149 @@ describe('reconcile', () => {
     expect(world.log).toEqual(['update oscar-a-reconcile', 'status a']);
     expect(world.osc('ns', 'a')?.status?.nodes).toMatchObject({ total: 1, updated: 0 });
   });
+});
+
+describe('amplification through references (red-team round 3)', () => {
+  const MiB = 1024 * 1024;
+
+  /** One 1 MiB Secret and an OSC of `count` files that all name it. */
+  function manyRefs(count: number) {
+    const { world, deps } = setup();
+    world.secrets.set('ns/big', {
+      metadata: { name: 'big', namespace: 'ns', resourceVersion: '5' },
+      data: { blob: Buffer.alloc(MiB, 'a').toString('base64') },
+    });
+    const files = Array.from({ length: count }, (_, i) => ({
+      path: `/opt/copy-${String(i)}`,
+      content: { secretRef: { name: 'big', key: 'blob' } },
+    }));
+    world.put({
+      metadata: { name: 'a', namespace: 'ns' },
+      spec: { type: 'ubuntu', purpose: 'reconcile', files },
+    });
+    // What reached the renderer, in bytes of file contents: the materialising step.
+    const rendered: number[] = [];
+    const pipeline = {
+      render: (
+        config: Parameters<typeof deps.pipeline.render>[0],
+        target: { name: string; namespace: string },
+      ) => {
+        rendered.push(config.files.reduce((n, f) => n + f.content.length, 0));
+        if (rendered.at(-1)! > 32 * MiB)
+          throw new Error('the renderer was handed the whole amplification');
+        return deps.pipeline.render(config, target);
+      },
+    };
+    return { world, deps: { ...deps, pipeline }, rendered };
+  }
+
+  it('1,024 files naming one 1 MiB Secret (1 GiB resolved) are refused before anything renders, naming the limit', async () => {
+    const { world, deps, rendered } = manyRefs(1024);
+    const out = await reconcile('ns/a', deps);
+    expect(out.result).toBe('invalid');
+    expect(rendered).toEqual([]);
+    expect(world.secrets.has('ns/oscar-a-reconcile')).toBe(false);
+    const valid = world.osc('ns', 'a')?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid).toMatchObject({ status: 'False', reason: 'ValidationFailed' });
+    // The first file past the budget (32 files of 1 MiB fit), the limit and the fix.
+    expect(valid?.message).toContain('spec.files[32].content');
+    expect(valid?.message).toContain('Secret "big"');
+    expect(valid?.message).toContain('above the 32.0 MiB all files of one OSC may hold together');
+    expect(world.events.at(-1)).toMatchObject({ type: 'Warning', reason: 'ValidationFailed' });
+  });
+
+  it('positive control: 2 files naming the same 1 MiB Secret resolve, render and are written', async () => {
+    const { deps, rendered } = manyRefs(2);
+    const out = await reconcile('ns/a', deps);
+    // Repetitive contents compress into the Secret: within every limit.
+    expect(out.result).toBe('written');
+    expect(rendered).toEqual([2 * MiB]);
+  });
+});
+
+describe('OSC names too long for the names derived from them (red-team round 3)', () => {
+  it('a 64-character name is Valid=False naming metadata.name and the limit; nothing is written', async () => {
+    const { world, deps } = setup();
+    const name = 'a'.repeat(64);
+    world.put({ metadata: { name, namespace: 'ns' }, spec: spec() });
+    const out = await reconcile(`ns/${name}`, deps);
+    expect(out.result).toBe('invalid');
+    expect(world.secrets.size).toBe(0);
+    const valid = world.osc('ns', name)?.status?.conditions?.find((c) => c.type === 'Valid');
+    expect(valid).toMatchObject({ status: 'False', reason: 'ValidationFailed' });
+    expect(valid?.message).toContain('metadata.name: must be at most 63 characters');
+  });
+
+  it('positive control: a 63-character name renders; its Secret name and label value fit', async () => {
+    const { world, deps } = setup();
+    const name = 'a'.repeat(63);
+    world.put({ metadata: { name, namespace: 'ns' }, spec: spec() });
+    expect((await reconcile(`ns/${name}`, deps)).result).toBe('written');
+    const secret = world.secrets.get(`ns/oscar-${name}-reconcile`);
+    expect(secret?.metadata.labels?.[LABEL_OSC]).toBe(name);
+    expect(secret?.metadata.name.length).toBeLessThanOrEqual(253);
+  });
+});
+
+describe("a referenced Secret's data never reaches status, Events or warnings (red-team round 3)", () => {
+  const PASSWORD = 'hunter2-very-secret';
+  const content = `user=admin\npassword=${PASSWORD}\n`;
+
+  /** A renderer that echoes every file it was sent into its error (or its warnings). */
+  function echoing(where: 'error' | 'warning' | 'fieldError') {
+    const { world, deps } = setup();
+    world.secrets.set('ns/creds', {
+      metadata: { name: 'creds', namespace: 'ns', resourceVersion: '7' },
+      data: { conf: Buffer.from(content).toString('base64') },
+    });
+    const echo = (config: Parameters<typeof deps.pipeline.render>[0]) =>
+      config.files
+        .map(
+          (f) =>
+            `${f.path}: cannot parse ${f.content.toString()} (base64 ${f.content.toString('base64')})`,
+        )
+        .join('; ');
+    const pipeline = {
+      render: async (
+        config: Parameters<typeof deps.pipeline.render>[0],
+        target: { name: string; namespace: string },
+      ) => {
+        if (where === 'error') throw new Error(echo(config));
+        if (where === 'fieldError') {
+          throw new ValidationError([{ path: 'spec.files[0].content', message: echo(config) }]);
+        }
+        const out = await deps.pipeline.render(config, target);
+        return { ...out, result: { ...out.result, warnings: [echo(config)] } };
+      },
+    };
+    return { world, deps: { ...deps, pipeline } };
+  }
+
+  const visible = (world: World) => JSON.stringify([world.osc('ns', 'a')?.status, world.events]);
+
+  it.each(['error', 'warning', 'fieldError'] as const)(
+    "a renderer's %s echoing a secretRef'd file: the Secret's lines and base64 are redacted",
+    async (where) => {
+      const { world, deps } = echoing(where);
+      world.put({
+        metadata: { name: 'a', namespace: 'ns' },
+        spec: {
+          type: 'ubuntu',
+          purpose: 'reconcile',
+          files: [
+            { path: '/etc/app.conf', content: { secretRef: { name: 'creds', key: 'conf' } } },
+            { path: '/etc/motd', content: { inline: { data: 'welcome to the machine\n' } } },
+          ],
+        },
+      });
+      await reconcile('ns/a', deps).catch(() => undefined);
+      const seen = visible(world);
+      expect(seen).not.toContain(PASSWORD);
+      expect(seen).not.toContain(Buffer.from(content).toString('base64'));
+      expect(seen).toContain('[redacted: data of a referenced Secret]');
+      // Positive control: inline content (the OSC's own, readable by the same reader) stays.
+      expect(seen).toContain('welcome to the machine');
+      expect(seen).toContain('/etc/app.conf');
+    },
+  );
 });

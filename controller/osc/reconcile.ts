@@ -25,6 +25,7 @@ import { setConditions, type ConditionInput } from '../runtime/conditions.js';
 import type { DataObject, KubeObject, OscObject } from '../kube/types.js';
 import { countNodes, type NodeSummary } from './node-index.js';
 import type { Pipeline } from './pipeline.js';
+import { redactSecretData } from './redact.js';
 import {
   dataChecksum,
   dataSize,
@@ -239,7 +240,8 @@ async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Prom
     metadata: { name: osc.metadata.name, namespace: ns },
     spec: osc.spec,
   };
-  const resolved = validateAndResolve(doc, (spec) => referencesFor(spec, ns, caches));
+  let refs: References | undefined;
+  const resolved = validateAndResolve(doc, (spec) => (refs = referencesFor(spec, ns, caches)));
   if (!resolved.ok) {
     const reason =
       resolved.stage === 'resolve' && resolved.errors.some(isReferenceError)
@@ -252,12 +254,20 @@ async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Prom
   try {
     rendered = await pipeline.render(resolved.config, { name: osc.metadata.name, namespace: ns });
   } catch (error) {
+    // What a renderer says may echo what it was sent: never a referenced Secret's data.
+    const secrets = refs?.secrets ?? new Map<string, Record<string, Buffer>>();
     if (error instanceof ValidationError) {
-      return { kind: 'invalid', reason: 'ValidationFailed', errors: error.errors };
+      const errors = error.errors.map((e) => ({
+        ...e,
+        message: redactSecretData(e.message, secrets),
+      }));
+      return { kind: 'invalid', reason: 'ValidationFailed', errors };
     }
-    return { kind: 'renderFailed', message: (error as Error).message };
+    return { kind: 'renderFailed', message: redactSecretData((error as Error).message, secrets) };
   }
   const { result, expanded } = rendered;
+  const secrets = refs?.secrets ?? new Map<string, Record<string, Buffer>>();
+  const warnings = result.warnings.map((w) => redactSecretData(w, secrets));
   const { bytes, checksum } = canonicalWithChecksum(expanded);
   const data: Record<string, Buffer> = {
     [KEY_VALUE]: result.userData,
@@ -266,7 +276,7 @@ async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Prom
   if (osc.spec.purpose === 'reconcile') Object.assign(data, encodeConfigData(bytes));
   const size = dataSize(data);
   if (size > LIMITS.secretBytes) {
-    return { kind: 'tooLarge', size, format: result.format, warnings: result.warnings };
+    return { kind: 'tooLarge', size, format: result.format, warnings };
   }
   return {
     kind: 'rendered',
@@ -278,7 +288,7 @@ async function compute(osc: OscObject, caches: Caches, pipeline: Pipeline): Prom
     },
     format: result.format,
     size,
-    warnings: result.warnings,
+    warnings,
     data,
   };
 }

@@ -13,7 +13,6 @@
  * then does not serialize a Secret's data or an OSC's 40-file spec into each response, and the
  * controller neither parses nor holds them — the caller knows what it sent.
  */
-import { randomBytes } from 'node:crypto';
 import { API_VERSION, OSC_KIND, type OperatingSystemConfigStatus } from '../../api/schema.js';
 import { FINALIZER, type EventInput, type Writer } from './reconcile.js';
 import {
@@ -26,6 +25,7 @@ import {
 } from '../../kube/client.js';
 import type { KubeObject, OscObject } from '../kube/types.js';
 import { secretUpdatePatch } from './secret-object.js';
+import { eventName } from '../runtime/event-name.js';
 
 export const FIELD_MANAGER = 'oscar-controller';
 export const OSC_RESOURCE = 'operatingsystemconfigs';
@@ -166,7 +166,7 @@ export class HttpWriter implements Writer {
       body: {
         apiVersion: 'v1',
         kind: 'Event',
-        metadata: { name: `${osc.metadata.name}.${randomBytes(8).toString('hex')}`, namespace },
+        metadata: { name: eventName(osc.metadata.name), namespace },
         involvedObject: {
           apiVersion: API_VERSION,
           kind: OSC_KIND,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../kube/clock.js';
-import { WorkQueue } from './queue.js';
+import { namespaceOfKey, WorkQueue } from './queue.js';
 
 /** A handler whose calls the test resolves or rejects by hand. */
 function controllable() {
@@ -257,5 +257,68 @@ describe('WorkQueue', () => {
     await h.settle('a');
     await h.settle('b');
     expect(depths.at(-1)).toBe(0);
+  });
+});
+
+describe('WorkQueue partitions: one namespace never stalls another (red-team round 3)', () => {
+  const options = (partitioned: boolean) => ({
+    concurrency: 4,
+    baseDelayMs: 10,
+    maxDelayMs: 100,
+    clock: new FakeClock(),
+    ...(partitioned ? { partitionOf: namespaceOfKey, maxPerPartition: 2 } : {}),
+  });
+
+  it("a namespace's hundred slow passes hold at most its share: another namespace's key runs while they hang", async () => {
+    const q = new WorkQueue(options(true));
+    const h = controllable();
+    for (let i = 0; i < 100; i++) q.add(`slow/osc-${String(i)}`);
+    q.add('other/osc');
+    q.start(h.handler);
+    await flush();
+    // Neither a slow pass has ended nor a timer fired: the other namespace ran anyway.
+    expect(h.calls).toContain('other/osc');
+    expect(h.calls.filter((k) => k.startsWith('slow/'))).toHaveLength(2);
+    await h.settle('other/osc');
+    // The workers the other namespace does not need stay free, not taken by the slow one.
+    expect(h.active()).toBe(2);
+    expect(q.depth).toBe(98);
+  });
+
+  it('waiting keys are taken from the namespaces in turn, not in arrival order', async () => {
+    const q = new WorkQueue({ ...options(true), concurrency: 1, maxPerPartition: 1 });
+    const h = controllable();
+    for (const k of ['a/1', 'a/2', 'a/3', 'b/1', 'b/2', 'c/1']) q.add(k);
+    q.start(h.handler);
+    for (let i = 0; i < 6; i++) {
+      await flush();
+      await h.settle(h.calls.at(-1) ?? '');
+    }
+    expect(h.calls).toEqual(['a/1', 'b/1', 'c/1', 'a/2', 'b/2', 'a/3']);
+  });
+
+  it('a key that fails forever retries with its own backoff and does not hold a worker meanwhile', async () => {
+    const clock = new FakeClock();
+    const q = new WorkQueue({ ...options(true), clock });
+    const h = controllable();
+    q.add('bad/osc');
+    q.start(h.handler);
+    await flush();
+    await h.settle('bad/osc', false);
+    expect(h.active()).toBe(0);
+    q.add('other/osc');
+    await flush();
+    expect(h.calls).toEqual(['bad/osc', 'other/osc']);
+  });
+
+  it('control: without partitions the same hundred slow passes take every worker and the other namespace waits', async () => {
+    const q = new WorkQueue(options(false));
+    const h = controllable();
+    for (let i = 0; i < 100; i++) q.add(`slow/osc-${String(i)}`);
+    q.add('other/osc');
+    q.start(h.handler);
+    await flush();
+    expect(h.calls).not.toContain('other/osc');
+    expect(h.active()).toBe(4);
   });
 });

@@ -7,7 +7,10 @@
  *   again once, after the running pass finishes;
  * - failures retry with per-key exponential backoff up to a cap; success forgets the failures;
  * - delayed re-add (requeueAfter), keeping only the earliest pending delay per key;
- * - bounded concurrency; shutdown() stops taking work and waits for the passes in flight.
+ * - bounded concurrency; shutdown() stops taking work and waits for the passes in flight;
+ * - optionally partitioned (by namespace: one tenant each): waiting keys are taken from the
+ *   partitions in turn, and no partition holds more than `maxPerPartition` workers, so thousands of
+ *   keys — or a few slow or failing ones — of one partition never stall another's.
  */
 import { realClock, type Clock, type Timer } from '../kube/clock.js';
 
@@ -19,6 +22,16 @@ export interface QueueOptions {
   clock?: Clock;
   /** Called whenever the number of waiting keys changes (the queue depth metric). */
   onDepth?: (depth: number) => void;
+  /** The partition of a key (default: one partition, first in first out). */
+  partitionOf?: (key: string) => string;
+  /** Most passes of one partition at once (default: `concurrency`). */
+  maxPerPartition?: number;
+}
+
+/** The namespace of a `namespace/name` key: the partition of a namespaced controller's queue. */
+export function namespaceOfKey(key: string): string {
+  const slash = key.indexOf('/');
+  return slash < 0 ? '' : key.slice(0, slash);
 }
 
 /** What a handler may ask for besides success: run this key again after a while. */
@@ -35,7 +48,13 @@ export const DEFAULT_QUEUE_OPTIONS: QueueOptions = {
 };
 
 export class WorkQueue {
-  private readonly ready: string[] = [];
+  /** Waiting keys per partition, first in first out; the map's order is the partitions' turn. */
+  private readonly ready = new Map<string, string[]>();
+  private readyCount = 0;
+  /** Passes in flight per partition. */
+  private readonly running = new Map<string, number>();
+  private readonly partitionOf: (key: string) => string;
+  private readonly maxPerPartition: number;
   /** Keys waiting in `ready` or waiting to be re-run after their current pass. */
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
@@ -49,11 +68,13 @@ export class WorkQueue {
   constructor(private readonly options: QueueOptions = DEFAULT_QUEUE_OPTIONS) {
     if (options.concurrency < 1) throw new Error('queue concurrency must be at least 1');
     this.clock = options.clock ?? realClock;
+    this.partitionOf = options.partitionOf ?? (() => '');
+    this.maxPerPartition = Math.max(1, options.maxPerPartition ?? options.concurrency);
   }
 
   /** Keys waiting to be processed (not counting the ones in flight or delayed). */
   get depth(): number {
-    return this.ready.length;
+    return this.readyCount;
   }
 
   get inFlight(): number {
@@ -74,7 +95,7 @@ export class WorkQueue {
     if (this.stopping || this.dirty.has(key)) return;
     this.dirty.add(key);
     if (this.processing.has(key)) return; // re-queued when its current pass ends
-    this.ready.push(key);
+    this.pushReady(key);
     this.depthChanged();
     this.pump();
   }
@@ -115,7 +136,8 @@ export class WorkQueue {
     this.stopping = true;
     for (const { timer } of this.delayed.values()) timer.cancel();
     this.delayed.clear();
-    this.ready.length = 0;
+    this.ready.clear();
+    this.readyCount = 0;
     this.dirty.clear();
     this.depthChanged();
     await this.idle();
@@ -123,7 +145,7 @@ export class WorkQueue {
 
   /** Resolves when nothing is waiting and nothing is in flight (delayed keys do not count). */
   idle(): Promise<void> {
-    if (this.processing.size === 0 && (this.ready.length === 0 || !this.handler)) {
+    if (this.processing.size === 0 && (this.readyCount === 0 || !this.handler)) {
       return Promise.resolve();
     }
     return new Promise((resolve) => this.idleWaiters.push(resolve));
@@ -132,12 +154,8 @@ export class WorkQueue {
   private pump(): void {
     const handler = this.handler;
     if (!handler) return;
-    while (
-      !this.stopping &&
-      this.ready.length > 0 &&
-      this.processing.size < this.options.concurrency
-    ) {
-      const key = this.ready.shift();
+    while (!this.stopping && this.processing.size < this.options.concurrency) {
+      const key = this.takeReady();
       if (key === undefined) break;
       this.dirty.delete(key);
       this.processing.add(key);
@@ -145,6 +163,40 @@ export class WorkQueue {
       void this.run(handler, key);
     }
     this.maybeIdle();
+  }
+
+  private pushReady(key: string): void {
+    const partition = this.partitionOf(key);
+    const keys = this.ready.get(partition);
+    if (keys) keys.push(key);
+    else this.ready.set(partition, [key]);
+    this.readyCount++;
+  }
+
+  /**
+   * The next key of the first partition in turn that is under its share of the workers; that
+   * partition then goes to the back of the turn. Undefined when every waiting key's partition is
+   * at its share (or nothing waits).
+   */
+  private takeReady(): string | undefined {
+    for (const [partition, keys] of this.ready) {
+      if ((this.running.get(partition) ?? 0) >= this.maxPerPartition) continue;
+      const key = keys.shift();
+      this.ready.delete(partition);
+      if (keys.length > 0) this.ready.set(partition, keys);
+      if (key === undefined) continue;
+      this.readyCount--;
+      this.running.set(partition, (this.running.get(partition) ?? 0) + 1);
+      return key;
+    }
+    return undefined;
+  }
+
+  private finished(key: string): void {
+    const partition = this.partitionOf(key);
+    const left = (this.running.get(partition) ?? 1) - 1;
+    if (left > 0) this.running.set(partition, left);
+    else this.running.delete(partition);
   }
 
   private async run(handler: Handler, key: string): Promise<void> {
@@ -159,9 +211,10 @@ export class WorkQueue {
       this.failures.set(key, (this.failures.get(key) ?? 0) + 1);
     }
     this.processing.delete(key);
+    this.finished(key);
     if (this.dirty.has(key) && !this.stopping) {
       // Changed while it ran: run it again now (its latest state supersedes any retry).
-      this.ready.push(key);
+      this.pushReady(key);
       this.depthChanged();
     } else if (retryAfter !== undefined) {
       this.addAfter(key, retryAfter);
@@ -170,7 +223,7 @@ export class WorkQueue {
   }
 
   private maybeIdle(): void {
-    if (this.processing.size === 0 && this.ready.length === 0) {
+    if (this.processing.size === 0 && this.readyCount === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();
@@ -178,6 +231,6 @@ export class WorkQueue {
   }
 
   private depthChanged(): void {
-    this.options.onDepth?.(this.ready.length);
+    this.options.onDepth?.(this.readyCount);
   }
 }

@@ -318,6 +318,16 @@ describe('the API server refuses invalid OperatingSystemConfigs', () => {
     expect(r.message).toContain('spec.purpose:');
     expect(r.message).toContain('purpose is immutable: create a new OperatingSystemConfig instead');
   });
+
+  it('refuses a name over 63 characters, naming the field and why; 63 is taken (red-team round 3)', async () => {
+    const ns = await createTestNamespace('longname');
+    const api = objectApi(adminKubeConfig());
+    await api.create(validOsc('a'.repeat(63), ns));
+    const r = await refusal(() => api.create(validOsc('a'.repeat(64), ns)));
+    expect(r.code).toBe(422);
+    expect(r.message).toContain('metadata.name must be at most 63 characters');
+    expect(r.message).toContain('oscar.dev/osc=<name>');
+  });
 });
 
 describe('examples/*.yaml', () => {
