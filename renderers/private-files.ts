@@ -42,13 +42,16 @@ export function isPrivateMode(mode: number): boolean {
   return (mode & GROUP_AND_OTHER_READ) !== GROUP_AND_OTHER_READ;
 }
 
+/** What the guard looks at of a file. */
+type PathAndMode = Pick<TextFile, 'path' | 'mode'>;
+
 /** The paths the guard must prepare, in write_files order. */
-export function privatePaths(files: readonly TextFile[]): string[] {
+export function privatePaths(files: readonly PathAndMode[]): string[] {
   return files.filter((f) => isPrivateMode(f.mode)).map((f) => f.path);
 }
 
 /** The guard as a bootcmd command (an argv list), or undefined when no file is private. */
-export function privateFilesGuard(files: readonly TextFile[]): string[] | undefined {
+export function privateFilesGuard(files: readonly PathAndMode[]): string[] | undefined {
   const paths = privatePaths(files);
   if (paths.length === 0) return undefined;
   return [
@@ -64,7 +67,7 @@ export function privateFilesGuard(files: readonly TextFile[]): string[] | undefi
 }
 
 /** The `bootcmd:` section carrying the guard ('' when no file is private). */
-export function privateFilesBootcmd(files: readonly TextFile[]): string {
+export function privateFilesBootcmd(files: readonly PathAndMode[]): string {
   const guard = privateFilesGuard(files);
   if (guard === undefined) return '';
   return (
