@@ -4,11 +4,12 @@
 // the mode the file had while it already held its content; then bootcmd again, as on a reboot.
 // In an overlay of the cached Debian node root, chrooted; cloud-init runs under umask 0022 as
 // under systemd.
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { ResolvedConfig, ResolvedFile } from '../../api/resolved.js';
 import { defaultRegistry, renderOsc } from '../../renderers/registry.js';
 import { runInOverlay } from '../support/overlay.js';
 import { missing, nodeRoot } from '../support/tools.js';
+import { cloudInitSchema, cloudInitSchemaCli, stopValidators } from '../support/validators.js';
 
 const file = (path: string, mode: number, content: string): ResolvedFile => ({
   path,
@@ -92,6 +93,24 @@ function lines(out: string, tag: string): string[] {
     .map((l) => l.slice(tag.length + 1));
 }
 
+afterAll(() => {
+  stopValidators();
+});
+
+async function render(): Promise<string> {
+  const opts = { name: 'private', namespace: 'e2e', format: 'cloud-config' as const };
+  return (await renderOsc(defaultRegistry(), config, opts)).userData.toString('utf8');
+}
+
+describe('cloud-config with the guard passes cloud-init schema', () => {
+  it('in-process and by the CLI, with no output', async () => {
+    const text = await render();
+    expect(text).toContain('\nbootcmd:\n');
+    expect(await cloudInitSchema(text)).toBe('');
+    expect(await cloudInitSchemaCli(text)).toBe('');
+  });
+});
+
 describe('cloud-config: a private file is written only while no one else can open it', () => {
   it('the guard makes it 0600 first; write_files writes into it; a reboot changes nothing', async (ctx) => {
     if (process.getuid?.() !== 0) {
@@ -100,13 +119,8 @@ describe('cloud-config: a private file is written only while no one else can ope
     }
     const root = nodeRoot();
     if (root === undefined) return ctx.skip('no node root');
-    const { userData } = await renderOsc(defaultRegistry(), config, {
-      name: 'private',
-      namespace: 'e2e',
-      format: 'cloud-config',
-    });
     const r = await runInOverlay(root, SCRIPT, {
-      'user-data.yaml': userData.toString('utf8'),
+      'user-data.yaml': await render(),
       'cloud-init.py': CLOUD_INIT,
     });
     const out = r.stdout + r.stderr;
