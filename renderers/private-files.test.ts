@@ -179,3 +179,40 @@ describe('the guard, run by sh', () => {
     expect((await readdir(dir)).sort()).toEqual(['link', 'sub', 'target']); // no temp file left
   });
 });
+
+describe('the script renderer writes a new file, never the old one', () => {
+  it('an existing readable file and its reader never see the content; a planted link is replaced, its target untouched', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'oscar-script-'));
+    try {
+      await mkdir(join(dir, 'etc'));
+      await writeFile(join(dir, 'etc', 'baked'), 'old\n', { mode: 0o644 });
+      await writeFile(join(dir, 'target'), 'target\n', { mode: 0o644 });
+      await symlink(join(dir, 'target'), join(dir, 'etc', 'planted'));
+      const script = (
+        await renderOsc(
+          registry,
+          config([file('/etc/baked', 0o600), file('/etc/planted', 0o600)]),
+          { name: 'n', namespace: 'ns', format: 'script' },
+        )
+      ).userData.toString('utf8');
+      const reader = await open(join(dir, 'etc', 'baked'), 'r');
+      try {
+        const owner = `${process.getuid?.() ?? 0}:${process.getgid?.() ?? 0}`;
+        await promisify(execFile)('/bin/sh', ['-c', script.replaceAll('root:root', owner)], {
+          env: { ...process.env, ROOT: dir },
+        });
+        expect((await reader.readFile()).toString()).toBe('old\n');
+      } finally {
+        await reader.close();
+      }
+      const baked = await stat(join(dir, 'etc', 'baked'));
+      expect(baked.mode & 0o7777).toBe(0o600);
+      expect(await readFile(join(dir, 'etc', 'baked'), 'utf8')).toBe('content of /etc/baked\n');
+      expect((await lstat(join(dir, 'etc', 'planted'))).isFile()).toBe(true);
+      expect(await readFile(join(dir, 'target'), 'utf8')).toBe('target\n');
+      expect((await stat(join(dir, 'target'))).mode & 0o777).toBe(0o644);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
