@@ -25,17 +25,16 @@ const GROUP_AND_OTHER_READ = 0o044;
 export const PRIVATE_FILES_GUARD_NAME = 'oscar-private-files';
 
 /** $0 of the guard's shell: what `ps` and a failure message show. */
-export const PRIVATE_FILES_GUARD_ARG0 = 'oscar-private-files';
+export const PRIVATE_FILES_GUARD_ARG0 = 'oscar';
 
 /**
- * The guard's shell text; its arguments are the paths. One line: YAML writes it double-quoted.
- * `${p%/*}/` is the parent with a trailing slash (`/` for a file in the root).
+ * The guard's shell text; its arguments are the paths (absolute: no `--` needed). One short line,
+ * since it is in every provision payload (YAML writes it double-quoted). `${p%/*}/` is the parent
+ * with a trailing slash (`/` for a file in the root); mktemp makes its file 0600 and exclusively.
  */
 export const PRIVATE_FILES_GUARD_SCRIPT =
-  'for p do [ -L "$p" ] && continue; d="${p%/*}/"; ' +
-  '(umask 022 && mkdir -p -- "$d") || continue; ' +
-  't=$(mktemp -- "${d}.oscar-XXXXXXXX") || continue; ' +
-  'mv -Tf -- "$t" "$p" || rm -f -- "$t"; done; exit 0';
+  'for p do [ -L "$p" ]&&continue;d=${p%/*}/;(umask 22;mkdir -p "$d")&&' +
+  't=$(mktemp "$d.oscar-XXXXXXXX")&&{ mv -Tf "$t" "$p"||rm -f "$t";};done;exit 0';
 
 /** True for a mode that denies group or other read (0600, 0640, 0400, 0750; not 0644, 0755). */
 export function isPrivateMode(mode: number): boolean {
@@ -71,8 +70,7 @@ export function privateFilesBootcmd(files: readonly PathAndMode[]): string {
   const guard = privateFilesGuard(files);
   if (guard === undefined) return '';
   return (
-    '# files of a mode without group or other read exist empty, 0600, before write_files writes\n' +
-    '# them (once per instance: a reboot leaves them alone)\n' +
+    '# private files exist empty, 0600, before write_files writes them (once per instance)\n' +
     `bootcmd:\n  - [${guard.map(scalar).join(', ')}]\n`
   );
 }
