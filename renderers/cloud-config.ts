@@ -29,6 +29,7 @@ import {
 } from './common.js';
 import { ByteBuilder } from './byte-builder.js';
 import { doubleQuoted, literalBlock, scalar } from './yaml-writer.js';
+import { privateFilesBootcmd } from './private-files.js';
 
 const SPECIAL_BITS = 0o7000;
 
@@ -191,6 +192,8 @@ export function renderCloudConfig(
   }
 
   const fixups: string[][] = [];
+  // a private file must exist at a narrow mode before write_files opens it (./private-files.ts)
+  out.text(privateFilesBootcmd(files));
   if (files.length > 0) out.text('write_files:\n');
   if (out.stagedAscii) writeStagedFiles(files, staged, config.purpose, encodings, out);
   else {

@@ -13,6 +13,7 @@ import { parse as parseYaml } from 'yaml';
 import type { ResolvedPackage } from '../api/resolved.js';
 import type { UnitCommand } from '../api/schema.js';
 import { B64_DELIMITER } from './script.js';
+import { privateFilesGuard, privatePaths } from './private-files.js';
 import { readYamlSubset } from './yaml-reader.js';
 
 /** Rendered output read back is bounded while it inflates (api/gunzip.ts). */
@@ -130,10 +131,28 @@ export function decodeCloudConfig(userData: Buffer, reader: YamlReader = readYam
       out.packages.push(version === undefined ? { name } : { name, version });
     }
   }
+  checkPrivateFilesGuard(doc.bootcmd, [...files.values()]);
   out.files = [...files.values()].sort(byPath);
   out.mask.sort();
   out.enable.sort();
   return out;
+}
+
+/**
+ * `bootcmd`, when present, must be exactly the guard for the private files written (in
+ * write_files order), and must be there when one is: it runs a shell, so nothing else may hide
+ * in it, and a private file without it is written readable (./private-files.ts).
+ */
+function checkPrivateFilesGuard(bootcmd: unknown, written: readonly DecodedFile[]): void {
+  const guard = privateFilesGuard(written);
+  const want = guard === undefined ? [] : [guard];
+  const got = asList(bootcmd, 'bootcmd');
+  if (JSON.stringify(got) !== JSON.stringify(want)) {
+    throw new DecodeError(
+      `bootcmd is not oscar's private-files guard for the ${privatePaths(written).length} private files written ` +
+        '(renderers/private-files.ts)',
+    );
+  }
 }
 
 /** Applies one runcmd / script command to the decoded state (chown, chmod, systemctl). */

@@ -1,5 +1,5 @@
 /**
- * A POSIX shell script (any systemd Linux) that needs nothing but sh, mkdir, base64, chmod,
+ * A POSIX shell script (any systemd Linux) that needs nothing but sh, mkdir, rm, base64, chmod,
  * chown and systemctl (plus the package manager when spec.packages is set). Running it twice
  * gives the same result; a provision script leaves a marker so a reboot does not run it again.
  * Order, as cloud-init's and the agent's: files and unit files, packages, the files owned by
@@ -54,16 +54,23 @@ oscar_finish() {
   chmod "$2" "$ROOT$1"
 }
 
+# oscar_new PATH: a new file is written, never the old one: an existing file may be readable
+# by others (and open in a reader), or a link to elsewhere; rm removes a link, not its target
+oscar_new() {
+  oscar_parent "$1"
+  rm -f "$ROOT$1"
+}
+
 # oscar_text PATH MODE OWNER TEXT: writes TEXT exactly (printf adds no newline)
 oscar_text() {
-  oscar_parent "$1"
+  oscar_new "$1"
   printf '%s' "$4" >"$ROOT$1"
   oscar_finish "$1" "$2" "$3"
 }
 
 # oscar_b64 PATH MODE OWNER: writes the base64 text on standard input, decoded
 oscar_b64() {
-  oscar_parent "$1"
+  oscar_new "$1"
   base64 -d >"$ROOT$1"
   oscar_finish "$1" "$2" "$3"
 }
@@ -159,7 +166,7 @@ export function renderScript(
     [
       '#!/bin/sh\n',
       `# ${header(config, context.name, context.namespace)}\n`,
-      '# Needs only sh, mkdir, base64, chmod, chown and systemctl. Run it as root; running it again\n',
+      '# Needs only sh, mkdir, rm, base64, chmod, chown and systemctl. Run it as root; running it again\n',
       '# is safe. ROOT=DIR writes below DIR instead of /, enables units with systemctl --root=DIR and\n',
       '# starts and installs nothing.\n',
       PRELUDE,

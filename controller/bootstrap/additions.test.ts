@@ -131,10 +131,11 @@ describe('bootstrap additions', () => {
     expect(await shellcheck(install)).toBe('');
   });
 
-  it('fit the budget: the provision example with the additions ≤ 16 KiB, the additions alone ≤ 4 KiB, in every format', async () => {
+  // 4.5 KiB since cloud-config's private-files guard (renderers/private-files.ts, ~360 B) joined
+  it('fit the budget: the provision example with the additions ≤ 16 KiB, the additions alone ≤ 4.5 KiB, in every format', async () => {
     for (const s of await userDataSizes(registry)) {
       expect(s.withAdditions, `${s.format} example + additions`).toBeLessThanOrEqual(16 * 1024);
-      expect(s.additions, `${s.format} additions`).toBeLessThanOrEqual(4 * 1024);
+      expect(s.additions, `${s.format} additions`).toBeLessThanOrEqual(4.5 * 1024);
     }
   });
 

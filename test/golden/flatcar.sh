@@ -1,6 +1,6 @@
 #!/bin/sh
 # Rendered by oscar from OperatingSystemConfig default/flatcar-worker (type flatcar, purpose provision).
-# Needs only sh, mkdir, base64, chmod, chown and systemctl. Run it as root; running it again
+# Needs only sh, mkdir, rm, base64, chmod, chown and systemctl. Run it as root; running it again
 # is safe. ROOT=DIR writes below DIR instead of /, enables units with systemctl --root=DIR and
 # starts and installs nothing.
 set -eu
@@ -19,16 +19,23 @@ oscar_finish() {
   chmod "$2" "$ROOT$1"
 }
 
+# oscar_new PATH: a new file is written, never the old one: an existing file may be readable
+# by others (and open in a reader), or a link to elsewhere; rm removes a link, not its target
+oscar_new() {
+  oscar_parent "$1"
+  rm -f "$ROOT$1"
+}
+
 # oscar_text PATH MODE OWNER TEXT: writes TEXT exactly (printf adds no newline)
 oscar_text() {
-  oscar_parent "$1"
+  oscar_new "$1"
   printf '%s' "$4" >"$ROOT$1"
   oscar_finish "$1" "$2" "$3"
 }
 
 # oscar_b64 PATH MODE OWNER: writes the base64 text on standard input, decoded
 oscar_b64() {
-  oscar_parent "$1"
+  oscar_new "$1"
   base64 -d >"$ROOT$1"
   oscar_finish "$1" "$2" "$3"
 }
