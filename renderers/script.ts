@@ -102,10 +102,12 @@ function packageFunction(manager: 'apt' | 'zypper' | undefined): string {
           ];
   return [
     '',
-    '# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager',
-    'oscar_packages() {',
+    '# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager, under the',
+    "# OS's usual umask: the files and directories maintainer scripts make must not come out private",
+    'oscar_packages() (',
+    '  umask 022',
     ...body,
-    '}',
+    ')',
     '',
   ].join('\n');
 }

@@ -97,11 +97,13 @@ oscar_text /etc/systemd/system/kubelet.service.d/20-bootstrap.conf 0644 root:roo
 Environment=KUBELET_BOOTSTRAP_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf
 '
 
-# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
-oscar_packages() {
+# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager, under the
+# OS's usual umask: the files and directories maintainer scripts make must not come out private
+oscar_packages() (
+  umask 022
   DEBIAN_FRONTEND=noninteractive apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold -o APT::Cmd::Pattern-Only=true "$@"
-}
+)
 if [ -z "$ROOT" ]; then
   oscar_packages containerd kubelet=1.31.2-1.1
 fi

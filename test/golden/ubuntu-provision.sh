@@ -67,11 +67,13 @@ RemainAfterExit=yes
 WantedBy=multi-user.target
 '
 
-# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager
-oscar_packages() {
+# oscar_packages NAME[=VERSION]...: installs packages with the OS package manager, under the
+# OS's usual umask: the files and directories maintainer scripts make must not come out private
+oscar_packages() (
+  umask 022
   DEBIAN_FRONTEND=noninteractive apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Options::=--force-confold -o APT::Cmd::Pattern-Only=true "$@"
-}
+)
 if [ -z "$ROOT" ]; then
   oscar_packages ca-certificates curl
 fi
