@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_HOOK_SLOTS } from '../../controller/extension/server.js';
-import { TestPki } from '../../hack/testenv/certs.js';
 import { holdRequest } from '../../test/support/held-request.js';
+import { loopbackServingCert } from '../../test/support/serving-cert.js';
 import { requireTool } from '../../test/support/tools.js';
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -22,11 +22,9 @@ beforeAll(async () => {
     return;
   }
   dir = await mkdtemp(join(tmpdir(), 'oscar-ext-cli-'));
-  const pki = new TestPki(dir);
-  await pki.init();
-  const pair = await pki.issueServing(['127.0.0.1'], []);
-  await writeFile(join(dir, 'tls.crt'), await readFile(pair.certPath));
-  await writeFile(join(dir, 'tls.key'), await readFile(pair.keyPath));
+  const serving = await loopbackServingCert(dir);
+  await writeFile(join(dir, 'tls.crt'), serving.cert);
+  await writeFile(join(dir, 'tls.key'), serving.key);
   // never contacted: discovery needs no API server
   await writeFile(
     join(dir, 'kubeconfig'),
