@@ -28,6 +28,11 @@ export function registerExtensionCommand(program: Command): void {
         .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
         .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':9443')
         .option(
+          '--concurrency <n>',
+          'hook calls read and handled at once; the others wait, unread, in arrival order (each body may be 8 MiB)',
+          '4',
+        )
+        .option(
           '--metrics-addr <addr>',
           'host:port for /metrics and /healthz over plain HTTP, apart from the hooks (default: none)',
         )

@@ -7,7 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestPki } from '../../hack/testenv/certs.js';
+import { DEFAULT_HOOK_SLOTS } from '../../controller/extension/server.js';
+import { holdRequest } from '../../test/support/held-request.js';
+import { loopbackServingCert } from '../../test/support/serving-cert.js';
 import { requireTool } from '../../test/support/tools.js';
 
 const repoRoot = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
@@ -20,11 +22,9 @@ beforeAll(async () => {
     return;
   }
   dir = await mkdtemp(join(tmpdir(), 'oscar-ext-cli-'));
-  const pki = new TestPki(dir);
-  await pki.init();
-  const pair = await pki.issueServing(['127.0.0.1'], []);
-  await writeFile(join(dir, 'tls.crt'), await readFile(pair.certPath));
-  await writeFile(join(dir, 'tls.key'), await readFile(pair.keyPath));
+  const serving = await loopbackServingCert(dir);
+  await writeFile(join(dir, 'tls.crt'), serving.cert);
+  await writeFile(join(dir, 'tls.key'), serving.key);
   // never contacted: discovery needs no API server
   await writeFile(
     join(dir, 'kubeconfig'),
@@ -56,6 +56,20 @@ function oscar(args: string[]) {
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   return { child, out: () => out, err: () => err, exited };
+}
+
+/** The hooks URL the process prints once it listens. */
+async function listeningUrl(p: ReturnType<typeof oscar>): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const line = p
+      .out()
+      .split('\n')
+      .find((l) => l.includes('"listening"'));
+    if (line) return (JSON.parse(line) as { url: string }).url;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`oscar extension serve did not say where it listens: ${p.err()}`);
 }
 
 describe('oscar extension serve', () => {
@@ -140,5 +154,52 @@ describe('oscar extension serve', () => {
     const p = oscar(['--tls-cert', join(dir, 'nope.crt'), '--tls-key', join(dir, 'tls.key')]);
     expect(await p.exited).toBe(1);
     expect(p.err()).toMatch(/oscar extension serve: --tls-cert\/--tls-key: .*nope\.crt/);
+  });
+
+  it(`--concurrency sets the hook calls handled at once (here ${String(DEFAULT_HOOK_SLOTS + 1)}, one over the default)`, async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    const limit = DEFAULT_HOOK_SLOTS + 1;
+    const p = oscar([
+      '--kubeconfig',
+      join(dir, 'kubeconfig'),
+      '--listen',
+      '127.0.0.1:0',
+      '--tls-cert',
+      join(dir, 'tls.crt'),
+      '--tls-key',
+      join(dir, 'tls.key'),
+      '--concurrency',
+      String(limit),
+    ]);
+    try {
+      const discovery = `${await listeningUrl(p)}/hooks.runtime.cluster.x-k8s.io/v1alpha1/discovery`;
+      const ca = await readFile(join(dir, 'ca.crt'));
+      // all slots but one held by calls whose bodies have not finished
+      const held = [];
+      for (let i = 0; i < limit - 1; i++) held.push(await holdRequest(discovery, '{"a":1}', ca));
+      // the last slot: with the default limit this call would wait behind the held ones
+      const last = await holdRequest(discovery, '{"a":1}', ca);
+      expect(await last.release()).toBe(200);
+      for (const h of held) expect(await h.release()).toBe(200);
+    } finally {
+      p.child.kill('SIGTERM');
+      await p.exited;
+    }
+  });
+
+  it('a --concurrency that is not a positive integer: exit 1, naming the flag and the fix', async (ctx) => {
+    if (skip) return ctx.skip(skip);
+    const p = oscar([
+      '--tls-cert',
+      join(dir, 'tls.crt'),
+      '--tls-key',
+      join(dir, 'tls.key'),
+      '--concurrency',
+      '0',
+    ]);
+    expect(await p.exited).toBe(1);
+    expect(p.err()).toContain(
+      'oscar extension serve: --concurrency: "0" is not a positive integer; give the number of hook calls at once, such as 2',
+    );
   });
 });

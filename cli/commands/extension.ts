@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { runExtension, type ExtensionHandle } from '../../controller/extension/main.js';
 import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
+import { parsePositiveInteger } from '../support/numbers.js';
 import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
 import { userAgent, VERSION } from '../support/version.js';
 
@@ -9,6 +10,7 @@ export interface ExtensionServeOptions {
   kubeconfig?: string;
   context?: string;
   listen: string;
+  concurrency: string;
   metricsAddr?: string;
   tlsCert: string;
   tlsKey: string;
@@ -36,9 +38,11 @@ export async function extensionServeCommand(
   let address = { host: '', port: 0 };
   let metricsAt: { host: string; port: number } | undefined;
   let shutdownMs = 0;
+  let concurrency = 0;
   let format, level;
   try {
     address = parseListenAddr(opts.listen);
+    concurrency = parsePositiveInteger(opts.concurrency, '--concurrency', 'hook calls at once');
     if (opts.metricsAddr !== undefined) {
       metricsAt = parseListenAddr(opts.metricsAddr, '--metrics-addr');
     }
@@ -77,6 +81,7 @@ export async function extensionServeCommand(
     cert: cert ?? '',
     key: key ?? '',
     ...address,
+    concurrency,
     log,
     userAgent: userAgent('extension'),
     version: VERSION,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FORMATS } from '../../api/schema.js';
-import { RENDER_PATH } from '../../renderers/webhook/server.js';
+import { DEFAULT_HOOK_SLOTS } from '../../controller/extension/server.js';
+import { DEFAULT_RENDER_SLOTS, RENDER_PATH } from '../../renderers/webhook/server.js';
 import { buildProgram } from '../main.js';
 import { FORMATS_HELP, RENDER_PATH_HELP } from './index.js';
 
@@ -87,6 +88,13 @@ describe('the command table', () => {
       );
     }
     expect(flat(helpOf('controller'))).toMatch(/--concurrency <n> .* \(default: "16"\)/);
+    // the servers' limits: the command table spells them out without loading the servers
+    expect(flat(helpOf('renderer', 'serve'))).toMatch(
+      new RegExp(`--concurrency <n> .* \\(default: "${String(DEFAULT_RENDER_SLOTS)}"\\)`),
+    );
+    expect(flat(helpOf('extension', 'serve'))).toMatch(
+      new RegExp(`--concurrency <n> .* \\(default: "${String(DEFAULT_HOOK_SLOTS)}"\\)`),
+    );
   });
 
   it('render -o takes a form, and an old `-o FILE` is told to use --out', async () => {

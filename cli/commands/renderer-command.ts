@@ -28,6 +28,11 @@ export function registerRendererCommand(program: Command): void {
         .option('--listen <addr>', 'host:port to listen on (":0" picks a free port)', ':8443')
         .option('--tls-cert <path>', 'PEM certificate: serve HTTPS (with --tls-key)')
         .option('--tls-key <path>', 'PEM private key of --tls-cert')
+        .option(
+          '--concurrency <n>',
+          'requests read and rendered at once; the others wait, unread, in arrival order (rendering is CPU work, and each body may be 16 MiB)',
+          '2',
+        )
         .option('--quiet', 'no per-request log lines', false),
     ).action(async (opts: ServeOptions) => {
       await (await import('./renderer.js')).serveCommand(program, opts);

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
+import { Slots } from '../../api/slots.js';
 import { defaultRegistry } from '../../renderers/registry.js';
 import {
   RENDER_PATH,
@@ -8,6 +9,7 @@ import {
   listen,
   parseListen,
 } from '../../renderers/webhook/server.js';
+import { parsePositiveInteger } from '../support/numbers.js';
 import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
 
 export interface ServeOptions {
@@ -16,6 +18,7 @@ export interface ServeOptions {
   tlsCert?: string;
   tlsKey?: string;
   quiet?: boolean;
+  concurrency: string;
   logLevel?: string;
   logFormat?: string;
   shutdownTimeout: string;
@@ -37,9 +40,11 @@ export async function serveCommand(program: Command, opts: ServeOptions): Promis
   }
   let address = { host: '', port: 0 };
   let shutdownMs = 0;
+  let concurrency = 0;
   let format, level;
   try {
     address = parseListen(opts.listen);
+    concurrency = parsePositiveInteger(opts.concurrency, '--concurrency', 'renders at once');
     shutdownMs = parseDuration(opts.shutdownTimeout, '--shutdown-timeout');
     format = parseLogFormat(opts.logFormat);
     level = parseLogLevel(opts.logLevel);
@@ -56,6 +61,7 @@ export async function serveCommand(program: Command, opts: ServeOptions): Promis
       ? { cert: await readFile(opts.tlsCert), key: await readFile(opts.tlsKey) }
       : undefined;
   const app = createRendererApp(registry, types, {
+    slots: new Slots(concurrency),
     ...(opts.quiet
       ? {}
       : {

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { kubeHttp, loadKubeCredentials } from '../../kube/credentials.js';
 import { createExtensionMetrics, startMetricsServer, type MetricsServer } from './metrics.js';
 import { InPlaceExtension } from './service.js';
+import { Slots } from '../../api/slots.js';
 import { startExtensionServer, type RunningExtensionServer } from './server.js';
 
 export interface ExtensionConfig {
@@ -17,6 +18,8 @@ export interface ExtensionConfig {
   key: Buffer | string;
   host: string;
   port: number;
+  /** Hook calls read and handled at once; default DEFAULT_HOOK_SLOTS (./server.ts). */
+  concurrency?: number;
   log: Logger;
   userAgent?: string;
   /** Where /metrics is served over plain HTTP; none when absent. */
@@ -45,6 +48,7 @@ export async function runExtension(c: ExtensionConfig): Promise<ExtensionHandle>
     extension,
     log: c.log,
     metrics,
+    ...(c.concurrency === undefined ? {} : { slots: new Slots(c.concurrency) }),
   });
   let served: MetricsServer | undefined;
   try {

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:https';
 import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { TestPki } from '../../hack/testenv/certs.js';
+import { loopbackServingCert } from '../../test/support/serving-cert.js';
 import { requireTool } from '../../test/support/tools.js';
 import { ApiError, type KubeHttp } from '../../kube/client.js';
 import { InPlaceExtension, NOT_IN_PLACE_TARGET } from './service.js';
@@ -37,12 +37,10 @@ beforeAll(async () => {
     return;
   }
   dir = await mkdtemp(join(tmpdir(), 'oscar-ext-'));
-  const pki = new TestPki(dir);
-  await pki.init();
-  const pair = await pki.issueServing(['127.0.0.1'], []);
-  ca = await readFile(pki.caPath);
+  const pair = await loopbackServingCert(dir);
+  ca = pair.ca;
   const log = pino({ level: 'silent' });
-  serving = { cert: await readFile(pair.certPath), key: await readFile(pair.keyPath) };
+  serving = { cert: pair.cert, key: pair.key };
   running = await startExtensionServer({
     ...serving,
     host: '127.0.0.1',

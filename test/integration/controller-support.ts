@@ -164,6 +164,11 @@ export interface ControllerProcess {
   child: ChildProcess;
   output: () => string;
   exited: Promise<number | null>;
+  /**
+   * The exit code once the process has exited and its stdout and stderr are read to the end:
+   * `exited` can come first, with the last lines still in the pipe (a `stopped` record, say).
+   */
+  closed: Promise<number | null>;
 }
 
 /** Runs `oscar controller ARGS` as its own process (what a Deployment's container runs). */
@@ -194,7 +199,12 @@ export function spawnOscar(
       resolve(code);
     }),
   );
-  return { child, output: () => out, exited };
+  const closed = new Promise<number | null>((resolve) =>
+    child.once('close', (code) => {
+      resolve(code);
+    }),
+  );
+  return { child, output: () => out, exited, closed };
 }
 
 /**

@@ -45,10 +45,11 @@ function base64Forms(secret: string): string[] {
   });
 }
 
+/** SIGTERM, then waits until the process has exited and its output is read to the end. */
 function stopProcess(p: ControllerProcess): () => Promise<void> {
   return async () => {
     if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM');
-    await p.exited;
+    await p.closed;
   };
 }
 

@@ -5,6 +5,12 @@
 // hangs instead of failing — and each must end, cleanly, within its --shutdown-timeout.
 // (The agent ignored SIGTERM for as long as its API server was unreachable: its report retry
 // loop kept the process alive.)
+//
+// "Within its --shutdown-timeout" is read from each process's own log — the time from its
+// `stopping` record to its `stopped` one, and no watchdog record — not from this test's wall
+// clock, which on a loaded machine also counts signal delivery, process teardown and this
+// process's own turn to run (6 s was exceeded that way). Each output is read once the process
+// has exited and its pipes are drained, so its last record is there.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,8 +39,6 @@ import { startOscarRendererServe } from './support/webhook.js';
 skipWithoutCluster();
 
 const SHUTDOWN_TIMEOUT_MS = 4_000;
-/** Process exit after the stop (and tsx's own teardown), on a busy 2-core machine. */
-const SLACK_MS = 2_000;
 
 const cleanups: (() => Promise<void>)[] = [];
 const outputs: (() => string)[] = [];
@@ -44,11 +48,11 @@ afterEach(async (ctx) => {
   outputs.length = 0;
 });
 
-/** SIGTERM, then how long the process took to end and with which code. */
+/** SIGTERM, then the exit code once the process ended and its output is read to the end. */
 async function terminate(p: ControllerProcess): Promise<{ ms: number; code: number | null }> {
   const t0 = Date.now();
   p.child.kill('SIGTERM');
-  const code = await p.exited;
+  const code = await p.closed;
   return { ms: Date.now() - t0, code };
 }
 
@@ -127,8 +131,9 @@ describe('shutdown while the API server is unavailable', () => {
 
       const renderer = await startOscarRendererServe(['generic'], common);
       cleanups.push(() => renderer.stop());
+      // 'close': exited, and stderr read to the end
       const rendererExited = new Promise<number | null>((resolve) =>
-        renderer.child.once('exit', (code) => {
+        renderer.child.once('close', (code) => {
           resolve(code);
         }),
       );
@@ -158,8 +163,23 @@ describe('shutdown while the API server is unavailable', () => {
           });
         });
       }
-      // long enough for the agent's poll and the controller's Lease renewal to be in flight
-      await new Promise((r) => setTimeout(r, 2_500));
+      if (how === 'killed') {
+        // both are in their retry loops (what kept the agent alive): each has seen a request fail
+        await waitFor('the agent and the controller to see the API server gone', () => {
+          const agentMsgs = records(agent.output()).map((x) => x.msg);
+          const controllerMsgs = records(controller.output()).map((x) => x.msg);
+          return (
+            agentMsgs.includes('watch failed; reconnecting') &&
+            controllerMsgs.includes('lease request failed')
+          );
+        });
+      } else {
+        // a frozen API server answers nothing, so nothing tells when a request is in flight: the
+        // agent polls every second and the controller renews its Lease every 3 s (a fifth of the
+        // 15 s lease), so after 3.5 s both have one hanging (a floor: a slow machine only waits
+        // longer, it cannot make this shorter)
+        await new Promise((r) => setTimeout(r, 3_500));
+      }
 
       const [c, a] = await Promise.all([terminate(controller), terminate(agent)]);
       const t0 = Date.now();
@@ -174,20 +194,24 @@ describe('shutdown while the API server is unavailable', () => {
         ['renderer', r],
       ] as const) {
         expect(result.code, `${name} exit code`).toBe(0);
-        expect(result.ms, `${name} took ${String(result.ms)} ms`).toBeLessThan(
-          SHUTDOWN_TIMEOUT_MS + SLACK_MS,
-        );
       }
-      // each said what it did; none needed the watchdog
+      // each said what it did, within its own budget; none needed the watchdog
       for (const [name, output] of [
         ['controller', controller.output()],
         ['agent', agent.output()],
         ['renderer', renderer.stderr()],
       ] as const) {
-        const msgs = records(output).map((x) => x.msg);
+        const all = records(output);
+        const msgs = all.map((x) => x.msg);
         expect(msgs, name).toContain('stopping');
         expect(msgs, name).toContain('stopped');
         expect(msgs, name).not.toContain('did not stop within the shutdown timeout; exiting');
+        const at = (msg: string): number =>
+          Date.parse(String(all.find((x) => x.msg === msg)?.time));
+        const stopMs = at('stopped') - at('stopping');
+        expect(stopMs, `${name}: stopping → stopped took ${String(stopMs)} ms`).toBeLessThan(
+          SHUTDOWN_TIMEOUT_MS,
+        );
       }
     });
   }

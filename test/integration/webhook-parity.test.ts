@@ -24,9 +24,9 @@ import {
 import { configArb } from '../../renderers/testdata/arbitraries.js';
 import { goldenDir, goldenEntries } from '../../renderers/testdata/golden.js';
 import type { RenderResult } from '../../renderers/types.js';
-import { TestPki } from '../../hack/testenv/certs.js';
 import { RendererError, WebhookRenderer } from '../../renderers/webhook/client.js';
 import { registryWithWebhooks, type WebhookEntry } from '../../renderers/webhook/config.js';
+import { loopbackServingCert } from '../support/serving-cert.js';
 import { repoRoot, requireTool } from '../support/tools.js';
 import { startOscarRendererServe, type RendererProcess } from './support/webhook.js';
 
@@ -181,12 +181,10 @@ describe('oscar renderer serve over HTTPS (--tls-cert/--tls-key)', () => {
       return;
     }
     const dir = await mkdtemp(join(tmpdir(), 'oscar-serve-tls-'));
-    const pki = new TestPki(dir);
-    await pki.init();
-    const pair = await pki.issueServing(['127.0.0.1'], ['localhost']);
+    const serving = await loopbackServingCert(dir, ['localhost']);
     const tls = await startOscarRendererServe(
       ['generic'],
-      ['--tls-cert', pair.certPath, '--tls-key', pair.keyPath],
+      ['--tls-cert', serving.certPath, '--tls-key', serving.keyPath],
     );
     const config = examples[0]?.config;
     if (!config) throw new Error('no example');
@@ -200,7 +198,7 @@ describe('oscar renderer serve over HTTPS (--tls-cert/--tls-key)', () => {
       url: tls.url,
       types: ['generic'],
       formats: ['script'],
-      ca: await readFile(pki.caPath, 'utf8'),
+      ca: serving.ca.toString('utf8'),
     });
     const untrusted = new WebhookRenderer({
       url: tls.url,

@@ -4,12 +4,13 @@
 // Plus a test-only infrastructure provider: CRDs for TestMachine / TestMachineTemplate that only
 // exist so Machines and MachineDeployments can name an infrastructure object.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../../hack/testenv/proc.js';
 import type { TestEnvInfo } from '../../hack/testenv/testenv.js';
+import { loopbackServingCert } from './serving-cert.js';
 import { isCI, repoRoot } from './tools.js';
 import { waitFor } from './wait.js';
 
@@ -107,23 +108,11 @@ export async function applyCapiCrds(info: TestEnvInfo, capiDir: string): Promise
 export async function startCapi(info: TestEnvInfo, capiDir: string): Promise<CapiManager> {
   await applyCapiCrds(info, capiDir);
   const dir = await mkdtemp(join(tmpdir(), 'oscar-capi-'));
-  await execFileP('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=capi-webhook',
-    '-keyout',
-    join(dir, 'tls.key'),
-    '-out',
-    join(dir, 'tls.crt'),
-  ]);
+  // the manager serves its webhooks with tls.crt/tls.key from --webhook-cert-dir (the CA beside)
+  await mkdir(join(dir, 'pki'));
+  const serving = await loopbackServingCert(join(dir, 'pki'));
+  await writeFile(join(dir, 'tls.crt'), serving.cert);
+  await writeFile(join(dir, 'tls.key'), serving.key, { mode: 0o600 });
   await writeFile(join(dir, 'manager.log'), '');
   const [webhookPort, healthPort, diagnosticsPort] = [
     await freePort('127.0.0.1'),

@@ -16,11 +16,17 @@ export interface LoopbackServingCert {
   ca: Buffer;
 }
 
-/** Makes the CA in `dir` and issues a serving certificate for IP 127.0.0.1 (no DNS names). */
-export async function loopbackServingCert(dir: string): Promise<LoopbackServingCert> {
+/**
+ * Makes the CA in `dir` and issues a serving certificate for IP 127.0.0.1 (and `dnsNames`, none
+ * unless given).
+ */
+export async function loopbackServingCert(
+  dir: string,
+  dnsNames: readonly string[] = [],
+): Promise<LoopbackServingCert> {
   const pki = new TestPki(dir);
   await pki.init();
-  const pair = await pki.issueServing(['127.0.0.1'], []);
+  const pair = await pki.issueServing(['127.0.0.1'], dnsNames);
   return {
     ...pair,
     caPath: pki.caPath,

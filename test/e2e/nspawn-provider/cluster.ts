@@ -4,11 +4,11 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runExtension, type ExtensionHandle } from '../../../controller/extension/main.js';
-import { TestPki } from '../../../hack/testenv/certs.js';
 import { writeKubeconfigFor, type TestEnv } from '../../../hack/testenv/testenv.js';
 import { CONTENT_APPLY_PATCH, isNotFound, type KubeHttp } from '../../../kube/client.js';
 import { createLogger } from '../../../log/logger.js';
 import { run } from '../../support/exec.js';
+import { loopbackServingCert } from '../../support/serving-cert.js';
 import { repoRoot } from '../../support/tools.js';
 import { NSPAWN_API, NSPAWN_GROUP } from './crds.js';
 
@@ -151,16 +151,14 @@ export async function startExtension(
   const rbac = await kubectl(['apply', '-f', join(repoRoot, 'deploy/extension/rbac.yaml')]);
   if (rbac.code !== 0) throw new Error(`deploy/extension/rbac.yaml: ${rbac.stderr}`);
   const dir = await mkdtemp(join(tmpdir(), 'oscar-ext-e2e-'));
-  const pki = new TestPki(dir);
-  await pki.init();
-  const pair = await pki.issueServing(['127.0.0.1'], []);
+  const serving = await loopbackServingCert(dir);
   const handle = await runExtension({
     kubeconfig: await writeKubeconfigFor(env.info, {
       user: 'system:serviceaccount:oscar-system:oscar-extension',
       groups: ['system:serviceaccounts', 'system:serviceaccounts:oscar-system'],
     }),
-    cert: await readFile(pair.certPath),
-    key: await readFile(pair.keyPath),
+    cert: serving.cert,
+    key: serving.key,
     host: '127.0.0.1',
     port: 0,
     log: createLogger({ component: 'extension', level: 'warn' }),
@@ -172,7 +170,7 @@ export async function startExtension(
     spec: {
       clientConfig: {
         url: `https://127.0.0.1:${String(handle.server.port)}`,
-        caBundle: (await readFile(pki.caPath)).toString('base64'),
+        caBundle: serving.ca.toString('base64'),
       },
       namespaceSelector: {},
     },
