@@ -163,7 +163,6 @@ export class BootstrapController extends RuntimeController implements BootstrapC
         baseDelayMs: 200,
         maxDelayMs: 60_000,
         partitionOf: namespaceOfKey,
-        maxPerPartition: 8,
       },
       o.queue,
       o.clock,

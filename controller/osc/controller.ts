@@ -169,7 +169,6 @@ export class OscController extends RuntimeController implements Caches {
         baseDelayMs: 200,
         maxDelayMs: 60_000,
         partitionOf: namespaceOfKey,
-        maxPerPartition: 8,
       },
       o.queue,
       o.clock,

@@ -311,6 +311,21 @@ describe('WorkQueue partitions: one namespace never stalls another (red-team rou
     expect(h.calls).toEqual(['bad/osc', 'other/osc']);
   });
 
+  it('a partitioned queue keeps half its workers (rounded up) for the other partitions, whatever its concurrency', async () => {
+    for (const [concurrency, share] of [
+      [16, 8],
+      [5, 3],
+      [1, 1],
+    ] as const) {
+      const q = new WorkQueue({ ...options(true), concurrency, maxPerPartition: undefined });
+      const h = controllable();
+      for (let i = 0; i < 40; i++) q.add(`slow/osc-${String(i)}`);
+      q.start(h.handler);
+      await flush();
+      expect(h.active(), `concurrency ${String(concurrency)}`).toBe(share);
+    }
+  });
+
   it('control: without partitions the same hundred slow passes take every worker and the other namespace waits', async () => {
     const q = new WorkQueue(options(false));
     const h = controllable();

@@ -24,7 +24,11 @@ export interface QueueOptions {
   onDepth?: (depth: number) => void;
   /** The partition of a key (default: one partition, first in first out). */
   partitionOf?: (key: string) => string;
-  /** Most passes of one partition at once (default: `concurrency`). */
+  /**
+   * Most passes of one partition at once. Default: half the workers (rounded up) when the queue is
+   * partitioned, so a `--concurrency` of any size keeps a share for the other partitions; all of
+   * them when it is not.
+   */
   maxPerPartition?: number;
 }
 
@@ -69,7 +73,9 @@ export class WorkQueue {
     if (options.concurrency < 1) throw new Error('queue concurrency must be at least 1');
     this.clock = options.clock ?? realClock;
     this.partitionOf = options.partitionOf ?? (() => '');
-    this.maxPerPartition = Math.max(1, options.maxPerPartition ?? options.concurrency);
+    const half = Math.ceil(options.concurrency / 2);
+    const share = options.partitionOf ? half : options.concurrency;
+    this.maxPerPartition = Math.max(1, options.maxPerPartition ?? share);
   }
 
   /** Keys waiting to be processed (not counting the ones in flight or delayed). */
