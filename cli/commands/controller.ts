@@ -5,6 +5,7 @@ import { runController, type ControllerHandle } from '../../controller/main.js';
 import { registryPipeline } from '../../controller/osc/pipeline.js';
 import { openLogger, parseLogFormat, parseLogLevel } from '../../log/logger.js';
 import { loadRenderersConfigFile, registryWithWebhooks } from '../../renderers/webhook/config.js';
+import { parsePositiveInteger } from '../support/numbers.js';
 import { onShutdownSignal, parseDuration } from '../support/shutdown.js';
 import { userAgent, VERSION } from '../support/version.js';
 
@@ -71,12 +72,10 @@ interface Timings {
 
 /** Step 2: the numbers and durations, each checked by its flag's name. */
 function parseTimings(fail: Fail, opts: ControllerOptions): Timings {
-  const concurrency = Number(opts.concurrency);
-  if (!Number.isInteger(concurrency) || concurrency < 1) {
-    fail('--concurrency must be a positive integer');
-  }
   return {
-    concurrency,
+    concurrency: parsed(fail, () =>
+      parsePositiveInteger(opts.concurrency, '--concurrency', 'OSCs reconciled at once'),
+    ),
     leaseDurationMs: parsed(fail, () => parseDuration(opts.leaseDuration, '--lease-duration')),
     shutdownTimeoutMs: parsed(fail, () =>
       parseDuration(opts.shutdownTimeout, '--shutdown-timeout'),
