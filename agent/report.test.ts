@@ -429,6 +429,40 @@ describe('KubeReporter drift', () => {
     r.stop();
   });
 
+  it('a node found clean again goes out at once; drift flapping with clean stays at two writes an interval', async () => {
+    const http = new RecordingHttp();
+    const r = reporter(http);
+    const settle = async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
+    };
+    const drifted = (n: number) => {
+      const a = item(n);
+      r.drift({ items: [a], added: [a], resolved: [], trigger: 'watch', reverted: false });
+    };
+    const clean = () => {
+      r.drift({ items: [], added: [], resolved: [], trigger: 'watch', reverted: true });
+    };
+    drifted(1);
+    await settle();
+    clean(); // the revert's report: not held back behind the interval
+    await settle();
+    expect(http.patches()).toHaveLength(2);
+    expect(http.patches().at(-1)?.status).toMatchObject({ drift: { count: 0 } });
+    // a Revert storm: drifted, reverted, drifted, reverted … within one interval
+    for (let i = 2; i < 40; i++) {
+      drifted(i);
+      await settle();
+      clean();
+      await settle();
+    }
+    expect(http.patches()).toHaveLength(2);
+    await r.flush();
+    expect(http.patches()).toHaveLength(3);
+    expect(http.patches().at(-1)?.status).toMatchObject({ drift: { count: 0 } });
+    r.stop();
+  });
+
   it('another write meanwhile carries the waiting drift (no write is held back behind it)', async () => {
     const http = new RecordingHttp();
     const r = reporter(http);

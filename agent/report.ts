@@ -109,6 +109,8 @@ export class KubeReporter implements Reporter {
   /** When drift last wrote (performance.now()), and the write waiting for the interval's end. */
   private lastDriftWrite = Number.NEGATIVE_INFINITY;
   private driftTimer: NodeJS.Timeout | undefined;
+  /** Whether the status last handed to a write listed drift. */
+  private driftShown = false;
 
   constructor(
     kc: KubeConfig,
@@ -341,8 +343,16 @@ export class KubeReporter implements Reporter {
     for (const e of driftEvents(report)) this.event(e);
   }
 
-  /** push(), paced to one write per DRIFT_WRITE_INTERVAL_MS. */
+  /**
+   * push(), paced to one write per DRIFT_WRITE_INTERVAL_MS — except a node found clean again after
+   * a write that showed drift, which goes out at once (a revert or a fix is not held back). That
+   * cannot make a storm: each such write follows a paced one, so at most two per interval.
+   */
   private pushDrift(): void {
+    if (this.driftShown && (this.status.drift?.count ?? 0) === 0) {
+      this.push();
+      return;
+    }
     if (this.driftTimer) return; // the waiting write sends the newest state
     const wait = this.lastDriftWrite + DRIFT_WRITE_INTERVAL_MS - performance.now();
     if (wait <= 0) {
@@ -426,6 +436,7 @@ export class KubeReporter implements Reporter {
       clearTimeout(this.driftTimer);
       this.driftTimer = undefined;
     }
+    this.driftShown = (this.status.drift?.count ?? 0) > 0;
     this.dirty = true;
     if (!this.sending) {
       // Started a microtask later, so updates made in the same tick (oscRef and desired
